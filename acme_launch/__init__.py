@@ -1,0 +1,4 @@
+"""acme-launch: run distributed Acme agents on your own machines."""
+
+# dm-acme 0.4.0 needs JAX aliases before it is first imported: see compat.py.
+from acme_launch import compat as _compat  # pylint: disable=unused-import

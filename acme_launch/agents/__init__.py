@@ -1,0 +1,1 @@
+"""Per-agent adapters: each turns a ConfigDict into Acme builder pieces."""

@@ -1,0 +1,46 @@
+"""JAX names that dm-acme 0.4.0 still uses, restored on a newer JAX.
+
+dm-acme 0.4.0 was written against JAX 0.3, and refers at import time (in type
+annotations and isinstance checks) to names JAX has since removed. Importing
+this module before `acme` puts them back as aliases of their successors.
+
+Every process must import it before acme: the launcher does so in
+`acme_launch/__init__.py`, and Launchpad's child processes start through
+`acme_launch.node_entry`, which imports it before unpickling the program.
+"""
+
+import os
+
+# The launcher itself never needs an accelerator; child processes get their
+# own JAX_PLATFORMS from the resource plan before this module runs.
+os.environ.setdefault('JAX_PLATFORMS', 'cpu')
+
+import jax  # pylint: disable=g-import-not-at-top
+import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+from jax.interpreters import pxla as _pxla  # pylint: disable=g-import-not-at-top
+from jax.interpreters import xla as _xla  # pylint: disable=g-import-not-at-top
+
+# Old name -> (module object, attribute, replacement).
+_ALIASES = (
+    (jax, 'tree_multimap', jax.tree_util.tree_map),
+    (jnp, 'DeviceArray', jax.Array),
+    (_xla, 'DeviceArray', jax.Array),
+    (_xla, 'Device', jax.Device),
+    (_pxla, 'ShardedDeviceArray', jax.Array),
+)
+
+
+def apply() -> None:
+  """Installs the aliases; idempotent, and never overrides a real name."""
+  for module, name, replacement in _ALIASES:
+    if not hasattr(module, name):
+      setattr(module, name, replacement)
+  # acme writes `jax.xla.X` and `jax.pxla.X`: JAX 0.4.30 no longer exposes
+  # these submodules as attributes of the top-level package.
+  if not hasattr(jax, 'xla'):
+    jax.xla = _xla
+  if not hasattr(jax, 'pxla'):
+    jax.pxla = _pxla
+
+
+apply()

@@ -1,0 +1,63 @@
+"""Fields every experiment config shares, whatever its agent.
+
+A config file in `configs/` calls `base_config(...)`, adds its agent's own
+section, and returns the ConfigDict from `get_config()` (the ml_collections
+convention, so `--config.field=value` overrides work). The CLI validates the
+result once (`validate`); nothing deeper re-checks it.
+"""
+
+import ml_collections
+
+from acme_launch import errors
+from acme_launch import resources
+
+LAUNCH_TYPES = ('local_mp', 'local_mt', 'test_mt')
+
+
+def base_config(*, agent: str, env_name: str, max_actor_steps: int,
+                num_actors: int, eval_every_steps: int) -> ml_collections.ConfigDict:
+  """Returns the shared fields with an agent's defaults filled in."""
+  config = ml_collections.ConfigDict()
+  config.agent = agent                      # Adapter in acme_launch/agents/.
+  config.env_name = env_name                # Any gym MuJoCo v4 task, say.
+  config.env_max_episode_steps = 0          # 0 keeps the task's own limit.
+  config.seed = 0                           # Per-node seeds derive from it.
+  config.max_actor_steps = max_actor_steps  # Step budget (actor env steps).
+  config.num_actors = num_actors            # Actor processes.
+  config.num_evaluators = 1                 # Evaluator processes.
+  config.eval_every_steps = eval_every_steps  # Actor steps between evaluations.
+  config.eval_episodes = 1                  # Episodes per evaluation.
+  config.log_every_seconds = 10.0           # Node metric rows at most this often.
+
+  config.checkpoint = ml_collections.ConfigDict()
+  config.checkpoint.interval_minutes = 5.0  # Learner/counter save period.
+  config.checkpoint.max_to_keep = 2         # Checkpoints kept per component.
+  config.checkpoint.replay = True           # Also checkpoint the Reverb tables.
+
+  config.resources = resources.default_resources_config()
+  return config
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  """Raises LaunchError with one line for the first bad field found."""
+  positive_ints = ('max_actor_steps', 'num_actors', 'eval_every_steps',
+                   'eval_episodes')
+  for name in positive_ints:
+    if config[name] <= 0:
+      raise errors.LaunchError(
+          f'config.{name} must be a positive integer, got {config[name]}')
+  if config.num_evaluators < 0:
+    raise errors.LaunchError(
+        f'config.num_evaluators must be >= 0, got {config.num_evaluators}')
+  if config.env_max_episode_steps < 0:
+    raise errors.LaunchError('config.env_max_episode_steps must be >= 0 '
+                             f'(0 keeps the task limit), got {config.env_max_episode_steps}')
+  if config.log_every_seconds <= 0:
+    raise errors.LaunchError('config.log_every_seconds must be > 0, '
+                             f'got {config.log_every_seconds}')
+  if config.checkpoint.interval_minutes <= 0:
+    raise errors.LaunchError('config.checkpoint.interval_minutes must be > 0, '
+                             f'got {config.checkpoint.interval_minutes}')
+  if config.checkpoint.max_to_keep < 1:
+    raise errors.LaunchError('config.checkpoint.max_to_keep must be >= 1, '
+                             f'got {config.checkpoint.max_to_keep}')

@@ -1,0 +1,30 @@
+"""Acme JAX PPO on a gym MuJoCo task (HalfCheetah-v4 by default)."""
+
+from acme_launch import experiment_config
+import ml_collections
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = experiment_config.base_config(
+      agent='ppo', env_name='HalfCheetah-v4', max_actor_steps=1_000_000,
+      num_actors=2, eval_every_steps=50_000)
+  config.eval_episodes = 5
+
+  config.ppo = ml_collections.ConfigDict()
+  config.ppo.unroll_length = 16
+  config.ppo.batch_size = 128        # Sequences per learner step.
+  config.ppo.num_minibatches = 32
+  config.ppo.num_epochs = 10
+  config.ppo.learning_rate = 3e-4
+  config.ppo.entropy_cost = 0.0
+  config.ppo.value_cost = 0.5
+  config.ppo.discount = 0.99
+  config.ppo.gae_lambda = 0.95
+  config.ppo.ppo_clipping_epsilon = 0.2
+  config.ppo.max_gradient_norm = 0.5
+  config.ppo.variable_update_period = 1  # Actor steps between param fetches.
+
+  config.network = ml_collections.ConfigDict()
+  config.network.policy_layers = (64, 64)
+  config.network.value_layers = (64, 64)
+  return config

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Creates .venv with CPython 3.10 and installs the locked requirements.
+# Skips the install when the lock files are unchanged since the last success,
+# so a second run takes about a second.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${ACME_LAUNCH_VENV:-.venv}
+STAMP="$VENV/.acme-launch-lock.sha256"
+lock_hash=$(cat requirements.txt requirements-nodeps.txt | sha256sum | cut -d' ' -f1)
+
+if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$lock_hash" ]; then
+  exit 0
+fi
+
+if [ ! -x "$VENV/bin/python" ] || \
+   ! "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 10))' 2>/dev/null; then
+  python=$(scripts/find_python310.sh)
+  echo "acme-launch: creating $VENV with $python" >&2
+  rm -rf "$VENV"
+  "$python" -m venv "$VENV"
+fi
+
+echo "acme-launch: installing the locked requirements into $VENV" >&2
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements.txt
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-nodeps.txt
+echo "$lock_hash" > "$STAMP"
