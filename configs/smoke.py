@@ -1,4 +1,4 @@
-"""Tiny PPO run for tests: one actor, small networks, a 2,000-step budget."""
+"""Tiny PPO run for tests: one actor, small networks, a 6,000-step budget."""
 
 from acme_launch import experiment_config
 import ml_collections
@@ -6,7 +6,7 @@ import ml_collections
 
 def get_config() -> ml_collections.ConfigDict:
   config = experiment_config.base_config(
-      agent='ppo', env_name='HalfCheetah-v4', max_actor_steps=2_000,
+      agent='ppo', env_name='HalfCheetah-v4', max_actor_steps=6_000,
       num_actors=1, eval_every_steps=1_000)
   config.env_max_episode_steps = 100
   config.log_every_seconds = 1.0

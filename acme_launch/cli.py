@@ -1,0 +1,221 @@
+"""Command line: flags -> config -> resource plan -> program -> supervisor.
+
+Every check of user input happens here, before any process starts; a bad
+input prints one line (`acme-launch: error: ...`) and exits with code 2.
+"""
+
+import ast
+import datetime
+import importlib.metadata
+import os
+import sys
+from typing import List
+
+from absl import app
+from absl import flags
+from ml_collections import config_flags
+
+from acme_launch import errors
+from acme_launch import experiment_config
+from acme_launch import registry
+
+EXIT_BAD_INPUT = 2
+
+_CONFIG = config_flags.DEFINE_config_file(
+    'config', None,
+    'Experiment config: a registry name (see --list_configs) or a path to a '
+    'config file. Override fields with --config.FIELD=VALUE, e.g. '
+    '--config.num_actors=4 --config.env_name=Hopper-v4.')
+_LIST_CONFIGS = flags.DEFINE_boolean(
+    'list_configs', False, 'Print the registry configs, one line each, and exit.')
+_LAUNCH_TYPE = flags.DEFINE_enum(
+    'launch_type', 'local_mp', experiment_config.LAUNCH_TYPES,
+    'local_mp: one process per node. local_mt: one thread per node in this '
+    'process (debugging). test_mt: like local_mt, checking nodes pickle.')
+_WORKDIR = flags.DEFINE_string(
+    'workdir', 'runs', 'Folder that holds run directories.')
+_RUN_NAME = flags.DEFINE_string(
+    'run_name', '', 'Run directory name under --workdir; default '
+    '<config>_<date>-<time>. An existing run directory is resumed.')
+_SHOW_OUTPUT = flags.DEFINE_boolean(
+    'show_output', False, 'Also show every node\'s output in this terminal, '
+    'each line prefixed with its node (it always goes to logs/ in the run '
+    'directory).')
+_DRY_RUN = flags.DEFINE_boolean(
+    'dry_run', False, 'Print the nodes, their groups, processes and resource '
+    'placement, then exit without starting anything.')
+_GPU_INVENTORY = flags.DEFINE_string(
+    'gpu_inventory', '', 'JSON file describing the GPUs to plan for, instead '
+    'of asking the driver (for planning machines you are not on).')
+
+
+def _fail(message: str) -> None:
+  print(f'acme-launch: error: {message}', file=sys.stderr)
+  sys.exit(EXIT_BAD_INPUT)
+
+
+def _resolve_config_argument(argv: List[str]) -> List[str]:
+  """Rewrites `--config=NAME` to the registry file's path."""
+  resolved = list(argv)
+  for i, arg in enumerate(resolved):
+    if arg == '--config' and i + 1 < len(resolved):
+      value, place = resolved[i + 1], i + 1
+    elif arg.startswith('--config='):
+      value, place = arg[len('--config='):], None
+    else:
+      continue
+    path = registry.resolve(value)
+    if path is None:
+      _fail(f'unknown config {value!r}; choose one of: '
+            f'{", ".join(registry.available())} (or a path to a .py file)')
+    if place is None:
+      resolved[i] = f'--config={path}'
+    else:
+      resolved[place] = path
+  return resolved
+
+
+def parse_flags(argv: List[str]) -> List[str]:
+  """absl flag parsing that reports any problem as one line and exit 2."""
+  argv = _resolve_config_argument(argv)
+  try:
+    remaining = flags.FLAGS(argv)
+    if not flags.FLAGS.list_configs:
+      if flags.FLAGS['config'].value is None:
+        _fail('--config is required, e.g. --config=ppo_mujoco '
+              '(see --list_configs)')
+  except flags.Error as e:
+    _fail(str(e).splitlines()[0])
+  except AttributeError as e:
+    # config_flags: an override naming a field the config does not have.
+    # Its message is a repr, e.g. '\'num_actorz\'\nDid you mean ...'.
+    message = str(e)
+    try:
+      message = ast.literal_eval(message)
+    except (ValueError, SyntaxError):
+      pass
+    _fail('unknown config field in override: ' + ' '.join(message.split()))
+  except (OSError, SyntaxError, ImportError) as e:
+    _fail(f'cannot load config: {" ".join(str(e).split())[:300]}')
+  if len(remaining) > 1:
+    _fail(f'unexpected arguments: {" ".join(remaining[1:])}')
+  return remaining
+
+
+def _package_versions() -> dict:
+  return {d.metadata['Name']: d.version
+          for d in importlib.metadata.distributions()}
+
+
+def _write_run_config(run_dir, config, plan, seeds, launch_type) -> None:
+  from acme_launch import rundir  # pylint: disable=g-import-not-at-top
+  rundir.write_json_atomic(rundir.config_path(run_dir), {
+      'config': config.to_dict(),
+      'launch_type': launch_type,
+      'argv': sys.argv,
+      'node_seeds': seeds,
+      'resource_plan': [
+          {'node': p.node, 'group': p.group, 'label': p.label,
+           'gpus': list(p.gpus), 'env': dict(p.env)}
+          for p in plan.placements],
+      'python': sys.version,
+      'packages': _package_versions(),
+  })
+
+
+def _prepare_run_dir(config_name: str) -> str:
+  run_name = _RUN_NAME.value or (
+      f'{config_name}_{datetime.datetime.now():%Y%m%d-%H%M%S}')
+  run_dir = os.path.abspath(os.path.join(_WORKDIR.value, run_name))
+  from acme_launch import rundir  # pylint: disable=g-import-not-at-top
+  if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+    raise errors.LaunchError(f'run directory {run_dir} exists and is not a directory')
+  try:
+    rundir.create(run_dir)
+  except OSError as e:
+    raise errors.LaunchError(
+        f'cannot create run directory {run_dir}: {e.strerror}') from e
+  if not os.access(run_dir, os.W_OK | os.X_OK):
+    raise errors.LaunchError(f'run directory {run_dir} is not writable')
+  return run_dir
+
+
+def _describe_nodes(built, launch_type: str) -> str:
+  process = 'own process' if launch_type == 'local_mp' else 'thread of launcher'
+  lines = [f'{"node":<14} {"group label":<16} process']
+  for label, names in built.nodes_by_label.items():
+    for name in names:
+      lines.append(f'{name:<14} {label:<16} {process}')
+  return '\n'.join(lines)
+
+
+def main(argv: List[str]) -> int:
+  del argv
+  if _LIST_CONFIGS.value:
+    print(registry.listing())
+    return 0
+
+  # Heavy imports (acme, launchpad, TF) only once the input parsed.
+  from acme_launch import agents  # pylint: disable=g-import-not-at-top
+  from acme_launch import program as program_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch import resources  # pylint: disable=g-import-not-at-top
+  from acme_launch import summary as summary_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch import supervisor  # pylint: disable=g-import-not-at-top
+  from acme_launch import rundir  # pylint: disable=g-import-not-at-top
+
+  config = _CONFIG.value
+  config_name = os.path.splitext(os.path.basename(
+      config_flags.get_config_filename(flags.FLAGS['config'])))[0]
+  launch_type = _LAUNCH_TYPE.value
+  try:
+    experiment_config.validate(config)
+    if config.agent not in agents.ADAPTERS:
+      raise errors.LaunchError(
+          f'config.agent {config.agent!r} is unknown; known agents: '
+          f'{", ".join(agents.ADAPTERS)}')
+    inventory = resources.read_inventory(_GPU_INVENTORY.value)
+    plan = resources.plan_resources(program_lib.node_list(config),
+                                    config.resources, inventory)
+    if _DRY_RUN.value:
+      built = program_lib.make_program(config, plan, run_dir='<run_dir>')
+      print(f'config {config_name}: {config.agent} on {config.env_name}, '
+            f'budget {config.max_actor_steps:,} actor steps, '
+            f'launch type {launch_type}\n')
+      print(_describe_nodes(built, launch_type))
+      print('\nresource placement:')
+      print(resources.format_plan(plan))
+      print('\ndry run: nothing was started.')
+      return 0
+    run_dir = _prepare_run_dir(config_name)
+  except errors.LaunchError as e:
+    _fail(str(e))
+
+  _write_run_config(run_dir, config, plan, program_lib.node_seeds(config),
+                    launch_type)
+  built = program_lib.make_program(config, plan, run_dir)
+  print(f'acme-launch: {config_name} ({config.agent} on {config.env_name}), '
+        f'{len(built.program.get_all_nodes())} nodes, {launch_type}; '
+        f'run directory {run_dir}', flush=True)
+  runner = supervisor.Supervisor(run_dir, show_output=_SHOW_OUTPUT.value)
+  if launch_type == 'local_mp':
+    outcome = runner.run_multiprocess(built, plan)
+  else:
+    outcome = runner.run_threads(built, launch_type)
+
+  summary = summary_lib.make_summary(run_dir, outcome, config.max_actor_steps)
+  rundir.write_json_atomic(rundir.summary_path(run_dir), summary)
+  if outcome.failed_node:
+    print(f'\nacme-launch: node {outcome.failed_node} failed; the end of its log:\n'
+          f'{outcome.failed_log_tail}', file=sys.stderr)
+  print('\n' + summary_lib.format_summary(summary))
+  print(f'run directory      {run_dir}')
+  if launch_type != 'local_mp':
+    # Node threads blocked in C (Reverb, TF) would hold up interpreter exit.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(outcome.exit_code)  # pylint: disable=protected-access
+  return outcome.exit_code
+
+
+def run() -> None:
+  app.run(main, flags_parser=parse_flags)

@@ -1,0 +1,55 @@
+"""Entry point of every node process started by the launcher.
+
+Launchpad starts a node as `python .../process_entry.py --data_file=...`,
+which unpickles the program, and so imports acme, before any of our code
+runs. The supervisor starts `python -m acme_launch.node_entry` with the same
+arguments instead: it applies the JAX aliases (importing acme_launch does),
+applies the node's resource settings, records what the process received, and
+then hands over to Launchpad's own entry.
+"""
+
+import os
+import sys
+
+import acme_launch  # noqa: F401  (JAX aliases for acme, before unpickling)
+from acme_launch import resources
+from acme_launch import rundir
+
+# Environment variables worth recording: what decides devices and threads.
+_RECORDED_ENV_PREFIXES = ('CUDA_', 'JAX_', 'XLA_', 'TF_', 'OMP_', 'ACME_LAUNCH_')
+
+
+def record_received(run_dir: str, node: str) -> None:
+  """Writes nodes/<node>.json: the env, JAX devices and TF devices it got."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  rundir.write_json_atomic(
+      os.path.join(rundir.nodes_dir(run_dir), node.replace('/', '_') + '.json'),
+      {
+          'node': node,
+          'pid': os.getpid(),
+          'env': {k: v for k, v in sorted(os.environ.items())
+                  if k.startswith(_RECORDED_ENV_PREFIXES)},
+          'jax_devices': [str(d) for d in jax.devices()],
+          'jax_platform': jax.default_backend(),
+          'tf_visible_devices': [d.name for d in tf.config.get_visible_devices()],
+          'tf_visible_gpus': [d.name for d in tf.config.get_visible_devices('GPU')],
+      })
+
+
+def main() -> None:
+  resources.configure_process()
+  run_dir = os.environ.get('ACME_LAUNCH_RUN_DIR')
+  node = os.environ.get('ACME_LAUNCH_NODE')
+  if run_dir and node:
+    record_received(run_dir, node)
+
+  from absl import app  # pylint: disable=g-import-not-at-top
+  from launchpad.nodes.python import process_entry  # pylint: disable=g-import-not-at-top
+  sys.argv[0] = process_entry.__file__
+  process_entry._populate_flags()  # pylint: disable=protected-access
+  app.run(process_entry.main)
+
+
+if __name__ == '__main__':
+  main()

@@ -1,0 +1,141 @@
+"""The objects that run inside node processes, besides Acme's own.
+
+Each is built by program.py inside its node's process (Launchpad calls the
+node's constructor there) and talks to other nodes only through the handles
+it was given. Results go to the run directory, never back to the launcher.
+"""
+
+import csv
+import time
+
+from acme import core
+from acme import environment_loop
+from acme.utils import counting
+from acme.utils import loggers
+from acme.utils import signals
+import dm_env
+import launchpad as lp
+import numpy as np
+
+from acme_launch import rundir
+
+
+class CsvMetricsLogger(loggers.Logger):
+  """Appends rows to metrics/<node>.csv; keeps the columns of the first row.
+
+  Unlike Acme's CSVLogger it names the file after the node, so a reader finds
+  `metrics/actor_0.csv` rather than a uid-suffixed folder.
+  """
+
+  def __init__(self, run_dir: str, node: str, time_delta: float = 0.0):
+    self._path = rundir.metrics_path(run_dir, node)
+    self._time_delta = time_delta
+    self._last_write = -float('inf')
+    self._file = open(self._path, 'a', newline='')
+    self._writer = None
+
+  def write(self, data: loggers.LoggingData) -> None:
+    now = time.time()
+    if now - self._last_write < self._time_delta:
+      return
+    self._last_write = now
+    row = {k: _scalar(v) for k, v in loggers.to_numpy(data).items()}
+    row['wall_time'] = now
+    if self._writer is None:
+      self._writer = csv.DictWriter(self._file, fieldnames=sorted(row),
+                                    extrasaction='ignore')
+      if self._file.tell() == 0:
+        self._writer.writeheader()
+    self._writer.writerow(row)
+    self._file.flush()
+
+  def close(self) -> None:
+    self._file.close()
+
+
+def _scalar(value):
+  value = np.asarray(value)
+  return value.item() if value.size == 1 else value.tolist()
+
+
+class StepsLimiter:
+  """Stops the program when the actors' step budget is reached.
+
+  Also writes the counter's counts to progress.json every second: the
+  launcher reads that file for its progress display and summary, so nothing
+  flows back from the launcher into the program.
+  """
+
+  def __init__(self, counter: counting.Counter, max_actor_steps: int,
+               run_dir: str):
+    self._counter = counter
+    self._max_actor_steps = max_actor_steps
+    self._run_dir = run_dir
+
+  def run(self) -> None:
+    stop = lp.stop_event()
+    while not stop.is_set():
+      counts = self._counter.get_counts()
+      budget_reached = counts.get('actor_steps', 0) >= self._max_actor_steps
+      rundir.write_json_atomic(
+          rundir.progress_path(self._run_dir),
+          {'time': time.time(), 'counts': counts,
+           'budget_reached': budget_reached})
+      if budget_reached:
+        lp.stop()
+        return
+      stop.wait(1.0)
+
+
+class ScheduledEvaluator(core.Worker):
+  """Plays evaluation episodes every `eval_every_steps` actor steps.
+
+  Stock Acme's evaluator plays without pause and takes CPU from the actors;
+  this one waits for the actors between evaluations. An evaluation happens at
+  step 0 too, so every run records at least one.
+  """
+
+  def __init__(self, environment: dm_env.Environment, actor: core.Actor,
+               counter: counting.Counter, logger: loggers.Logger,
+               eval_every_steps: int, eval_episodes: int):
+    self._environment = environment
+    self._actor = actor
+    self._parent_counter = counter
+    self._counter = counting.Counter(counter, 'evaluator')
+    self._logger = logger
+    self._eval_every_steps = eval_every_steps
+    self._eval_episodes = eval_episodes
+    self._loop = environment_loop.EnvironmentLoop(
+        environment, actor, counter=None, logger=loggers.NoOpLogger(),
+        should_update=True)
+
+  def run(self) -> None:
+    stop = lp.stop_event()
+    next_eval_at = 0
+    # On stop, end even in the middle of an episode.
+    with signals.runtime_terminator():
+      while not stop.is_set():
+        actor_steps = self._parent_counter.get_counts().get('actor_steps', 0)
+        if actor_steps < next_eval_at:
+          stop.wait(1.0)
+          continue
+        self._evaluate(actor_steps)
+        next_eval_at = ((actor_steps // self._eval_every_steps + 1) *
+                        self._eval_every_steps)
+
+  def _evaluate(self, actor_steps: int) -> None:
+    self._actor.update(wait=True)
+    returns, lengths = [], []
+    for _ in range(self._eval_episodes):
+      result = self._loop.run_episode()
+      returns.append(float(result['episode_return']))
+      lengths.append(int(result['episode_length']))
+      counts = self._counter.increment(episodes=1, steps=lengths[-1])
+    self._logger.write({
+        'actor_steps': actor_steps,
+        'episode_return': float(np.mean(returns)),
+        'episode_return_min': float(np.min(returns)),
+        'episode_return_max': float(np.max(returns)),
+        'episode_length': float(np.mean(lengths)),
+        'evaluator_episodes': counts['evaluator_episodes'],
+    })

@@ -1,0 +1,125 @@
+"""Builds the Launchpad program: the whole topology on one screen.
+
+Small `build_*` functions each return one node's object; `make_program` adds
+the nodes group by group, each under the label its resource placement names.
+Built from Acme's builder interface (any `ActorLearnerBuilder`), not from an
+agent's `Distributed*` class, so every agent shares this one launch path.
+"""
+
+import dataclasses
+import functools
+from typing import Dict, List, Tuple
+
+from acme import environment_loop
+from acme import specs
+from acme.utils import counting
+from acme.utils import loggers
+import jax
+import launchpad as lp
+import ml_collections
+
+from acme_launch import agents
+from acme_launch import checkpointing
+from acme_launch import environments
+from acme_launch import nodes
+from acme_launch import resources
+
+
+def node_list(config: ml_collections.ConfigDict) -> List[Tuple[str, int]]:
+  """Every node of the program as (group, index), in launch order."""
+  return ([('replay', 0), ('counter', 0), ('learner', 0)] +
+          [('actor', i) for i in range(config.num_actors)] +
+          [('evaluator', i) for i in range(config.num_evaluators)])
+
+
+def node_seeds(config: ml_collections.ConfigDict) -> Dict[str, int]:
+  """The seed of every node that has one, by node name."""
+  return {f'{group}/{index}': environments.node_seed(config.seed, group, index)
+          for group, index in node_list(config)}
+
+
+@dataclasses.dataclass(frozen=True)
+class BuiltProgram:
+  program: lp.Program
+  # Node names per Launchpad label, in the order their tasks are numbered.
+  nodes_by_label: Dict[str, List[str]]
+
+
+def make_program(config: ml_collections.ConfigDict,
+                 plan: resources.ResourcePlan, run_dir: str) -> BuiltProgram:
+  """Returns the program; nothing runs until it is launched."""
+  adapter = agents.get_adapter(config.agent)
+  make_env = functools.partial(
+      environments.make_environment, config.env_name,
+      max_episode_steps=config.env_max_episode_steps)
+  environment_spec = specs.make_environment_spec(make_env(seed=0))
+  builder = adapter.make_builder(
+      config, learner_logger_fn=functools.partial(
+          nodes.CsvMetricsLogger, run_dir, 'learner/0', config.log_every_seconds))
+  seeds = node_seeds(config)
+
+  def logger_for(node: str) -> loggers.Logger:
+    return nodes.CsvMetricsLogger(run_dir, node, config.log_every_seconds)
+
+  def build_replay():
+    return builder.make_replay_tables(environment_spec)
+
+  def build_counter():
+    return checkpointing.CheckpointedCounter(run_dir, config.checkpoint)
+
+  def build_limiter(counter):
+    return nodes.StepsLimiter(counter, config.max_actor_steps, run_dir)
+
+  def build_learner(replay, counter):
+    random_key = jax.random.PRNGKey(seeds['learner/0'])
+    networks = adapter.make_networks(config, environment_spec)
+    iterator = builder.make_dataset_iterator(replay)
+    learner = builder.make_learner(
+        random_key, networks, iterator, replay,
+        counting.Counter(counter, 'learner', time_delta=0.))
+    return checkpointing.CheckpointedLearner(learner, run_dir,
+                                             config.checkpoint)
+
+  def build_actor(index, replay, learner, counter):
+    seed = seeds[f'actor/{index}']
+    environment = make_env(seed=seed)
+    networks = adapter.make_networks(config, environment_spec)
+    actor = builder.make_actor(
+        jax.random.PRNGKey(seed), adapter.make_policy(networks, False),
+        adder=builder.make_adder(replay), variable_source=learner)
+    return environment_loop.EnvironmentLoop(
+        environment, actor, counting.Counter(counter, 'actor', time_delta=0.),
+        logger_for(f'actor/{index}'))
+
+  def build_evaluator(index, learner, counter):
+    seed = seeds[f'evaluator/{index}']
+    environment = make_env(seed=seed)
+    networks = adapter.make_networks(config, environment_spec)
+    actor = builder.make_actor(
+        jax.random.PRNGKey(seed), adapter.make_policy(networks, True),
+        variable_source=learner)
+    return nodes.ScheduledEvaluator(
+        environment, actor, counter, logger_for(f'evaluator/{index}'),
+        config.eval_every_steps, config.eval_episodes)
+
+  program = lp.Program(name=f'{config.agent}_{config.env_name}')
+  nodes_by_label: Dict[str, List[str]] = {}
+
+  def add(node: str, lp_node, placed_like: str = ''):
+    label = plan.placement(placed_like or node).label
+    nodes_by_label.setdefault(label, []).append(node)
+    with program.group(label):
+      return program.add_node(lp_node)
+
+  replay = add('replay/0', checkpointing.ReplayNode(
+      build_replay, run_dir, config.checkpoint))
+  counter = add('counter/0', lp.CourierNode(build_counter))
+  # The limiter shares the counter's placement: it only polls the counter.
+  add('limiter/0', lp.CourierNode(build_limiter, counter),
+      placed_like='counter/0')
+  learner = add('learner/0', lp.CourierNode(build_learner, replay, counter))
+  for i in range(config.num_actors):
+    add(f'actor/{i}', lp.CourierNode(build_actor, i, replay, learner, counter))
+  for i in range(config.num_evaluators):
+    add(f'evaluator/{i}', lp.CourierNode(build_evaluator, i, learner, counter))
+  return BuiltProgram(program, nodes_by_label)

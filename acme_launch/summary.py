@@ -1,0 +1,56 @@
+"""Final figures of a run, from what its nodes left in the run directory."""
+
+import csv
+import glob
+import os
+from typing import Any, Dict, List, Optional
+
+from acme_launch import rundir
+
+
+def evaluation_rows(run_dir: str) -> List[Dict[str, float]]:
+  """Every evaluation row of every evaluator, in actor-step order."""
+  rows = []
+  for path in sorted(glob.glob(os.path.join(run_dir, 'metrics', 'evaluator_*.csv'))):
+    with open(path, newline='') as f:
+      for row in csv.DictReader(f):
+        rows.append({k: float(v) for k, v in row.items() if v not in ('', None)})
+  return sorted(rows, key=lambda r: (r.get('actor_steps', 0), r.get('wall_time', 0)))
+
+
+def make_summary(run_dir: str, outcome, max_actor_steps: int) -> Dict[str, Any]:
+  counts = rundir.read_json(rundir.progress_path(run_dir), {}).get('counts', {})
+  evaluations = evaluation_rows(run_dir)
+  last_eval: Optional[Dict[str, float]] = evaluations[-1] if evaluations else None
+  actor_steps = int(counts.get('actor_steps', 0))
+  wall_time = outcome.wall_time
+  return {
+      'exit_reason': outcome.reason,
+      'exit_code': outcome.exit_code,
+      'failed_node': outcome.failed_node or None,
+      'max_actor_steps': max_actor_steps,
+      'actor_steps': actor_steps,
+      'actor_episodes': int(counts.get('actor_episodes', 0)),
+      'learner_steps': int(counts.get('learner_steps', 0)),
+      'evaluator_episodes': int(counts.get('evaluator_episodes', 0)),
+      'evaluations': len(evaluations),
+      'wall_time_seconds': round(wall_time, 2),
+      'env_steps_per_second': round(actor_steps / wall_time, 1) if wall_time else 0.0,
+      'last_eval_return': last_eval['episode_return'] if last_eval else None,
+      'last_eval_actor_steps': int(last_eval['actor_steps']) if last_eval else None,
+  }
+
+
+def format_summary(summary: Dict[str, Any]) -> str:
+  last_eval = summary['last_eval_return']
+  eval_text = ('none' if last_eval is None else
+               f'{last_eval:.1f} (at {summary["last_eval_actor_steps"]:,} actor steps)')
+  lines = [
+      f'exit reason        {summary["exit_reason"]}',
+      f'actor steps        {summary["actor_steps"]:,} / {summary["max_actor_steps"]:,}',
+      f'learner steps      {summary["learner_steps"]:,}',
+      f'wall time          {summary["wall_time_seconds"]:.1f} s',
+      f'env steps/s        {summary["env_steps_per_second"]:,.1f}',
+      f'last eval return   {eval_text}',
+  ]
+  return '\n'.join(lines)

@@ -1,0 +1,15 @@
+"""Launches an Acme experiment as a Launchpad program: see README.md.
+
+    python launch.py --config=ppo_mujoco [--config.num_actors=4] [--dry_run]
+"""
+
+import os
+
+# The launcher itself computes nothing: keep its JAX and TF off any GPU.
+# Each node's process gets its own settings from the resource plan.
+os.environ['JAX_PLATFORMS'] = 'cpu'
+
+from acme_launch import cli  # pylint: disable=g-import-not-at-top
+
+if __name__ == '__main__':
+  cli.run()
