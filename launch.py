@@ -8,6 +8,7 @@ import os
 # The launcher itself computes nothing: keep its JAX and TF off any GPU.
 # Each node's process gets its own settings from the resource plan.
 os.environ['JAX_PLATFORMS'] = 'cpu'
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # TF's CUDA-probe noise.
 
 from acme_launch import cli  # pylint: disable=g-import-not-at-top
 

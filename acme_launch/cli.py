@@ -123,10 +123,13 @@ def _write_run_config(run_dir, config, plan, seeds, launch_type) -> None:
   })
 
 
-def _prepare_run_dir(config_name: str) -> str:
+def _run_dir_path(config_name: str) -> str:
   run_name = _RUN_NAME.value or (
       f'{config_name}_{datetime.datetime.now():%Y%m%d-%H%M%S}')
-  run_dir = os.path.abspath(os.path.join(_WORKDIR.value, run_name))
+  return os.path.abspath(os.path.join(_WORKDIR.value, run_name))
+
+
+def _prepare_run_dir(run_dir: str) -> None:
   from acme_launch import rundir  # pylint: disable=g-import-not-at-top
   if os.path.exists(run_dir) and not os.path.isdir(run_dir):
     raise errors.LaunchError(f'run directory {run_dir} exists and is not a directory')
@@ -137,7 +140,6 @@ def _prepare_run_dir(config_name: str) -> str:
         f'cannot create run directory {run_dir}: {e.strerror}') from e
   if not os.access(run_dir, os.W_OK | os.X_OK):
     raise errors.LaunchError(f'run directory {run_dir} is not writable')
-  return run_dir
 
 
 def _describe_nodes(built, launch_type: str) -> str:
@@ -186,13 +188,14 @@ def main(argv: List[str]) -> int:
       print(resources.format_plan(plan))
       print('\ndry run: nothing was started.')
       return 0
-    run_dir = _prepare_run_dir(config_name)
+    run_dir = _run_dir_path(config_name)
+    built = program_lib.make_program(config, plan, run_dir)
+    _prepare_run_dir(run_dir)
   except errors.LaunchError as e:
     _fail(str(e))
 
   _write_run_config(run_dir, config, plan, program_lib.node_seeds(config),
                     launch_type)
-  built = program_lib.make_program(config, plan, run_dir)
   print(f'acme-launch: {config_name} ({config.agent} on {config.env_name}), '
         f'{len(built.program.get_all_nodes())} nodes, {launch_type}; '
         f'run directory {run_dir}', flush=True)

@@ -21,6 +21,7 @@ import ml_collections
 from acme_launch import agents
 from acme_launch import checkpointing
 from acme_launch import environments
+from acme_launch import errors
 from acme_launch import nodes
 from acme_launch import resources
 
@@ -52,7 +53,14 @@ def make_program(config: ml_collections.ConfigDict,
   make_env = functools.partial(
       environments.make_environment, config.env_name,
       max_episode_steps=config.env_max_episode_steps)
-  environment_spec = specs.make_environment_spec(make_env(seed=0))
+  try:
+    environment_spec = specs.make_environment_spec(make_env(seed=0))
+  except Exception as e:  # pylint: disable=broad-except
+    # gym raises many types for an unknown or broken task: report it as input.
+    message = ' '.join(str(e).split())[:300]
+    raise errors.LaunchError(
+        f'cannot make environment {config.env_name!r}: {type(e).__name__}: '
+        f'{message}') from e
   builder = adapter.make_builder(
       config, learner_logger_fn=functools.partial(
           nodes.CsvMetricsLogger, run_dir, 'learner/0', config.log_every_seconds))
