@@ -1,19 +1,89 @@
 """Per-node resource plan: which GPUs a process sees and how JAX/TF use them.
 
-The plan is data: for every node of the program it holds the Launchpad group
-label the node is placed under and the environment variables its process
-gets. Launchpad keys `local_resources` by group label only, so nodes whose
-environment differs are put under different labels.
+Stock Acme lets every process grab most of a GPU, so actors die of
+out-of-memory at start, and Launchpad keys `local_resources` by group label
+only. Here the plan is data made before anything starts: for every node the
+Launchpad label it is added under and the (string) environment its process
+gets; bad input raises `LaunchError` with one line.
 
-This first version places every node on the CPU; the GPU planner extends it.
+Config (`config.resources`, from `default_resources_config()`; every field
+can be overridden, e.g. `--config.resources.learner.jax_mem_fraction=0.5`):
+
+  <group>  one ConfigDict per group in GROUPS, fields:
+    gpus              str   'auto' (learner) / 'none' (others): 'none', 'auto'
+                            or indices like '0,1' (nvidia-smi numbering).
+    jax_preallocate   bool  False: grow on demand up to the fraction.
+    jax_mem_fraction  float 0.75 learner, 0.1 others; in (0, 1]. A cap per GPU
+                            for the 'default'/'bfc' allocators (also without
+                            preallocation), and the process's share in the
+                            memory check below whatever the allocator.
+    jax_allocator     str   'default', 'platform', 'bfc' or 'cuda_async'.
+    tf_gpu            str   'none' (TF sees no GPU; JAX does the GPU work),
+                            'growth', or a limit in MB: '2048' / 'limit:2048'.
+    intra_op_threads  int   0 = TF's default; else tf.config.threading.
+    inter_op_threads  int   0 = TF's default.
+    omp_threads       int   0 = unset; else OMP_NUM_THREADS.
+    extra_env         str   '' or 'KEY=VALUE,KEY2=VALUE2' (a comma followed
+                            by `NAME=` starts the next pair; variables the
+                            planner sets are refused, TF_CPP_MIN_LOG_LEVEL
+                            excepted).
+  node_overrides            str   '': per-node settings, entries separated by
+                            ';', each `NODE:FIELD=VALUE` with NODE like
+                            'actor/3' and FIELD one of the group fields, e.g.
+                            'actor/3:gpus=1;actor/3:jax_mem_fraction=0.2'.
+                            Unknown groups, nodes and fields are refused
+                            (Launchpad would silently ignore them).
+  cuda_context_overhead_mb  int   500: MB a process's CUDA context takes on
+                            each GPU it sees.
+
+GPU choice. 'auto' for the learner: the largest set of identical GPUs (same
+model name; ties go to more memory, then lower indices). 'auto' for any other
+node: one GPU each, round-robin in node order over the GPUs no learner uses,
+or over all GPUs when the learner uses every one. An empty inventory (no GPU,
+no driver) puts every node on the CPU. One process never sees two GPU models
+(JAX cannot pmap across them). Per GPU, the planned memory of the processes
+on it must fit its total: per process jax_mem_fraction * total + the context
+overhead + TF's limit ('growth' is unbounded and counted as 0).
+
+Environment. Every node: CUDA_DEVICE_ORDER=PCI_BUS_ID, TF_CPP_MIN_LOG_LEVEL=2,
+ACME_LAUNCH_TF_GPU=none|growth|limit:<MB>, and where set
+ACME_LAUNCH_TF_INTRA_OP_THREADS, ACME_LAUNCH_TF_INTER_OP_THREADS,
+OMP_NUM_THREADS, then extra_env. CPU nodes: CUDA_VISIBLE_DEVICES='' and
+JAX_PLATFORMS=cpu. GPU nodes: CUDA_VISIBLE_DEVICES=<indices>,
+JAX_PLATFORMS=cuda,cpu, XLA_PYTHON_CLIENT_PREALLOCATE,
+XLA_PYTHON_CLIENT_MEM_FRACTION, XLA_PYTHON_CLIENT_ALLOCATOR.
+`configure_process()` applies the ACME_LAUNCH_TF_* variables with tf.config
+inside the node, before TF creates its context.
+
+Labels. A group whose nodes all get one environment keeps the group's name;
+otherwise each distinct environment gets `<group>_cpu` or `<group>_gpu<i>[_<j>]`
+(`_v2`, `_v3`, ... added when two differ in something other than GPUs).
 """
 
 import dataclasses
-from typing import Dict, Mapping, Sequence, Tuple
+import os
+import re
+import shlex
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import ml_collections
 
+from acme_launch import errors
+from acme_launch.gpu_inventory import GpuInfo, read_inventory  # pylint: disable=unused-import
+
 GROUPS = ('replay', 'counter', 'learner', 'actor', 'evaluator')
+ALLOCATORS = ('default', 'platform', 'bfc', 'cuda_async')
+
+# Variables read by configure_process() inside each node.
+TF_GPU_ENV = 'ACME_LAUNCH_TF_GPU'
+TF_INTRA_OP_ENV = 'ACME_LAUNCH_TF_INTRA_OP_THREADS'
+TF_INTER_OP_ENV = 'ACME_LAUNCH_TF_INTER_OP_THREADS'
+
+# Variables only the planner may set (extra_env must not fight the plan).
+_PLANNER_OWNED = ('CUDA_DEVICE_ORDER', 'CUDA_VISIBLE_DEVICES', 'JAX_PLATFORMS',
+                  'OMP_NUM_THREADS')
+_PLANNER_OWNED_PREFIXES = ('XLA_PYTHON_CLIENT_', 'ACME_LAUNCH_')
+_ENV_NAME = r'[A-Za-z_][A-Za-z0-9_]*'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,11 +94,21 @@ class NodePlacement:
   label: str                # Launchpad group label the node is added under.
   gpus: Tuple[int, ...]     # Host GPU indices the process sees (may be empty).
   env: Mapping[str, str]    # Environment variables set in its process.
+  gpu_memory_mb: int = 0    # Planned MB on each of its GPUs (0 on the CPU).
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuUsage:
+  """One GPU's planned memory: what the plan was checked against."""
+  gpu: GpuInfo
+  planned_mb: int
+  nodes: Tuple[str, ...]
 
 
 @dataclasses.dataclass(frozen=True)
 class ResourcePlan:
   placements: Tuple[NodePlacement, ...]
+  gpu_usage: Tuple[GpuUsage, ...] = ()
 
   def placement(self, node: str) -> NodePlacement:
     for placement in self.placements:
@@ -41,57 +121,450 @@ class ResourcePlan:
     return {p.label: dict(p.env) for p in self.placements}
 
 
+# Config ---------------------------------------------------------------------
+
+
+def _group_defaults(gpus: str, jax_mem_fraction: float) -> ml_collections.ConfigDict:
+  group = ml_collections.ConfigDict()
+  group.gpus = gpus
+  group.jax_preallocate = False
+  group.jax_mem_fraction = jax_mem_fraction
+  group.jax_allocator = 'default'
+  group.tf_gpu = 'none'
+  group.intra_op_threads = 0
+  group.inter_op_threads = 0
+  group.omp_threads = 0
+  group.extra_env = ''
+  return group
+
+
 def default_resources_config() -> ml_collections.ConfigDict:
-  return ml_collections.ConfigDict()
+  """The `resources` section every config embeds; see the module docstring."""
+  config = ml_collections.ConfigDict()
+  for group in GROUPS:
+    learner = group == 'learner'
+    config[group] = _group_defaults('auto' if learner else 'none',
+                                    0.75 if learner else 0.1)
+  config.node_overrides = ''
+  config.cuda_context_overhead_mb = 500
+  return config
 
 
-def _cpu_env() -> Dict[str, str]:
-  return {
-      'CUDA_DEVICE_ORDER': 'PCI_BUS_ID',
-      'CUDA_VISIBLE_DEVICES': '',
-      'JAX_PLATFORMS': 'cpu',
-      'XLA_PYTHON_CLIENT_PREALLOCATE': 'false',
-      'TF_CPP_MIN_LOG_LEVEL': '2',
-  }
+_FIELDS = tuple(_group_defaults('none', 0.1).keys())
+_TOP_LEVEL = ('node_overrides', 'cuda_context_overhead_mb')
 
 
 @dataclasses.dataclass(frozen=True)
-class GpuInfo:
-  index: int        # nvidia-smi / PCI bus order index.
-  name: str         # Model, e.g. 'NVIDIA A100-SXM4-80GB'.
-  memory_mb: int    # Total memory.
+class _NodeSpec:
+  """One node's validated settings, before GPUs are resolved."""
+  gpus: str                       # 'auto', 'none' or '0,1'.
+  jax_preallocate: bool
+  jax_mem_fraction: float
+  jax_allocator: str
+  tf_gpu: str                     # Normalized: none | growth | limit:<MB>.
+  tf_limit_mb: int
+  intra_op_threads: int
+  inter_op_threads: int
+  omp_threads: int
+  extra_env: Tuple[Tuple[str, str], ...]
 
 
-def read_inventory(inventory_path: str = '') -> Tuple[GpuInfo, ...]:
-  """GPUs of this machine, or those in an injected JSON file. None yet."""
-  del inventory_path
-  return ()
+def _fail(message: str) -> None:
+  raise errors.LaunchError(message)
+
+
+def _parse_value(raw: str, default, where: str):
+  """A node_overrides string as the type of the group field's default."""
+  if isinstance(default, bool):
+    lowered = raw.lower()
+    if lowered in ('true', '1', 'yes'):
+      return True
+    if lowered in ('false', '0', 'no'):
+      return False
+    _fail(f'{where}: expected true or false, got {raw!r}')
+  try:
+    return type(default)(raw)
+  except ValueError:
+    _fail(f'{where}: expected {type(default).__name__}, got {raw!r}')
+
+
+def _parse_node_overrides(text: str, nodes: Sequence[str]
+                          ) -> Dict[str, Dict[str, Tuple[str, str]]]:
+  """node -> field -> (raw value, where) from 'actor/3:gpus=1;...'."""
+  overrides: Dict[str, Dict[str, Tuple[str, str]]] = {}
+  for entry in filter(None, (e.strip() for e in text.split(';'))):
+    match = re.fullmatch(r'([^:\s]+)\s*:\s*(\w+)\s*=(.*)', entry)
+    if not match:
+      _fail(f'config.resources.node_overrides: cannot read {entry!r}; '
+            "expected NODE:FIELD=VALUE entries separated by ';', "
+            "e.g. 'actor/3:gpus=1;actor/0:gpus=none'")
+    node, field, value = match.group(1), match.group(2), match.group(3).strip()
+    where = f'config.resources.node_overrides {node}:{field}'
+    group = node.split('/')[0]
+    if group not in GROUPS:
+      _fail(f'config.resources.node_overrides: unknown group {group!r} in '
+            f'{entry!r}; groups: {", ".join(GROUPS)}')
+    if node not in nodes:
+      _fail(f'config.resources.node_overrides: unknown node {node!r}; this '
+            f'config has nodes {", ".join(nodes)}')
+    if field not in _FIELDS:
+      _fail(f'config.resources.node_overrides: unknown field {field!r} in '
+            f'{entry!r}; fields: {", ".join(_FIELDS)}')
+    if field in overrides.setdefault(node, {}):
+      _fail(f'config.resources.node_overrides sets {node}:{field} twice')
+    overrides[node][field] = (value, where)
+  return overrides
+
+
+def _parse_extra_env(text: str, where: str) -> Tuple[Tuple[str, str], ...]:
+  pairs = []
+  text = text.strip()
+  if not text:
+    return ()
+  for item in re.split(rf',(?=\s*{_ENV_NAME}=)', text):
+    match = re.fullmatch(rf'\s*({_ENV_NAME})=(.*)', item, re.DOTALL)
+    if not match:
+      _fail(f"{where}: cannot read {item!r}; expected 'KEY=VALUE,KEY2=VALUE2'")
+    key, value = match.group(1), match.group(2)
+    if key in _PLANNER_OWNED or key.startswith(_PLANNER_OWNED_PREFIXES):
+      _fail(f'{where} sets {key}, which the resource planner sets; use the '
+            'gpus, jax_*, tf_gpu and *_threads fields instead')
+    pairs.append((key, value))
+  return tuple(pairs)
+
+
+def _parse_tf_gpu(value: str, where: str) -> Tuple[str, int]:
+  text = str(value).strip().lower()
+  if text in ('none', 'growth'):
+    return text, 0
+  number = text[len('limit:'):] if text.startswith('limit:') else text
+  if number.isdigit() and int(number) > 0:
+    return f'limit:{int(number)}', int(number)
+  _fail(f"{where} must be 'none', 'growth' or a memory limit in MB such as "
+        f"'2048' or 'limit:2048', got {value!r}")
+
+
+def _check_gpus_field(value: str, where: str) -> str:
+  text = str(value).strip().lower().replace(' ', '')
+  if text in ('auto', 'none'):
+    return text
+  indices = text.split(',')
+  if not all(i.isdigit() for i in indices):
+    _fail(f"{where} must be 'auto', 'none' or GPU indices like '0,1', "
+          f'got {value!r}')
+  if len(set(indices)) != len(indices):
+    _fail(f'{where} lists a GPU twice: {value!r}')
+  return ','.join(str(int(i)) for i in indices)
+
+
+def _node_spec(fields: Mapping[str, Tuple[object, str]]) -> _NodeSpec:
+  """Validates one node's settings; fields map to (value, where)."""
+  value = {name: v for name, (v, _) in fields.items()}
+  where = {name: w for name, (_, w) in fields.items()}
+  fraction = float(value['jax_mem_fraction'])
+  if not 0.0 < fraction <= 1.0:
+    _fail(f'{where["jax_mem_fraction"]} must be in (0, 1], got {fraction:g}')
+  allocator = str(value['jax_allocator']).strip().lower()
+  if allocator not in ALLOCATORS:
+    _fail(f'{where["jax_allocator"]} must be one of {", ".join(ALLOCATORS)}, '
+          f'got {value["jax_allocator"]!r}')
+  for name in ('intra_op_threads', 'inter_op_threads', 'omp_threads'):
+    if int(value[name]) < 0:
+      _fail(f'{where[name]} must be >= 0 (0 = library default), '
+            f'got {value[name]}')
+  tf_gpu, tf_limit_mb = _parse_tf_gpu(value['tf_gpu'], where['tf_gpu'])
+  return _NodeSpec(
+      gpus=_check_gpus_field(value['gpus'], where['gpus']),
+      jax_preallocate=bool(value['jax_preallocate']),
+      jax_mem_fraction=fraction,
+      jax_allocator=allocator,
+      tf_gpu=tf_gpu,
+      tf_limit_mb=tf_limit_mb,
+      intra_op_threads=int(value['intra_op_threads']),
+      inter_op_threads=int(value['inter_op_threads']),
+      omp_threads=int(value['omp_threads']),
+      extra_env=_parse_extra_env(str(value['extra_env']), where['extra_env']))
+
+
+def _node_specs(node_names: Sequence[str], groups: Sequence[str],
+                config: ml_collections.ConfigDict) -> List[_NodeSpec]:
+  """Group settings, then node overrides, validated, for every node."""
+  unknown = sorted(set(config.keys()) - set(GROUPS) - set(_TOP_LEVEL))
+  if unknown:
+    _fail(f'config.resources has unknown entries {", ".join(unknown)}; '
+          f'known: {", ".join(GROUPS + _TOP_LEVEL)}')
+  defaults = default_resources_config()
+  group_fields = {}
+  for group in GROUPS:
+    section = config[group] if group in config else defaults[group]
+    unknown = sorted(set(section.keys()) - set(_FIELDS))
+    if unknown:
+      _fail(f'config.resources.{group} has unknown fields '
+            f'{", ".join(unknown)}; fields: {", ".join(_FIELDS)}')
+    group_fields[group] = {
+        name: (section[name] if name in section else defaults[group][name],
+               f'config.resources.{group}.{name}') for name in _FIELDS}
+  overrides = _parse_node_overrides(
+      str(config.get('node_overrides', '')), node_names)
+  specs = []
+  for node, group in zip(node_names, groups):
+    fields = dict(group_fields[group])
+    for name, (raw, where) in overrides.get(node, {}).items():
+      fields[name] = (_parse_value(raw, defaults[group][name], where), where)
+    specs.append(_node_spec(fields))
+  return specs
+
+
+# GPU placement ----------------------------------------------------------------
+
+
+def _describe(gpus: Sequence[GpuInfo]) -> str:
+  return ', '.join(f'{g.index} ({g.name})' for g in gpus)
+
+
+def _largest_identical_set(inventory: Sequence[GpuInfo]) -> Tuple[int, ...]:
+  """The learner's 'auto': most GPUs of one model, then most memory."""
+  by_model: Dict[str, List[GpuInfo]] = {}
+  for gpu in inventory:
+    by_model.setdefault(gpu.name, []).append(gpu)
+  if not by_model:
+    return ()
+  best = max(by_model.values(),
+             key=lambda gs: (len(gs), min(g.memory_mb for g in gs),
+                             -min(g.index for g in gs)))
+  return tuple(sorted(g.index for g in best))
+
+
+def _explicit_gpus(node: str, text: str, by_index: Mapping[int, GpuInfo]
+                   ) -> Tuple[int, ...]:
+  indices = tuple(int(i) for i in text.split(','))
+  for index in indices:
+    if index not in by_index:
+      have = (f'GPUs {", ".join(map(str, sorted(by_index)))}' if by_index
+              else 'no GPUs (none found; plan another machine with '
+              '--gpu_inventory=FILE)')
+      _fail(f'{node} asks for GPU {index}, which this machine does not have; '
+            f'it has {have}')
+  models = {by_index[i].name for i in indices}
+  if len(models) > 1:
+    _fail(f'{node} would see GPUs {_describe([by_index[i] for i in indices])}: '
+          'one JAX process cannot use two GPU models; give it GPUs of one model')
+  return indices
+
+
+def _assign_gpus(node_names: Sequence[str], groups: Sequence[str],
+                 specs: Sequence[_NodeSpec], inventory: Sequence[GpuInfo]
+                 ) -> List[Tuple[int, ...]]:
+  by_index = {g.index: g for g in inventory}
+  assigned: List[Optional[Tuple[int, ...]]] = []
+  for node, group, spec in zip(node_names, groups, specs):
+    if spec.gpus == 'none':
+      assigned.append(())
+    elif spec.gpus == 'auto':
+      assigned.append(_largest_identical_set(inventory)
+                      if group == 'learner' else None)
+    else:
+      assigned.append(_explicit_gpus(node, spec.gpus, by_index))
+  learner_gpus = {i for group, gpus in zip(groups, assigned)
+                  if group == 'learner' and gpus for i in gpus}
+  pool = ([g.index for g in inventory if g.index not in learner_gpus] or
+          [g.index for g in inventory])
+  next_gpu = 0
+  for n, gpus in enumerate(assigned):
+    if gpus is None:  # 'auto' outside the learner: round-robin over the pool.
+      assigned[n] = (pool[next_gpu % len(pool)],) if pool else ()
+      next_gpu += 1
+  return assigned
+
+
+def _planned_mb(spec: _NodeSpec, gpu: GpuInfo, overhead_mb: int) -> int:
+  return (int(round(spec.jax_mem_fraction * gpu.memory_mb)) + overhead_mb +
+          spec.tf_limit_mb)
+
+
+def _gpu_usage(node_names, specs, assigned, inventory, overhead_mb
+               ) -> Tuple[GpuUsage, ...]:
+  """Per GPU, the planned memory; refuses a GPU that would overflow."""
+  usage = []
+  for gpu in inventory:
+    on_it = [(node, _planned_mb(spec, gpu, overhead_mb))
+             for node, spec, gpus in zip(node_names, specs, assigned)
+             if gpu.index in gpus]
+    total = sum(mb for _, mb in on_it)
+    if total > gpu.memory_mb:
+      parts = ' + '.join(f'{node} {mb}' for node, mb in on_it)
+      _fail(f'GPU {gpu.index} ({gpu.name}, {gpu.memory_mb} MB) is '
+            f'over-committed: {parts} = {total} MB (JAX fraction of the GPU + '
+            f'{overhead_mb} MB CUDA context + TF limit per process); lower '
+            'jax_mem_fraction or place fewer nodes on it')
+    if on_it:
+      usage.append(GpuUsage(gpu, total, tuple(node for node, _ in on_it)))
+  return tuple(usage)
+
+
+# Environment and labels ---------------------------------------------------------
+
+
+def _env(spec: _NodeSpec, gpus: Tuple[int, ...]) -> Dict[str, str]:
+  env = {
+      'CUDA_DEVICE_ORDER': 'PCI_BUS_ID',
+      'TF_CPP_MIN_LOG_LEVEL': '2',
+      TF_GPU_ENV: spec.tf_gpu,
+  }
+  if gpus:
+    env.update({
+        'CUDA_VISIBLE_DEVICES': ','.join(map(str, gpus)),
+        'JAX_PLATFORMS': 'cuda,cpu',
+        'XLA_PYTHON_CLIENT_PREALLOCATE': str(spec.jax_preallocate).lower(),
+        'XLA_PYTHON_CLIENT_MEM_FRACTION': f'{spec.jax_mem_fraction:g}',
+        'XLA_PYTHON_CLIENT_ALLOCATOR': spec.jax_allocator,
+    })
+  else:
+    env.update({'CUDA_VISIBLE_DEVICES': '', 'JAX_PLATFORMS': 'cpu'})
+  for key, threads in ((TF_INTRA_OP_ENV, spec.intra_op_threads),
+                       (TF_INTER_OP_ENV, spec.inter_op_threads),
+                       ('OMP_NUM_THREADS', spec.omp_threads)):
+    if threads:
+      env[key] = str(threads)
+  env.update(spec.extra_env)
+  return env
+
+
+def _labels(groups: Sequence[str], envs: Sequence[Dict[str, str]],
+            assigned: Sequence[Tuple[int, ...]]) -> List[str]:
+  """One label per distinct environment within a group."""
+  labels = [''] * len(groups)
+  for group in GROUPS:
+    members = [n for n, g in enumerate(groups) if g == group]
+    variants: Dict[Tuple, List[int]] = {}
+    for n in members:
+      variants.setdefault(tuple(sorted(envs[n].items())), []).append(n)
+    used = set()
+    for same_env in variants.values():
+      if len(variants) == 1:
+        label = group
+      else:
+        gpus = assigned[same_env[0]]
+        label = (f'{group}_gpu' + '_'.join(map(str, gpus)) if gpus
+                 else f'{group}_cpu')
+        base, k = label, 2
+        while label in used:
+          label, k = f'{base}_v{k}', k + 1
+      used.add(label)
+      for n in same_env:
+        labels[n] = label
+  return labels
 
 
 def plan_resources(nodes: Sequence[Tuple[str, int]],
                    resources_config: ml_collections.ConfigDict,
                    inventory: Sequence[GpuInfo] = ()) -> ResourcePlan:
-  """Places each (group, index) node; every node on the CPU for now."""
-  del resources_config, inventory
+  """Places each (group, index) node; raises LaunchError on bad input."""
+  groups = [group for group, _ in nodes]
+  node_names = [f'{group}/{index}' for group, index in nodes]
+  for group in groups:
+    if group not in GROUPS:
+      _fail(f'unknown node group {group!r}; groups: {", ".join(GROUPS)}')
+  overhead_mb = int(resources_config.get('cuda_context_overhead_mb', 500))
+  if overhead_mb < 0:
+    _fail('config.resources.cuda_context_overhead_mb must be >= 0, '
+          f'got {overhead_mb}')
+  specs = _node_specs(node_names, groups, resources_config)
+  assigned = _assign_gpus(node_names, groups, specs, inventory)
+  usage = _gpu_usage(node_names, specs, assigned, inventory, overhead_mb)
+  envs = [_env(spec, gpus) for spec, gpus in zip(specs, assigned)]
+  labels = _labels(groups, envs, assigned)
+  by_index = {g.index: g for g in inventory}
   placements = tuple(
-      NodePlacement(node=f'{group}/{index}', group=group, label=group,
-                    gpus=(), env=_cpu_env())
-      for group, index in nodes)
-  return ResourcePlan(placements)
+      NodePlacement(
+          node=node, group=group, label=label, gpus=gpus, env=env,
+          gpu_memory_mb=(_planned_mb(spec, by_index[gpus[0]], overhead_mb)
+                         if gpus else 0))
+      for node, group, label, gpus, env, spec in zip(
+          node_names, groups, labels, assigned, envs, specs))
+  return ResourcePlan(placements, usage)
+
+
+# Display ------------------------------------------------------------------------
+
+
+def _columns(p: NodePlacement) -> Tuple[str, ...]:
+  env = p.env
+  gpus = ','.join(map(str, p.gpus)) or 'cpu'
+  if p.gpus:
+    jax = env.get('XLA_PYTHON_CLIENT_MEM_FRACTION', '?')
+    if env.get('XLA_PYTHON_CLIENT_PREALLOCATE') == 'true':
+      jax += ' prealloc'
+    if env.get('XLA_PYTHON_CLIENT_ALLOCATOR', 'default') != 'default':
+      jax += ' ' + env['XLA_PYTHON_CLIENT_ALLOCATOR']
+  else:
+    jax = '-'
+  threads = '/'.join(env.get(k, '-') for k in (
+      TF_INTRA_OP_ENV, TF_INTER_OP_ENV, 'OMP_NUM_THREADS'))
+  memory = str(p.gpu_memory_mb) if p.gpus else '-'
+  return (p.node, p.label, gpus, jax, memory, env.get(TF_GPU_ENV, 'none'),
+          threads)
 
 
 def format_plan(plan: ResourcePlan) -> str:
-  lines = [f'{"node":<14} {"label":<12} {"gpus":<8}']
+  """Plain fixed-width text for --dry_run: nodes, GPU memory, environments."""
+  header = ('node', 'label', 'gpus', 'jax mem', 'MB/gpu', 'tf gpu',
+            'threads intra/inter/omp')
+  rows = [header] + [_columns(p) for p in plan.placements]
+  widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
+  lines = ['  '.join(cell.ljust(w) for cell, w in zip(row, widths)) +
+           '  ' + row[-1] for row in rows]
+  if plan.gpu_usage:
+    lines.append('\nGPU memory planned (JAX fraction + CUDA context + TF limit):')
+    for u in plan.gpu_usage:
+      lines.append(f'  GPU {u.gpu.index} {u.gpu.name}: {u.planned_mb} of '
+                   f'{u.gpu.memory_mb} MB ({", ".join(u.nodes)})')
+  else:
+    lines.append('\nno GPU used: every node runs on the CPU.')
+  lines.append('\nenvironment per label:')
+  nodes_by_label: Dict[str, List[str]] = {}
   for p in plan.placements:
-    gpus = ','.join(map(str, p.gpus)) or '-'
-    lines.append(f'{p.node:<14} {p.label:<12} {gpus:<8}')
+    nodes_by_label.setdefault(p.label, []).append(p.node)
+  for label, env in plan.env_by_label().items():
+    assignments = ' '.join(f'{k}={shlex.quote(v)}' for k, v in sorted(env.items()))
+    lines.append(f'  {label} ({", ".join(nodes_by_label[label])}): {assignments}')
   return '\n'.join(lines)
 
 
-def configure_process() -> None:
-  """Applies in-process settings (TF GPU visibility) from the node's env.
+# Inside each node -----------------------------------------------------------------
 
-  Called by acme_launch.node_entry before any node code runs.
+
+def _env_int(name: str) -> int:
+  text = os.environ.get(name, '0') or '0'
+  if not text.isdigit():
+    _fail(f'{name} must be a non-negative integer, got {text!r}')
+  return int(text)
+
+
+def configure_process() -> None:
+  """Applies the node's TF settings from its env, before TF's context starts.
+
+  Called by acme_launch.node_entry before any node code runs. TF sees no GPU
+  unless ACME_LAUNCH_TF_GPU asks for one, so it never competes with JAX.
   """
+  mode, limit_mb = _parse_tf_gpu(os.environ.get(TF_GPU_ENV) or 'none',
+                                 TF_GPU_ENV)
+  intra, inter = _env_int(TF_INTRA_OP_ENV), _env_int(TF_INTER_OP_ENV)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  tf.config.set_visible_devices([], 'GPU')
+  try:
+    if mode == 'none':
+      tf.config.set_visible_devices([], 'GPU')
+    else:
+      for gpu in tf.config.list_physical_devices('GPU'):
+        if mode == 'growth':
+          tf.config.experimental.set_memory_growth(gpu, True)
+        else:
+          tf.config.set_logical_device_configuration(
+              gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=limit_mb)])
+    if intra:
+      tf.config.threading.set_intra_op_parallelism_threads(intra)
+    if inter:
+      tf.config.threading.set_inter_op_parallelism_threads(inter)
+  except RuntimeError as e:
+    _fail('TF GPU/thread settings must be applied before TensorFlow '
+          f'initializes: {" ".join(str(e).split())}')
