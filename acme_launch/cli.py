@@ -13,6 +13,7 @@ from typing import List
 
 from absl import app
 from absl import flags
+import ml_collections
 from ml_collections import config_flags
 
 from acme_launch import errors
@@ -37,6 +38,9 @@ _WORKDIR = flags.DEFINE_string(
 _RUN_NAME = flags.DEFINE_string(
     'run_name', '', 'Run directory name under --workdir; default '
     '<config>_<date>-<time>. An existing run directory is resumed.')
+_RESUME = flags.DEFINE_string(
+    'resume', '', 'Run directory to resume (same as --workdir and --run_name '
+    'naming it). Without --config, the config saved in it is used as is.')
 _SHOW_OUTPUT = flags.DEFINE_boolean(
     'show_output', False, 'Also show every node\'s output in this terminal, '
     'each line prefixed with its node (it always goes to logs/ in the run '
@@ -80,7 +84,7 @@ def parse_flags(argv: List[str]) -> List[str]:
   argv = _resolve_config_argument(argv)
   try:
     remaining = flags.FLAGS(argv)
-    if not flags.FLAGS.list_configs:
+    if not flags.FLAGS.list_configs and not flags.FLAGS.resume:
       if flags.FLAGS['config'].value is None:
         _fail('--config is required, e.g. --config=ppo_mujoco '
               '(see --list_configs)')
@@ -107,10 +111,13 @@ def _package_versions() -> dict:
           for d in importlib.metadata.distributions()}
 
 
-def _write_run_config(run_dir, config, plan, seeds, launch_type) -> None:
+def _write_run_config(run_dir, config_name, config, built, plan, seeds,
+                      launch_type) -> None:
   from acme_launch import rundir  # pylint: disable=g-import-not-at-top
   rundir.write_json_atomic(rundir.config_path(run_dir), {
+      'config_name': config_name,
       'config': config.to_dict(),
+      'identity': built.identity,
       'launch_type': launch_type,
       'argv': sys.argv,
       'node_seeds': seeds,
@@ -124,22 +131,24 @@ def _write_run_config(run_dir, config, plan, seeds, launch_type) -> None:
 
 
 def _run_dir_path(config_name: str) -> str:
+  if _RESUME.value:
+    return os.path.abspath(_RESUME.value)
   run_name = _RUN_NAME.value or (
       f'{config_name}_{datetime.datetime.now():%Y%m%d-%H%M%S}')
   return os.path.abspath(os.path.join(_WORKDIR.value, run_name))
 
 
-def _prepare_run_dir(run_dir: str) -> None:
+def _load_config():
+  """The --config flag's config, or with --resume alone the saved one."""
   from acme_launch import rundir  # pylint: disable=g-import-not-at-top
-  if os.path.exists(run_dir) and not os.path.isdir(run_dir):
-    raise errors.LaunchError(f'run directory {run_dir} exists and is not a directory')
-  try:
-    rundir.create(run_dir)
-  except OSError as e:
+  if _CONFIG.value is not None:
+    path = config_flags.get_config_filename(flags.FLAGS['config'])
+    return _CONFIG.value, os.path.splitext(os.path.basename(path))[0]
+  saved = rundir.read_json(rundir.config_path(os.path.abspath(_RESUME.value)))
+  if saved is None:
     raise errors.LaunchError(
-        f'cannot create run directory {run_dir}: {e.strerror}') from e
-  if not os.access(run_dir, os.W_OK | os.X_OK):
-    raise errors.LaunchError(f'run directory {run_dir} is not writable')
+        f'--resume={_RESUME.value}: no run directory with a config.json there')
+  return ml_collections.ConfigDict(saved['config']), saved.get('config_name', 'resumed')
 
 
 def _describe_nodes(built, launch_type: str) -> str:
@@ -159,17 +168,16 @@ def main(argv: List[str]) -> int:
 
   # Heavy imports (acme, launchpad, TF) only once the input parsed.
   from acme_launch import agents  # pylint: disable=g-import-not-at-top
+  from acme_launch import checkpointing  # pylint: disable=g-import-not-at-top
   from acme_launch import program as program_lib  # pylint: disable=g-import-not-at-top
   from acme_launch import resources  # pylint: disable=g-import-not-at-top
   from acme_launch import summary as summary_lib  # pylint: disable=g-import-not-at-top
   from acme_launch import supervisor  # pylint: disable=g-import-not-at-top
   from acme_launch import rundir  # pylint: disable=g-import-not-at-top
 
-  config = _CONFIG.value
-  config_name = os.path.splitext(os.path.basename(
-      config_flags.get_config_filename(flags.FLAGS['config'])))[0]
   launch_type = _LAUNCH_TYPE.value
   try:
+    config, config_name = _load_config()
     experiment_config.validate(config)
     if config.agent not in agents.ADAPTERS:
       raise errors.LaunchError(
@@ -178,8 +186,9 @@ def main(argv: List[str]) -> int:
     inventory = resources.read_inventory(_GPU_INVENTORY.value)
     plan = resources.plan_resources(program_lib.node_list(config),
                                     config.resources, inventory)
+    run_dir = _run_dir_path(config_name)
+    built = program_lib.make_program(config, plan, run_dir)
     if _DRY_RUN.value:
-      built = program_lib.make_program(config, plan, run_dir='<run_dir>')
       print(f'config {config_name}: {config.agent} on {config.env_name}, '
             f'budget {config.max_actor_steps:,} actor steps, '
             f'launch type {launch_type}\n')
@@ -188,24 +197,37 @@ def main(argv: List[str]) -> int:
       print(resources.format_plan(plan))
       print('\ndry run: nothing was started.')
       return 0
-    run_dir = _run_dir_path(config_name)
-    built = program_lib.make_program(config, plan, run_dir)
-    _prepare_run_dir(run_dir)
+    rundir.check_resumable(run_dir, built.identity)
+    rundir.prepare(run_dir)
+    rundir.lock(run_dir)
+    resume = checkpointing.verify_for_resume(run_dir)
   except errors.LaunchError as e:
     _fail(str(e))
 
-  _write_run_config(run_dir, config, plan, program_lib.node_seeds(config),
-                    launch_type)
+  for warning in resume.warnings:
+    print(f'acme-launch: warning: {warning}', file=sys.stderr)
+  restored_steps = int(resume.counts.get('actor_steps', 0))
+  if restored_steps >= config.max_actor_steps:
+    print(f'acme-launch: {run_dir} already has {restored_steps:,} actor steps, '
+          f'the budget is {config.max_actor_steps:,}: nothing to do. Raise '
+          '--config.max_actor_steps to train further.')
+    return 0
+  _write_run_config(run_dir, config_name, config, built, plan,
+                    program_lib.node_seeds(config), launch_type)
+  rundir.clear_live_files(run_dir)
+  resumed = (f'; resuming from {restored_steps:,} actor steps'
+             if resume.checkpoints else '')
   print(f'acme-launch: {config_name} ({config.agent} on {config.env_name}), '
         f'{len(built.program.get_all_nodes())} nodes, {launch_type}; '
-        f'run directory {run_dir}', flush=True)
+        f'run directory {run_dir}{resumed}', flush=True)
   runner = supervisor.Supervisor(run_dir, show_output=_SHOW_OUTPUT.value)
   if launch_type == 'local_mp':
     outcome = runner.run_multiprocess(built, plan)
   else:
     outcome = runner.run_threads(built, launch_type)
 
-  summary = summary_lib.make_summary(run_dir, outcome, config.max_actor_steps)
+  summary = summary_lib.make_summary(run_dir, outcome, config.max_actor_steps,
+                                     restored_steps)
   rundir.write_json_atomic(rundir.summary_path(run_dir), summary)
   if outcome.failed_node:
     print(f'\nacme-launch: node {outcome.failed_node} failed; the end of its log:\n'

@@ -8,8 +8,10 @@ applies the node's resource settings, records what the process received, and
 then hands over to Launchpad's own entry.
 """
 
+import logging
 import os
 import sys
+import warnings
 
 import acme_launch  # noqa: F401  (JAX aliases for acme, before unpickling)
 from acme_launch import resources
@@ -37,6 +39,21 @@ def record_received(run_dir: str, node: str) -> None:
       })
 
 
+class _DropKnownNoise(logging.Filter):
+  """Drops a warning dm-tree logs thousands of times per learner start."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return 'check_types' not in record.getMessage()
+
+
+def quiet_known_noise() -> None:
+  """Node logs are for what the node did: hide the stack's deprecation chatter."""
+  warnings.filterwarnings('ignore', category=DeprecationWarning)
+  warnings.filterwarnings('ignore', category=FutureWarning)
+  for logger in (logging.getLogger(), logging.getLogger('absl')):
+    logger.addFilter(_DropKnownNoise())
+
+
 def main() -> None:
   resources.configure_process()
   run_dir = os.environ.get('ACME_LAUNCH_RUN_DIR')
@@ -52,4 +69,5 @@ def main() -> None:
 
 
 if __name__ == '__main__':
+  quiet_known_noise()
   main()

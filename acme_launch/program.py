@@ -8,7 +8,8 @@ agent's `Distributed*` class, so every agent shares this one launch path.
 
 import dataclasses
 import functools
-from typing import Dict, List, Tuple
+import json
+from typing import Any, Dict, List, Tuple
 
 from acme import environment_loop
 from acme import specs
@@ -17,6 +18,7 @@ from acme.utils import loggers
 import jax
 import launchpad as lp
 import ml_collections
+import tree
 
 from acme_launch import agents
 from acme_launch import checkpointing
@@ -44,6 +46,22 @@ class BuiltProgram:
   program: lp.Program
   # Node names per Launchpad label, in the order their tasks are numbered.
   nodes_by_label: Dict[str, List[str]]
+  # What a checkpoint depends on: resuming with a different one is refused.
+  identity: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def run_identity(config: ml_collections.ConfigDict,
+                 environment_spec: specs.EnvironmentSpec) -> Dict[str, Any]:
+  """Agent, task, network sizes and spec shapes, as JSON-comparable values."""
+  shapes = lambda spec: [list(s.shape) for s in tree.flatten(spec)]
+  network = config.get('network')
+  return json.loads(json.dumps({
+      'agent': config.agent,
+      'env_name': config.env_name,
+      'network': network.to_dict() if network is not None else None,
+      'observation_shapes': shapes(environment_spec.observations),
+      'action_shapes': shapes(environment_spec.actions),
+  }))
 
 
 def make_program(config: ml_collections.ConfigDict,
@@ -63,7 +81,8 @@ def make_program(config: ml_collections.ConfigDict,
         f'{message}') from e
   builder = adapter.make_builder(
       config, learner_logger_fn=functools.partial(
-          nodes.CsvMetricsLogger, run_dir, 'learner/0', config.log_every_seconds))
+          nodes.CsvMetricsLogger, run_dir, 'learner/0', config.log_every_seconds),
+      environment_spec=environment_spec)
   seeds = node_seeds(config)
 
   def logger_for(node: str) -> loggers.Logger:
@@ -93,7 +112,8 @@ def make_program(config: ml_collections.ConfigDict,
     environment = make_env(seed=seed)
     networks = adapter.make_networks(config, environment_spec)
     actor = builder.make_actor(
-        jax.random.PRNGKey(seed), adapter.make_policy(networks, False),
+        jax.random.PRNGKey(seed), adapter.make_policy(
+            config, networks, environment_spec, evaluation=False),
         adder=builder.make_adder(replay), variable_source=learner)
     return environment_loop.EnvironmentLoop(
         environment, actor, counting.Counter(counter, 'actor', time_delta=0.),
@@ -104,7 +124,8 @@ def make_program(config: ml_collections.ConfigDict,
     environment = make_env(seed=seed)
     networks = adapter.make_networks(config, environment_spec)
     actor = builder.make_actor(
-        jax.random.PRNGKey(seed), adapter.make_policy(networks, True),
+        jax.random.PRNGKey(seed), adapter.make_policy(
+            config, networks, environment_spec, evaluation=True),
         variable_source=learner)
     return nodes.ScheduledEvaluator(
         environment, actor, counter, logger_for(f'evaluator/{index}'),
@@ -130,4 +151,5 @@ def make_program(config: ml_collections.ConfigDict,
     add(f'actor/{i}', lp.CourierNode(build_actor, i, replay, learner, counter))
   for i in range(config.num_evaluators):
     add(f'evaluator/{i}', lp.CourierNode(build_evaluator, i, learner, counter))
-  return BuiltProgram(program, nodes_by_label)
+  return BuiltProgram(program, nodes_by_label,
+                      run_identity(config, environment_spec))

@@ -10,10 +10,13 @@
       summary.json    final figures, written by the launcher at exit
 """
 
+import fcntl
 import json
 import os
 import tempfile
-from typing import Any
+from typing import Any, Dict
+
+from acme_launch import errors
 
 
 def checkpoints_dir(run_dir: str) -> str:
@@ -55,6 +58,13 @@ def create(run_dir: str) -> None:
     os.makedirs(path, mode=0o700, exist_ok=True)
 
 
+def clear_live_files(run_dir: str) -> None:
+  """Removes the previous launch's progress and summary before a new one."""
+  for path in (progress_path(run_dir), summary_path(run_dir)):
+    if os.path.exists(path):
+      os.unlink(path)
+
+
 def write_json_atomic(path: str, data: Any) -> None:
   """Writes JSON through a temp file and rename: readers never see half."""
   directory = os.path.dirname(path)
@@ -75,3 +85,56 @@ def read_json(path: str, default: Any = None) -> Any:
       return json.load(f)
   except (FileNotFoundError, json.JSONDecodeError):
     return default
+
+
+def prepare(run_dir: str) -> None:
+  """Creates the run directory; LaunchError if it cannot be used."""
+  if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+    raise errors.LaunchError(f'run directory {run_dir} exists and is not a directory')
+  try:
+    create(run_dir)
+  except OSError as e:
+    raise errors.LaunchError(
+        f'cannot create run directory {run_dir}: {e.strerror}') from e
+  for path in (run_dir, checkpoints_dir(run_dir), logs_dir(run_dir)):
+    if not os.access(path, os.W_OK | os.X_OK):
+      raise errors.LaunchError(f'run directory {path} is not writable')
+
+
+_held_locks = []  # Open lock files, held until this process exits.
+
+
+def lock(run_dir: str) -> None:
+  """Takes the run directory for this process; LaunchError if in use.
+
+  An flock on <run_dir>/.lock: the kernel releases it when the launcher
+  exits, however it exits, so a stale lock never blocks a resume.
+  """
+  path = os.path.join(run_dir, '.lock')
+  lock_file = open(path, 'a+')
+  try:
+    fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except OSError:
+    lock_file.seek(0)
+    holder = lock_file.read().strip() or 'another launcher'
+    lock_file.close()
+    raise errors.LaunchError(
+        f'run directory {run_dir} is in use by {holder}; wait for that run '
+        'to end or choose another --run_name') from None
+  lock_file.truncate(0)
+  lock_file.write(f'pid {os.getpid()}\n')
+  lock_file.flush()
+  _held_locks.append(lock_file)
+
+
+def check_resumable(run_dir: str, identity: Dict[str, Any]) -> None:
+  """Refuses to resume a run whose agent, task or shapes differ."""
+  saved = read_json(config_path(run_dir))
+  if saved is None:
+    return
+  saved_identity = saved.get('identity', {})
+  for key, value in identity.items():
+    if key in saved_identity and saved_identity[key] != value:
+      raise errors.LaunchError(
+          f'cannot resume {run_dir}: its {key} is {saved_identity[key]!r}, '
+          f'this config has {value!r}; use another --run_name')

@@ -18,7 +18,9 @@ def evaluation_rows(run_dir: str) -> List[Dict[str, float]]:
   return sorted(rows, key=lambda r: (r.get('actor_steps', 0), r.get('wall_time', 0)))
 
 
-def make_summary(run_dir: str, outcome, max_actor_steps: int) -> Dict[str, Any]:
+def make_summary(run_dir: str, outcome, max_actor_steps: int,
+                 restored_actor_steps: int = 0) -> Dict[str, Any]:
+  """summary.json's content; steps/s counts this launch's steps only."""
   counts = rundir.read_json(rundir.progress_path(run_dir), {}).get('counts', {})
   evaluations = evaluation_rows(run_dir)
   last_eval: Optional[Dict[str, float]] = evaluations[-1] if evaluations else None
@@ -30,12 +32,14 @@ def make_summary(run_dir: str, outcome, max_actor_steps: int) -> Dict[str, Any]:
       'failed_node': outcome.failed_node or None,
       'max_actor_steps': max_actor_steps,
       'actor_steps': actor_steps,
+      'restored_actor_steps': restored_actor_steps,
       'actor_episodes': int(counts.get('actor_episodes', 0)),
       'learner_steps': int(counts.get('learner_steps', 0)),
       'evaluator_episodes': int(counts.get('evaluator_episodes', 0)),
       'evaluations': len(evaluations),
       'wall_time_seconds': round(wall_time, 2),
-      'env_steps_per_second': round(actor_steps / wall_time, 1) if wall_time else 0.0,
+      'env_steps_per_second': (round((actor_steps - restored_actor_steps) /
+                                     wall_time, 1) if wall_time else 0.0),
       'last_eval_return': last_eval['episode_return'] if last_eval else None,
       'last_eval_actor_steps': int(last_eval['actor_steps']) if last_eval else None,
   }

@@ -40,6 +40,7 @@ from acme_launch import rundir
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PR_SET_PDEATHSIG = 1
 STOP_TIMEOUT_SECONDS = 20.0
+STATEFUL_GROUPS = ('replay', 'counter', 'learner')  # They save on stop.
 
 EXIT_OK = 0
 EXIT_NODE_FAILED = 1
@@ -205,16 +206,24 @@ class Supervisor:
       time.sleep(0.2)
 
   def _stop_all(self) -> None:
-    """SIGTERM every node (they save checkpoints), then SIGKILL stragglers."""
+    """SIGTERM every node; once the nodes that save state are done, kill.
+
+    Replay, counter and learner save on SIGTERM and are given
+    STOP_TIMEOUT_SECONDS. The others hold nothing to save, and an actor
+    blocked inside a Reverb insert never runs its signal handler: they are
+    killed as soon as the saving nodes have exited.
+    """
     for child in self._children:
       if child.popen.poll() is None:
         try:
           child.popen.send_signal(signal.SIGTERM)
         except ProcessLookupError:
           pass
+    saving = [c for c in self._children
+              if c.node.split('/')[0] in STATEFUL_GROUPS]
     deadline = time.time() + STOP_TIMEOUT_SECONDS
     while time.time() < deadline and any(
-        c.popen.poll() is None for c in self._children):
+        c.popen.poll() is None for c in saving):
       time.sleep(0.2)
     self._kill_all()
 

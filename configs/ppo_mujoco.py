@@ -22,6 +22,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.ppo.gae_lambda = 0.95
   config.ppo.ppo_clipping_epsilon = 0.2
   config.ppo.max_gradient_norm = 0.5
+  config.ppo.max_queue_batches = 2   # Replay queue size, in learner batches.
   config.ppo.variable_update_period = 1  # Actor steps between param fetches.
 
   config.network = ml_collections.ConfigDict()

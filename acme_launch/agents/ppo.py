@@ -3,16 +3,46 @@
 from typing import Callable
 
 from acme import specs
+from acme.adders import reverb as adders_reverb
 from acme.agents.jax import ppo
 from acme.utils import loggers
 import ml_collections
+import numpy as np
+import reverb
+
+
+class BoundedQueuePPOBuilder(ppo.PPOBuilder):
+  """PPOBuilder whose replay queue holds at most `max_queue_size` sequences.
+
+  Acme sizes the queue `batch_size + 1000` for its single-process layout.
+  Distributed, that lets actors run up to 1000 sequences ahead of a slow
+  learner (stale, off-policy data) and lets a short run end before the
+  learner took a step. A bounded queue makes actors wait for the learner.
+  """
+
+  def __init__(self, config: ppo.PPOConfig, max_queue_size: int, **kwargs):
+    super().__init__(config, **kwargs)
+    self._max_queue_size = max_queue_size
+
+  def make_replay_tables(self, environment_spec: specs.EnvironmentSpec):
+    signature = adders_reverb.SequenceAdder.signature(
+        environment_spec, {'log_prob': np.ones((), np.float32)},
+        sequence_length=self._sequence_length)
+    return [reverb.Table.queue(name=self._config.replay_table_name,
+                               max_size=self._max_queue_size,
+                               signature=signature)]
 
 
 def make_builder(config: ml_collections.ConfigDict,
-                 learner_logger_fn: Callable[[], loggers.Logger]
-                 ) -> ppo.PPOBuilder:
-  ppo_config = ppo.PPOConfig(**config.ppo.to_dict())
-  return ppo.PPOBuilder(ppo_config, logger_fn=learner_logger_fn)
+                 learner_logger_fn: Callable[[], loggers.Logger],
+                 environment_spec: specs.EnvironmentSpec) -> ppo.PPOBuilder:
+  del environment_spec  # PPO's config needs nothing from it.
+  agent_fields = config.ppo.to_dict()
+  queue_batches = agent_fields.pop('max_queue_batches')
+  ppo_config = ppo.PPOConfig(**agent_fields)
+  return BoundedQueuePPOBuilder(
+      ppo_config, max_queue_size=queue_batches * ppo_config.batch_size + 2,
+      logger_fn=learner_logger_fn)
 
 
 def make_networks(config: ml_collections.ConfigDict,
@@ -23,5 +53,7 @@ def make_networks(config: ml_collections.ConfigDict,
       value_layer_sizes=tuple(config.network.value_layers))
 
 
-def make_policy(networks: ppo.PPONetworks, evaluation: bool):
+def make_policy(config: ml_collections.ConfigDict, networks: ppo.PPONetworks,
+                environment_spec: specs.EnvironmentSpec, evaluation: bool):
+  del config, environment_spec  # PPO's policy needs neither.
   return ppo.make_inference_fn(networks, evaluation)
