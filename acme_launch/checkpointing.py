@@ -280,8 +280,8 @@ def verify_for_resume(run_dir: str) -> ResumeState:
         tensors = _read_whole_checkpoint(prefix)
         if component == 'counter':
           counts = _counter_counts(tensors)
-      except (tf.errors.OpError, ValueError, KeyError,
-              pickle.UnpicklingError) as e:
+      except Exception as e:  # pylint: disable=broad-except
+        # TF's reader raises OpError, IndexError, ValueError... for damage.
         problems.append(f'{prefix}: {" ".join(str(e).split())[:160]}')
         continue
       chosen[component] = prefix
@@ -293,7 +293,7 @@ def verify_for_resume(run_dir: str) -> ResumeState:
     if problems:
       warnings.append(f'{component} checkpoint unreadable, resuming from '
                       f'{os.path.basename(chosen[component])} instead: {problems[0]}')
-      tf.train.update_checkpoint_state(
+      tf.compat.v1.train.update_checkpoint_state(
           directory, os.path.basename(chosen[component]),
           all_model_checkpoint_paths=[os.path.basename(p) for p in candidates])
 

@@ -45,6 +45,13 @@ _SHOW_OUTPUT = flags.DEFINE_boolean(
     'show_output', False, 'Also show every node\'s output in this terminal, '
     'each line prefixed with its node (it always goes to logs/ in the run '
     'directory).')
+_MAX_WALL_TIME = flags.DEFINE_float(
+    'max_wall_time', 0.0, 'Stop the run (checkpoints saved) after this many '
+    'seconds, whatever the step budget; 0 means no limit.', lower_bound=0.0)
+_PROGRESS_EVERY = flags.DEFINE_float(
+    'progress_every', 10.0, 'Seconds between progress lines when the output '
+    'is not a terminal (a terminal gets a live progress bar).',
+    lower_bound=0.1)
 _DRY_RUN = flags.DEFINE_boolean(
     'dry_run', False, 'Print the nodes, their groups, processes and resource '
     'placement, then exit without starting anything.')
@@ -170,6 +177,7 @@ def main(argv: List[str]) -> int:
   from acme_launch import agents  # pylint: disable=g-import-not-at-top
   from acme_launch import checkpointing  # pylint: disable=g-import-not-at-top
   from acme_launch import program as program_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch import progress as progress_lib  # pylint: disable=g-import-not-at-top
   from acme_launch import resources  # pylint: disable=g-import-not-at-top
   from acme_launch import summary as summary_lib  # pylint: disable=g-import-not-at-top
   from acme_launch import supervisor  # pylint: disable=g-import-not-at-top
@@ -220,11 +228,19 @@ def main(argv: List[str]) -> int:
   print(f'acme-launch: {config_name} ({config.agent} on {config.env_name}), '
         f'{len(built.program.get_all_nodes())} nodes, {launch_type}; '
         f'run directory {run_dir}{resumed}', flush=True)
-  runner = supervisor.Supervisor(run_dir, show_output=_SHOW_OUTPUT.value)
-  if launch_type == 'local_mp':
-    outcome = runner.run_multiprocess(built, plan)
-  else:
-    outcome = runner.run_threads(built, launch_type)
+  reporter = progress_lib.ProgressReporter(
+      run_dir, config.max_actor_steps, every_seconds=_PROGRESS_EVERY.value,
+      # Node output echoed here would tear a live bar: plain lines then.
+      interactive=False if _SHOW_OUTPUT.value or launch_type != 'local_mp'
+      else None)
+  runner = supervisor.Supervisor(run_dir, show_output=_SHOW_OUTPUT.value,
+                                 max_wall_time=_MAX_WALL_TIME.value,
+                                 reporter=reporter)
+  with reporter:
+    if launch_type == 'local_mp':
+      outcome = runner.run_multiprocess(built, plan)
+    else:
+      outcome = runner.run_threads(built, launch_type)
 
   summary = summary_lib.make_summary(run_dir, outcome, config.max_actor_steps,
                                      restored_steps)

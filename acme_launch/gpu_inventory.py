@@ -83,7 +83,7 @@ def _from_nvml() -> Optional[Tuple[GpuInfo, ...]]:
   try:
     pynvml.nvmlInit()
   except pynvml.NVMLError as e:
-    logging.info('NVML unavailable (%s); trying nvidia-smi', e)
+    logging.debug('NVML unavailable (%s); trying nvidia-smi', e)
     return None
   try:
     gpus = []

@@ -6,6 +6,7 @@ it was given. Results go to the run directory, never back to the launcher.
 """
 
 import csv
+import os
 import time
 
 from acme import core
@@ -16,23 +17,31 @@ from acme.utils import signals
 import dm_env
 import launchpad as lp
 import numpy as np
+import tensorflow as tf
 
 from acme_launch import rundir
 
 
-class CsvMetricsLogger(loggers.Logger):
-  """Appends rows to metrics/<node>.csv; keeps the columns of the first row.
+class MetricsLogger(loggers.Logger):
+  """A node's metrics: rows in metrics/<node>.csv and TensorBoard scalars.
 
   Unlike Acme's CSVLogger it names the file after the node, so a reader finds
-  `metrics/actor_0.csv` rather than a uid-suffixed folder.
+  `metrics/actor_0.csv` rather than a uid-suffixed folder. The CSV keeps the
+  columns of its first row. TensorBoard events go to
+  metrics/tensorboard/<node>/, stepped by `steps_key` when a row has it.
   """
 
-  def __init__(self, run_dir: str, node: str, time_delta: float = 0.0):
+  def __init__(self, run_dir: str, node: str, time_delta: float = 0.0,
+               steps_key: str = 'actor_steps'):
     self._path = rundir.metrics_path(run_dir, node)
     self._time_delta = time_delta
+    self._steps_key = steps_key
     self._last_write = -float('inf')
+    self._rows = 0
     self._file = open(self._path, 'a', newline='')
     self._writer = None
+    self._summary_writer = tf.summary.create_file_writer(
+        os.path.join(rundir.tensorboard_dir(run_dir), node.replace('/', '_')))
 
   def write(self, data: loggers.LoggingData) -> None:
     now = time.time()
@@ -48,9 +57,17 @@ class CsvMetricsLogger(loggers.Logger):
         self._writer.writeheader()
     self._writer.writerow(row)
     self._file.flush()
+    self._rows += 1
+    step = int(row.get(self._steps_key, self._rows))
+    with self._summary_writer.as_default():
+      for key, value in row.items():
+        if isinstance(value, (int, float)) and key != 'wall_time':
+          tf.summary.scalar(key, value, step=step)
+    self._summary_writer.flush()
 
   def close(self) -> None:
     self._file.close()
+    self._summary_writer.close()
 
 
 def _scalar(value):
@@ -61,8 +78,9 @@ def _scalar(value):
 class StepsLimiter:
   """Stops the program when the actors' step budget is reached.
 
-  Also writes the counter's counts to progress.json every second: the
-  launcher reads that file for its progress display and summary, so nothing
+  Also leaves the counter's counts in the run directory every second:
+  progress.json (latest totals, rewritten) for the launcher's progress
+  display and summary, and a row of metrics/progress.csv for plots. Nothing
   flows back from the launcher into the program.
   """
 
@@ -74,6 +92,7 @@ class StepsLimiter:
 
   def run(self) -> None:
     stop = lp.stop_event()
+    history = MetricsLogger(self._run_dir, 'progress')
     while not stop.is_set():
       counts = self._counter.get_counts()
       budget_reached = counts.get('actor_steps', 0) >= self._max_actor_steps
@@ -81,10 +100,15 @@ class StepsLimiter:
           rundir.progress_path(self._run_dir),
           {'time': time.time(), 'counts': counts,
            'budget_reached': budget_reached})
+      history.write({key: counts.get(key, 0) for key in _PROGRESS_KEYS})
       if budget_reached:
         lp.stop()
         return
       stop.wait(1.0)
+
+
+_PROGRESS_KEYS = ('actor_steps', 'actor_episodes', 'learner_steps',
+                  'evaluator_episodes')
 
 
 class ScheduledEvaluator(core.Worker):

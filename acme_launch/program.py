@@ -81,12 +81,13 @@ def make_program(config: ml_collections.ConfigDict,
         f'{message}') from e
   builder = adapter.make_builder(
       config, learner_logger_fn=functools.partial(
-          nodes.CsvMetricsLogger, run_dir, 'learner/0', config.log_every_seconds),
+          nodes.MetricsLogger, run_dir, 'learner/0', config.log_every_seconds,
+          'learner_steps'),
       environment_spec=environment_spec)
   seeds = node_seeds(config)
 
   def logger_for(node: str) -> loggers.Logger:
-    return nodes.CsvMetricsLogger(run_dir, node, config.log_every_seconds)
+    return nodes.MetricsLogger(run_dir, node, config.log_every_seconds)
 
   def build_replay():
     return builder.make_replay_tables(environment_spec)

@@ -4,7 +4,9 @@
       config.json     resolved config, resource plan, node seeds, versions
       checkpoints/    learner/, counter/ (TF checkpointer), replay/ (Reverb)
       logs/           one file per node process: <label>_<index>.log
-      metrics/        one CSV per node: actor_0.csv, evaluator_0.csv, ...
+      metrics/        one CSV per node: actor_0.csv, evaluator_0.csv, ...,
+                      progress.csv (counter totals each second), and
+                      tensorboard/<node>/ event files
       nodes/          what each node process received (env, devices)
       progress.json   counter totals, rewritten every second while running
       summary.json    final figures, written by the launcher at exit
@@ -33,6 +35,10 @@ def nodes_dir(run_dir: str) -> str:
 
 def metrics_path(run_dir: str, node: str) -> str:
   return os.path.join(run_dir, 'metrics', node.replace('/', '_') + '.csv')
+
+
+def tensorboard_dir(run_dir: str) -> str:
+  return os.path.join(run_dir, 'metrics', 'tensorboard')
 
 
 def log_path(run_dir: str, node: str) -> str:

@@ -34,6 +34,7 @@ from launchpad import context as lp_context
 from launchpad.nodes.python import local_multi_processing
 
 from acme_launch import program as program_lib
+from acme_launch import progress as progress_lib
 from acme_launch import resources
 from acme_launch import rundir
 
@@ -118,9 +119,14 @@ def _echo(stream, log_file: TextIO, node: str) -> None:
 class Supervisor:
   """Runs one launched program to its end; see the module docstring."""
 
-  def __init__(self, run_dir: str, show_output: bool = False):
+  def __init__(self, run_dir: str, show_output: bool = False,
+               max_wall_time: float = 0.0,
+               reporter: Optional[progress_lib.ProgressReporter] = None):
     self._run_dir = run_dir
     self._show_output = show_output
+    self._max_wall_time = max_wall_time
+    self._reporter = reporter
+    self._start_time = time.time()
     self._stop_signal: Optional[int] = None
     self._interrupts = 0
     self._children: List[_NodeProcess] = []
@@ -142,9 +148,17 @@ class Supervisor:
 
   # local_mp --------------------------------------------------------------
 
+  def _wall_time_exceeded(self) -> bool:
+    return bool(self._max_wall_time and
+                time.time() - self._start_time > self._max_wall_time)
+
+  def _report(self) -> None:
+    if self._reporter is not None:
+      self._reporter.update()
+
   def run_multiprocess(self, built: program_lib.BuiltProgram,
                        plan: resources.ResourcePlan) -> Outcome:
-    start = time.time()
+    start = self._start_time = time.time()
     previous = {s: signal.signal(s, self._on_signal)
                 for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -203,7 +217,10 @@ class Supervisor:
                          f'\n(node {child.node} {how})')
       if all(child.popen.poll() is not None for child in self._children):
         return Outcome(EXIT_OK, 'all_nodes_exited')
-      time.sleep(0.2)
+      if self._wall_time_exceeded():
+        return Outcome(EXIT_OK, 'max_wall_time')
+      self._report()
+      time.sleep(0.5)
 
   def _stop_all(self) -> None:
     """SIGTERM every node; once the nodes that save state are done, kill.
@@ -247,12 +264,17 @@ class Supervisor:
     thread finished or STOP_TIMEOUT_SECONDS passed, and the caller then exits
     the process (the node threads are daemons).
     """
-    start = time.time()
+    start = self._start_time = time.time()
     flags.FLAGS.lp_termination_notice_secs = -1
     manager = lp.launch(built.program, launch_type=launch_type,
                         serialize_py_nodes=launch_type == 'test_mt')
-    failure = ''
+    failure, wall_time_exceeded = '', False
     while not manager.wait_for_stop(0.5):
+      self._report()
+      if self._wall_time_exceeded():
+        wall_time_exceeded = True
+        lp.stop()
+        break
       try:
         manager.check_for_thread_worker_exception()
       except Exception as e:  # pylint: disable=broad-except
@@ -270,6 +292,8 @@ class Supervisor:
                         failed_node='a node thread', failed_log_tail=failure)
     elif progress.get('budget_reached'):
       outcome = Outcome(EXIT_OK, 'budget_reached')
+    elif wall_time_exceeded:
+      outcome = Outcome(EXIT_OK, 'max_wall_time')
     else:
       outcome = Outcome(EXIT_INTERRUPTED, 'interrupted')
     outcome.wall_time = time.time() - start

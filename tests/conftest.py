@@ -28,3 +28,54 @@ def workdir(tmp_path):
   path = tmp_path / 'runs'
   path.mkdir()
   return str(path)
+
+
+def start_launcher(*args: str) -> subprocess.Popen:
+  """`python launch.py ARGS` in the background, output captured as text."""
+  return subprocess.Popen(
+      [sys.executable, os.path.join(REPO_ROOT, 'launch.py'), *args],
+      cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(condition, timeout: float, what: str, interval: float = 0.5):
+  """Polls `condition()` until it returns a true value; fails the test after `timeout`."""
+  import time  # pylint: disable=g-import-not-at-top
+  deadline = time.time() + timeout
+  while time.time() < deadline:
+    value = condition()
+    if value:
+      return value
+    time.sleep(interval)
+  pytest.fail(f'timed out after {timeout:.0f}s waiting for {what}')
+
+
+def actor_steps(run_dir: str) -> int:
+  """The counter's actor steps as the steps limiter last wrote them."""
+  try:
+    return int(read_json(os.path.join(run_dir, 'progress.json'))['counts'].get('actor_steps', 0))
+  except (FileNotFoundError, json.JSONDecodeError, KeyError):
+    return 0
+
+
+def node_pids(run_dir: str) -> dict:
+  """Node name -> pid, as each node process recorded itself in nodes/."""
+  nodes_dir = os.path.join(run_dir, 'nodes')
+  pids = {}
+  for name in os.listdir(nodes_dir):
+    record = read_json(os.path.join(nodes_dir, name))
+    if 'pid' in record:
+      pids[record['node']] = record['pid']
+  return pids
+
+
+def alive(pids) -> list:
+  """The pids among `pids` that are still running (zombies count as gone)."""
+  import psutil  # pylint: disable=g-import-not-at-top
+  running = []
+  for pid in pids:
+    try:
+      if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        running.append(pid)
+    except psutil.NoSuchProcess:
+      pass
+  return running

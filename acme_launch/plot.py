@@ -1,0 +1,90 @@
+"""Plots a run directory: `python -m acme_launch.plot RUN_DIR [--out DIR]`.
+
+Writes two PNG files (into RUN_DIR/plots by default):
+  eval_return.png       evaluation return against actor steps (mean, min-max)
+  steps_per_second.png  actor env steps/s over wall time, from progress.csv
+"""
+
+import argparse
+import csv
+import os
+import sys
+from typing import Dict, List
+
+import matplotlib
+matplotlib.use('Agg')  # Files only; no display needed.
+import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
+from acme_launch import summary as summary_lib  # pylint: disable=g-import-not-at-top
+
+
+def _read_csv(path: str) -> List[Dict[str, float]]:
+  with open(path, newline='') as f:
+    return [{k: float(v) for k, v in row.items() if v not in ('', None)}
+            for row in csv.DictReader(f)]
+
+
+def plot_eval_return(run_dir: str, out_path: str) -> None:
+  rows = summary_lib.evaluation_rows(run_dir)
+  steps = [r['actor_steps'] for r in rows]
+  figure, axes = plt.subplots(figsize=(7, 4))
+  axes.plot(steps, [r['episode_return'] for r in rows], marker='o', label='mean')
+  axes.fill_between(steps, [r.get('episode_return_min', r['episode_return']) for r in rows],
+                    [r.get('episode_return_max', r['episode_return']) for r in rows],
+                    alpha=0.2, label='min-max')
+  axes.set_xlabel('actor steps')
+  axes.set_ylabel('evaluation return')
+  axes.set_title(os.path.basename(os.path.normpath(run_dir)))
+  axes.grid(alpha=0.3)
+  axes.legend()
+  figure.tight_layout()
+  figure.savefig(out_path, dpi=100)
+  plt.close(figure)
+
+
+def plot_steps_per_second(run_dir: str, out_path: str) -> None:
+  rows = _read_csv(os.path.join(run_dir, 'metrics', 'progress.csv'))
+  times, rates = [], []
+  for before, after in zip(rows, rows[1:]):
+    elapsed = after['wall_time'] - before['wall_time']
+    if elapsed > 0 and after['actor_steps'] >= before['actor_steps']:
+      times.append(after['wall_time'] - rows[0]['wall_time'])
+      rates.append((after['actor_steps'] - before['actor_steps']) / elapsed)
+  figure, axes = plt.subplots(figsize=(7, 4))
+  axes.plot(times, rates)
+  axes.set_xlabel('wall time (s)')
+  axes.set_ylabel('actor env steps/s')
+  axes.set_title(os.path.basename(os.path.normpath(run_dir)))
+  axes.grid(alpha=0.3)
+  figure.tight_layout()
+  figure.savefig(out_path, dpi=100)
+  plt.close(figure)
+
+
+def main(argv: List[str]) -> int:
+  parser = argparse.ArgumentParser(
+      prog='python -m acme_launch.plot', description=__doc__.splitlines()[0])
+  parser.add_argument('run_dir', help='a run directory made by launch.py')
+  parser.add_argument('--out', default='', help='folder for the PNG files '
+                      '(default RUN_DIR/plots)')
+  args = parser.parse_args(argv)
+  progress_csv = os.path.join(args.run_dir, 'metrics', 'progress.csv')
+  if not os.path.isfile(progress_csv):
+    print(f'acme-launch plot: error: {args.run_dir} is not a run directory '
+          '(no metrics/progress.csv)', file=sys.stderr)
+    return 2
+  out = args.out or os.path.join(args.run_dir, 'plots')
+  os.makedirs(out, exist_ok=True)
+  written = []
+  if summary_lib.evaluation_rows(args.run_dir):
+    written.append(os.path.join(out, 'eval_return.png'))
+    plot_eval_return(args.run_dir, written[-1])
+  written.append(os.path.join(out, 'steps_per_second.png'))
+  plot_steps_per_second(args.run_dir, written[-1])
+  for path in written:
+    print(path)
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main(sys.argv[1:]))
