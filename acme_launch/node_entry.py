@@ -36,6 +36,8 @@ def record_received(run_dir: str, node: str) -> None:
           'jax_platform': jax.default_backend(),
           'tf_visible_devices': [d.name for d in tf.config.get_visible_devices()],
           'tf_visible_gpus': [d.name for d in tf.config.get_visible_devices('GPU')],
+          'tf_intra_op_threads': tf.config.threading.get_intra_op_parallelism_threads(),
+          'tf_inter_op_threads': tf.config.threading.get_inter_op_parallelism_threads(),
       })
 
 

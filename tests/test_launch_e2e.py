@@ -94,3 +94,30 @@ def test_overrides_reach_the_running_program(workdir):
   for i in range(2):
     assert os.path.getsize(os.path.join(run_dir, 'metrics', f'actor_{i}.csv')) > 0
   assert read_json(os.path.join(run_dir, 'config.json'))['config']['env_name'] == 'Hopper-v4'
+
+
+def test_each_node_process_receives_its_planned_resources(workdir):
+  """Per-node placement in real processes: actor/1 gets its own settings."""
+  result = run_launcher(
+      '--config=smoke', '--config.num_actors=2', '--config.max_actor_steps=3000',
+      '--config.resources.node_overrides='
+      'actor/1:omp_threads=1;actor/1:intra_op_threads=1',
+      f'--workdir={workdir}', '--run_name=placed')
+  assert result.returncode == 0, result.stderr[-3000:]
+  run_dir = os.path.join(workdir, 'placed')
+  plan = read_json(os.path.join(run_dir, 'config.json'))['resource_plan']
+  labels = {p['node']: p['label'] for p in plan}
+  assert labels['actor/0'] != labels['actor/1']  # Split under two labels.
+  for placement in plan:
+    record = read_json(os.path.join(
+        run_dir, 'nodes', placement['node'].replace('/', '_') + '.json'))
+    for key, value in placement['env'].items():
+      assert record['env'].get(key) == value, (placement['node'], key)
+    assert record['jax_platform'] == 'cpu'
+    assert record['tf_visible_gpus'] == []
+  actor_1 = read_json(os.path.join(run_dir, 'nodes', 'actor_1.json'))
+  actor_0 = read_json(os.path.join(run_dir, 'nodes', 'actor_0.json'))
+  assert actor_1['env']['OMP_NUM_THREADS'] == '1'
+  assert actor_1['tf_intra_op_threads'] == 1
+  assert 'OMP_NUM_THREADS' not in actor_0['env']
+  assert actor_0['tf_intra_op_threads'] == 0  # TF's default: all cores.
