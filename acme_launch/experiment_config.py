@@ -24,6 +24,8 @@ def base_config(*, agent: str, env_name: str, max_actor_steps: int,
   config.seed = 0                           # Per-node seeds derive from it.
   config.max_actor_steps = max_actor_steps  # Step budget (actor env steps).
   config.num_actors = num_actors            # Actor processes.
+  config.envs_per_actor = 1                 # Environments each actor steps,
+                                            # one batched policy call a step.
   config.num_evaluators = 1                 # Evaluator processes.
   config.eval_every_steps = eval_every_steps  # Actor steps between evaluations.
   config.eval_episodes = 1                  # Episodes per evaluation.
@@ -40,8 +42,8 @@ def base_config(*, agent: str, env_name: str, max_actor_steps: int,
 
 def validate(config: ml_collections.ConfigDict) -> None:
   """Raises LaunchError with one line for the first bad field found."""
-  positive_ints = ('max_actor_steps', 'num_actors', 'eval_every_steps',
-                   'eval_episodes')
+  positive_ints = ('max_actor_steps', 'num_actors', 'envs_per_actor',
+                   'eval_every_steps', 'eval_episodes')
   for name in positive_ints:
     if config[name] <= 0:
       raise errors.LaunchError(

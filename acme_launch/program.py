@@ -21,6 +21,7 @@ import ml_collections
 import tree
 
 from acme_launch import agents
+from acme_launch import batched_actor
 from acme_launch import checkpointing
 from acme_launch import environments
 from acme_launch import errors
@@ -110,15 +111,26 @@ def make_program(config: ml_collections.ConfigDict,
 
   def build_actor(index, replay, learner, counter):
     seed = seeds[f'actor/{index}']
-    environment = make_env(seed=seed)
     networks = adapter.make_networks(config, environment_spec)
-    actor = builder.make_actor(
-        jax.random.PRNGKey(seed), adapter.make_policy(
-            config, networks, environment_spec, evaluation=False),
-        adder=builder.make_adder(replay), variable_source=learner)
-    return environment_loop.EnvironmentLoop(
-        environment, actor, counting.Counter(counter, 'actor', time_delta=0.),
-        logger_for(f'actor/{index}'))
+    policy = adapter.make_policy(config, networks, environment_spec,
+                                 evaluation=False)
+    actor = builder.make_actor(jax.random.PRNGKey(seed), policy,
+                               adder=builder.make_adder(replay),
+                               variable_source=learner)
+    actor_counter = counting.Counter(counter, 'actor', time_delta=0.)
+    if config.envs_per_actor == 1:
+      return environment_loop.EnvironmentLoop(
+          make_env(seed=seed), actor, actor_counter,
+          logger_for(f'actor/{index}'))
+    env_seeds = [seed] + [environments.node_seed(seed, 'env', j)
+                          for j in range(1, config.envs_per_actor)]
+    return batched_actor.BatchedEnvironmentLoop(
+        [make_env(seed=s) for s in env_seeds], policy,
+        # The builder's own variable client: the agent's parameter names and
+        # fetch period, whatever the agent (GenericActor keeps it private).
+        actor._variable_client,  # pylint: disable=protected-access
+        [builder.make_adder(replay) for _ in env_seeds],
+        jax.random.PRNGKey(seed), actor_counter, logger_for(f'actor/{index}'))
 
   def build_evaluator(index, learner, counter):
     seed = seeds[f'evaluator/{index}']

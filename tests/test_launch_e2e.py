@@ -121,3 +121,16 @@ def test_each_node_process_receives_its_planned_resources(workdir):
   assert actor_1['tf_intra_op_threads'] == 1
   assert 'OMP_NUM_THREADS' not in actor_0['env']
   assert actor_0['tf_intra_op_threads'] == 0  # TF's default: all cores.
+
+
+def test_batched_actor_steps_several_environments_to_budget(workdir):
+  result = run_launcher('--config=smoke', '--config.envs_per_actor=4',
+                        '--config.max_actor_steps=8000',
+                        f'--workdir={workdir}', '--run_name=batched')
+  assert result.returncode == 0, result.stderr[-3000:]
+  run_dir = os.path.join(workdir, 'batched')
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['actor_steps'] >= 8000 and summary['learner_steps'] > 0
+  # Four environments of 100-step episodes: episodes end four at a time.
+  assert summary['actor_episodes'] >= 80
+  assert summary['evaluator_episodes'] >= 1
