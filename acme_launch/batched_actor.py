@@ -8,7 +8,8 @@ call on the stacked observations amortises that cost N ways.
 
 Each environment keeps its own Reverb adder, so its trajectory is written
 exactly as a separate actor's would be: the learner sees the same kind of
-data. Counts and metrics are per episode, as in Acme's EnvironmentLoop.
+data. Metrics rows are per episode, as in Acme's EnvironmentLoop; steps
+reach the counter every second and at every episode end.
 """
 
 import time
@@ -27,6 +28,9 @@ import tree
 
 # (params, key, batched observations) -> actions, or (actions, extras).
 BatchedPolicy = Callable
+# N environments end episodes together: steps also reach the counter at least
+# this often, so budgets and steps/s do not move in jumps of N episodes.
+_REPORT_EVERY_SECONDS = 1.0
 
 
 class BatchedEnvironmentLoop(core.Worker):
@@ -69,6 +73,7 @@ class BatchedEnvironmentLoop(core.Worker):
     returns = [0.0] * len(timesteps)
     lengths = [0] * len(timesteps)
     starts = [time.time()] * len(timesteps)
+    unreported_steps, last_report = 0, time.time()
     while True:
       observations = tree.map_structure(
           lambda *xs: np.stack(xs), *[t.observation for t in timesteps])
@@ -83,8 +88,10 @@ class BatchedEnvironmentLoop(core.Worker):
                     extras=tree.map_structure(lambda x, i=i: x[i], extras))
         returns[i] += float(timestep.reward)
         lengths[i] += 1
+        unreported_steps += 1
         if timestep.last():
-          counts = self._counter.increment(episodes=1, steps=lengths[i])
+          counts = self._counter.increment(episodes=1, steps=unreported_steps)
+          unreported_steps, last_report = 0, time.time()
           elapsed = time.time() - starts[i]
           self._logger.write({
               'episode_length': lengths[i],
@@ -96,4 +103,7 @@ class BatchedEnvironmentLoop(core.Worker):
           adder.add_first(timestep)
           returns[i], lengths[i], starts[i] = 0.0, 0, time.time()
         timesteps[i] = timestep
+      if time.time() - last_report >= _REPORT_EVERY_SECONDS:
+        self._counter.increment(steps=unreported_steps)
+        unreported_steps, last_report = 0, time.time()
       self._variable_client.update()

@@ -1,0 +1,197 @@
+"""Actor throughput: stock Acme DistributedPPO against acme-launch, side by side.
+
+    .venv/bin/python bench/throughput.py [--seconds=40] [--actors=1,2,4]
+        [--envs=1,8,32] [--out=bench/out]
+
+Everything runs in this one invocation on this machine:
+  1. the ceiling: raw HalfCheetah-v4 env.step()/s on one core (random actions);
+  2. stock Acme: `acme.agents.jax.ppo.DistributedPPO(...).build()`, its own
+     program and actors, for each actor count (no evaluator);
+  3. acme-launch: `launch.py --config=ppo_mujoco` with the same PPO settings
+     and process count (no evaluator), for each actor count and
+     envs_per_actor.
+Each program runs for --seconds of wall time; env steps/s is measured from
+the counter's totals (progress.csv) after the first actor steps plus a
+warm-up, so process start-up and JIT compilation are left out.
+
+Both sides use the same light PPO settings (1 epoch, 4 minibatches, a replay
+queue of batch + 1000 sequences, as Acme sizes it) so the learner keeps up:
+what is measured is how fast actors produce experience. Stock Acme's
+children start through acme_launch.node_entry, since dm-acme 0.4.0 does not
+import on JAX 0.4.30 without its aliases; nothing else of acme-launch is in
+the stock program (plus one node that reads its counter).
+"""
+
+import argparse
+import csv
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+os.environ['JAX_PLATFORMS'] = 'cpu'
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+import acme_launch  # pylint: disable=g-import-not-at-top,unused-import
+
+WARMUP_SECONDS = 5.0
+# Light learner so actors are what is measured; same for both sides.
+PPO_OVERRIDES = {'num_epochs': 1, 'num_minibatches': 4}
+STOCK_QUEUE_EXTRA = 1000  # Acme's PPOBuilder: queue of batch_size + 1000.
+
+
+def raw_env_steps_per_second(seconds: float = 5.0) -> float:
+  """One core's ceiling: env.step() with random actions, nothing else."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from acme_launch import environments  # pylint: disable=g-import-not-at-top
+  environment = environments.make_environment('HalfCheetah-v4', seed=0)
+  spec = environment.action_spec()
+  rng = np.random.default_rng(0)
+  environment.reset()
+  steps, start = 0, time.time()
+  while time.time() - start < seconds:
+    action = rng.uniform(spec.minimum, spec.maximum).astype(spec.dtype)
+    if environment.step(action).last():
+      environment.reset()
+    steps += 1
+  return steps / (time.time() - start)
+
+
+def steady_rate(progress_csv: str) -> Optional[float]:
+  """Actor env steps/s from the counter's totals, after start-up."""
+  if not os.path.isfile(progress_csv):
+    return None
+  with open(progress_csv, newline='') as f:
+    rows = [(float(r['wall_time']), float(r['actor_steps'])) for r in csv.DictReader(f)]
+  moving = [i for i, (_, steps) in enumerate(rows) if steps > 0]
+  if not moving:
+    return None
+  start_time = rows[moving[0]][0] + WARMUP_SECONDS
+  window = [r for r in rows if r[0] >= start_time]
+  if len(window) < 2 or window[-1][0] <= window[0][0]:
+    return None
+  return (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
+
+
+def run_acme_launch(workdir: str, actors: int, envs: int, seconds: float) -> Optional[float]:
+  from configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
+  batch_size = ppo_mujoco.get_config().ppo.batch_size
+  queue_batches = -(-(batch_size + STOCK_QUEUE_EXTRA) // batch_size)
+  run_name = f'acme_launch_a{actors}_e{envs}'
+  args = [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
+          '--config=ppo_mujoco', f'--workdir={workdir}', f'--run_name={run_name}',
+          f'--config.num_actors={actors}', f'--config.envs_per_actor={envs}',
+          '--config.num_evaluators=0', f'--max_wall_time={seconds}',
+          f'--config.ppo.max_queue_batches={queue_batches}',
+          '--config.max_actor_steps=100000000', '--progress_every=1000']
+  args += [f'--config.ppo.{k}={v}' for k, v in PPO_OVERRIDES.items()]
+  subprocess.run(args, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+  return steady_rate(os.path.join(workdir, run_name, 'metrics', 'progress.csv'))
+
+
+def run_stock_acme(workdir: str, actors: int, seconds: float) -> Optional[float]:
+  """Acme's own DistributedPPO program, plus a node that reads its counter."""
+  from acme.agents.jax import ppo  # pylint: disable=g-import-not-at-top
+  import launchpad as lp  # pylint: disable=g-import-not-at-top
+  from configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
+  from acme_launch import environments, nodes, program as program_lib  # pylint: disable=g-import-not-at-top,multiple-imports
+  from acme_launch import resources, rundir, supervisor  # pylint: disable=g-import-not-at-top,multiple-imports
+
+  config = ppo_mujoco.get_config()
+  fields = config.ppo.to_dict()
+  fields.pop('max_queue_batches')
+  fields.update(PPO_OVERRIDES)
+  run_dir = os.path.join(workdir, f'stock_acme_a{actors}')
+  rundir.create(run_dir)
+  agent = ppo.DistributedPPO(
+      environment_factory=lambda is_eval: environments.make_environment(
+          'HalfCheetah-v4', seed=0),
+      network_factory=functools.partial(
+          ppo.make_gym_networks,
+          policy_layer_sizes=tuple(config.network.policy_layers),
+          value_layer_sizes=tuple(config.network.value_layers)),
+      config=ppo.PPOConfig(**fields), seed=0, num_actors=actors,
+      evaluator_factories=[])
+  program = agent.build()
+  counter = program.groups['counter'][0].create_handle()
+  with program.group('monitor'):
+    program.add_node(lp.CourierNode(nodes.StepsLimiter, counter, 10**9, run_dir))
+
+  names = {'replay': ['replay/0'], 'counter': ['counter/0'],
+           'learner': ['learner/0'], 'actor': [f'actor/{i}' for i in range(actors)],
+           'monitor': ['monitor/0']}
+  plan = resources.plan_resources(
+      [('replay', 0), ('counter', 0), ('learner', 0)] +
+      [('actor', i) for i in range(actors)], resources.default_resources_config())
+  plan = resources.ResourcePlan(plan.placements + (
+      resources.NodePlacement('monitor/0', 'counter', 'monitor', (),
+                              plan.placement('counter/0').env),))
+  built = program_lib.BuiltProgram(program, names)
+  supervisor.Supervisor(run_dir, max_wall_time=seconds).run_multiprocess(built, plan)
+  return steady_rate(os.path.join(run_dir, 'metrics', 'progress.csv'))
+
+
+def _fmt(rate: Optional[float]) -> str:
+  return 'failed' if rate is None else f'{rate:,.0f}'
+
+
+def main(argv: List[str]) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--seconds', type=float, default=40.0)
+  parser.add_argument('--actors', default='1,2,4')
+  parser.add_argument('--envs', default='1,8,32')
+  parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
+  args = parser.parse_args(argv)
+  actor_counts = [int(x) for x in args.actors.split(',')]
+  env_counts = [int(x) for x in args.envs.split(',')]
+  workdir = os.path.join(args.out, 'throughput')
+  shutil.rmtree(workdir, ignore_errors=True)
+  os.makedirs(workdir)
+
+  ceiling = raw_env_steps_per_second()
+  print(f'machine: {os.cpu_count()} cores; {args.seconds:.0f} s per program')
+  print(f'ceiling: raw HalfCheetah-v4 env.step() on one core: {ceiling:,.0f} steps/s\n')
+
+  stock: Dict[int, Optional[float]] = {}
+  ours: Dict[tuple, Optional[float]] = {}
+  for actors in actor_counts:
+    stock[actors] = run_stock_acme(workdir, actors, args.seconds)
+    print(f'stock Acme DistributedPPO, {actors} actor(s): {_fmt(stock[actors])} env steps/s',
+          flush=True)
+    for envs in env_counts:
+      ours[actors, envs] = run_acme_launch(workdir, actors, envs, args.seconds)
+      print(f'acme-launch, {actors} actor(s) x {envs} env(s): '
+            f'{_fmt(ours[actors, envs])} env steps/s', flush=True)
+
+  cores = os.cpu_count() or 1
+  print('\nenv steps/s (actor experience produced, learner running); '
+        'ratio = acme-launch / stock Acme at the same actor count')
+  header = f'{"actors":>6} {"stock Acme":>11}' + ''.join(
+      f' {f"envs={e}":>10} {"ratio":>6}' for e in env_counts)
+  print(header)
+  for actors in actor_counts:
+    line = f'{actors:>6} {_fmt(stock[actors]):>11}'
+    for envs in env_counts:
+      rate = ours[actors, envs]
+      ratio = (f'{rate / stock[actors]:.1f}x'
+               if rate and stock[actors] else '-')
+      line += f' {_fmt(rate):>10} {ratio:>6}'
+    print(line)
+  best = max(((r, k) for k, r in ours.items() if r), default=None)
+  if best:
+    rate, (actors, envs) = best
+    actor_cores = min(actors, cores)
+    print(f'\nbest: {actors} actor(s) x {envs} envs: {rate:,.0f} env steps/s = '
+          f'{100 * rate / actor_cores / ceiling:.0f}% of the one-core ceiling per '
+          f'actor core ({actor_cores} core(s) counted; the learner and replay '
+          f'share the same {cores} cores)')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main(sys.argv[1:]))
