@@ -78,7 +78,7 @@ def _scalar(value):
 class StepsLimiter:
   """Stops the program when the actors' step budget is reached.
 
-  Also leaves the counter's counts in the run directory every second:
+  Also leaves the counter's counts in the run directory as it polls:
   progress.json (latest totals, rewritten) for the launcher's progress
   display and summary, and a row of metrics/progress.csv for plots. Nothing
   flows back from the launcher into the program.
@@ -92,7 +92,7 @@ class StepsLimiter:
 
   def run(self) -> None:
     stop = lp.stop_event()
-    history = MetricsLogger(self._run_dir, 'progress')
+    history = MetricsLogger(self._run_dir, 'progress', time_delta=1.0)
     while not stop.is_set():
       counts = self._counter.get_counts()
       budget_reached = counts.get('actor_steps', 0) >= self._max_actor_steps
@@ -104,9 +104,11 @@ class StepsLimiter:
       if budget_reached:
         lp.stop()
         return
-      stop.wait(1.0)
+      stop.wait(_POLL_SECONDS)
 
 
+_POLL_SECONDS = 0.25  # Budget overshoot is at most this much stepping (plus
+                      # the episode Acme's loop counts at its end).
 _PROGRESS_KEYS = ('actor_steps', 'actor_episodes', 'learner_steps',
                   'evaluator_episodes')
 

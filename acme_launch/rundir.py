@@ -8,7 +8,7 @@
                       progress.csv (counter totals each second), and
                       tensorboard/<node>/ event files
       nodes/          what each node process received (env, devices)
-      progress.json   counter totals, rewritten every second while running
+      progress.json   counter totals, rewritten four times a second while running
       summary.json    final figures, written by the launcher at exit
 """
 
