@@ -1,0 +1,86 @@
+"""Acme's JAX DQN (dm-acme 0.4.0) from a `config.dqn` section.
+
+Double Q-learning on n-step transitions from a prioritized Reverb table
+(Acme's `PrioritizedDoubleQLearning` loss), an MLP Q-network from
+`config.network`, epsilon-greedy actors (batched ones too) and a (by default
+greedy) evaluator. For discrete-action tasks such as CartPole-v1.
+"""
+
+from typing import Callable
+
+from acme import specs
+from acme.agents.jax import dqn
+from acme.jax import networks as networks_lib
+from acme.jax import utils
+from acme.utils import loggers
+import haiku as hk
+import ml_collections
+import rlax
+
+from acme_launch import errors
+from acme_launch.agents import replay_fields
+
+# Fields of `config.dqn` that are not DQNConfig fields: the adapter maps them.
+_ADAPTER_FIELDS = ('eval_epsilon',)
+
+
+def make_builder(config: ml_collections.ConfigDict,
+                 learner_logger_fn: Callable[[], loggers.Logger],
+                 environment_spec: specs.EnvironmentSpec) -> dqn.DQNBuilder:
+  if not isinstance(environment_spec.actions, specs.DiscreteArray):
+    raise errors.LaunchError(
+        f'agent dqn needs discrete actions; {config.env_name} has '
+        f'{type(environment_spec.actions).__name__} actions')
+  replay_fields.check('dqn', config.dqn)
+  fields = {k: v for k, v in config.dqn.items() if k not in _ADAPTER_FIELDS}
+  dqn_config = dqn.DQNConfig(**fields)
+  loss_fn = dqn.PrioritizedDoubleQLearning(
+      discount=dqn_config.discount,
+      importance_sampling_exponent=dqn_config.importance_sampling_exponent)
+  return dqn.DQNBuilder(dqn_config, loss_fn, logger_fn=learner_logger_fn)
+
+
+def make_networks(config: ml_collections.ConfigDict,
+                  environment_spec: specs.EnvironmentSpec
+                  ) -> networks_lib.FeedForwardNetwork:
+  """An MLP from observations to one Q-value per action."""
+  num_actions = environment_spec.actions.num_values
+  layers = list(config.network.hidden_layers) + [num_actions]
+
+  def q_network(observation):
+    return hk.Sequential([hk.Flatten(), hk.nets.MLP(layers)])(observation)
+
+  transformed = hk.without_apply_rng(hk.transform(q_network))
+  dummy_observation = utils.add_batch_dim(
+      utils.zeros_like(environment_spec.observations))
+  return networks_lib.FeedForwardNetwork(
+      init=lambda key: transformed.init(key, dummy_observation),
+      apply=transformed.apply)
+
+
+def make_policy(config: ml_collections.ConfigDict,
+                networks: networks_lib.FeedForwardNetwork,
+                environment_spec: specs.EnvironmentSpec, evaluation: bool):
+  """Epsilon-greedy on the Q-values, for one observation or a batch of them.
+
+  `builder.make_actor` calls it as (params, key, observation, epsilon), with
+  the per-episode epsilon its actor core draws from `config.dqn.epsilon`;
+  the batched actor loop (`envs_per_actor` > 1) calls it as (params, key,
+  observations) on stacked observations, and the default epsilon applies.
+  The evaluator always uses `config.dqn.eval_epsilon`.
+  """
+  observation_rank = len(environment_spec.observations.shape)
+  default_epsilon = (config.dqn.eval_epsilon if evaluation
+                     else config.dqn.epsilon)
+
+  def policy(params, key, observation, epsilon=default_epsilon):
+    if evaluation:
+      epsilon = default_epsilon
+    unbatched = observation.ndim == observation_rank
+    if unbatched:
+      observation = utils.add_batch_dim(observation)
+    q_values = networks.apply(params, observation)
+    actions = rlax.epsilon_greedy(epsilon).sample(key, q_values)
+    return utils.squeeze_batch_dim(actions) if unbatched else actions
+
+  return policy

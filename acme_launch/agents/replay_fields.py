@@ -1,0 +1,38 @@
+"""Checks shared by the off-policy adapters' replay settings.
+
+Acme's builders turn `min_replay_size`, `max_replay_size`,
+`samples_per_insert` and `samples_per_insert_tolerance_rate` into a Reverb
+table with a `SampleToInsertRatio` rate limiter inside the replay node. Reverb
+rejects some combinations there, after every node has started; these checks
+run in the launcher instead, so bad values exit 2 before anything starts.
+"""
+
+import ml_collections
+
+from acme_launch import errors
+
+
+def check(section_name: str, section: ml_collections.ConfigDict) -> None:
+  """Raises LaunchError with one line for the first bad replay field."""
+
+  def fail(message: str):
+    raise errors.LaunchError(f'config.{section_name}.{message}')
+
+  for name in ('batch_size', 'min_replay_size', 'max_replay_size'):
+    if section[name] < 1:
+      fail(f'{name} must be a positive integer, got {section[name]}')
+  if section.max_replay_size < section.min_replay_size:
+    fail(f'max_replay_size ({section.max_replay_size}) must be >= '
+         f'min_replay_size ({section.min_replay_size})')
+  if section.samples_per_insert <= 0:
+    fail(f'samples_per_insert must be > 0, got {section.samples_per_insert}')
+  # Reverb's SampleToInsertRatio needs an error buffer of at least
+  # max(1, samples_per_insert) samples on either side; Acme's builders make it
+  # min_replay_size * tolerance_rate * samples_per_insert.
+  buffer = (section.min_replay_size * section.samples_per_insert_tolerance_rate
+            * section.samples_per_insert)
+  if buffer < max(1.0, section.samples_per_insert):
+    fail('samples_per_insert_tolerance_rate is too small for min_replay_size '
+         f'{section.min_replay_size}: min_replay_size * tolerance_rate * '
+         f'samples_per_insert = {buffer:g} must be >= '
+         f'max(1, samples_per_insert) = {max(1.0, section.samples_per_insert):g}')
