@@ -58,7 +58,9 @@ class BatchedEnvironmentLoop(core.Worker):
       actions, extras = output
     else:
       actions, extras = output, None
-    return np.asarray(actions), tree.map_structure(np.asarray, extras)
+    if extras is not None:
+      extras = tree.map_structure(np.asarray, extras)
+    return np.asarray(actions), extras
 
   def run(self) -> None:
     with signals.runtime_terminator():

@@ -27,7 +27,8 @@ SMOKE_OVERRIDES = {
     'sac_mujoco': _MUJOCO_SMALL + (
         '--config.sac.min_replay_size=200', '--config.sac.batch_size=32',
         '--config.sac.samples_per_insert=32',
-        '--config.network.hidden_layers=(16,16)'),
+        '--config.network.hidden_layers=(16,16)',
+        '--config.envs_per_actor=2'),  # Batched actor path too.
     'td3_mujoco': _MUJOCO_SMALL + (
         '--config.td3.min_replay_size=200', '--config.td3.batch_size=32',
         '--config.td3.samples_per_insert=32',
@@ -40,7 +41,8 @@ SMOKE_OVERRIDES = {
         '--config.network.num_atoms=11'),
     'dqn_cartpole': (
         '--config.dqn.min_replay_size=200', '--config.dqn.batch_size=32',
-        '--config.network.hidden_layers=(16,16)'),
+        '--config.network.hidden_layers=(16,16)',
+        '--config.envs_per_actor=2'),  # Batched actor path too.
 }
 COMMON_OVERRIDES = ('--config.num_actors=1', '--config.eval_every_steps=1000',
                     '--config.eval_episodes=1', '--config.log_every_seconds=1')
