@@ -17,6 +17,7 @@ below run inside the node processes.
 """
 
 import dataclasses
+import errno
 import hashlib
 import os
 import pickle
@@ -47,6 +48,31 @@ _DONE_FILE = 'DONE'  # Reverb writes it last into a complete checkpoint.
 
 def component_dir(run_dir: str, component: str) -> str:
   return os.path.join(rundir.checkpoints_dir(run_dir), component)
+
+
+class CheckpointWriteError(RuntimeError):
+  """A save failed (disk full, folder unwritable): the node stops with it.
+
+  The message names the folder, the system's reason and the last good
+  checkpoint, which stays as it was: a failed save never replaces it.
+  """
+
+
+_WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
+                 errno.EPERM, errno.ENOTDIR, errno.ENOENT, errno.EFBIG, errno.EIO)
+
+
+def _reason(error: BaseException) -> str:
+  """The system's reason for a failed write, without TF's graph trace."""
+  if isinstance(error, OSError) and error.strerror:
+    return error.strerror
+  text = getattr(error, 'message', '') or str(error)
+  for code in _WRITE_ERRNOS:
+    if os.strerror(code) in text:
+      return os.strerror(code)
+  lines = [line.strip() for line in text.splitlines()
+           if line.strip() and not line.strip().startswith('[[')]
+  return ' '.join((lines[-1] if lines else type(error).__name__).split())[:300]
 
 
 def state_digest(state: Any) -> str:
@@ -96,10 +122,24 @@ class Checkpointer:
     if not force and time.time() - self._last_saved < self._interval_seconds:
       return None
     state = self._saveable.save()
-    path = self._manager.save()
-    with open(path + '.digest', 'w') as f:
-      f.write(state_digest(state))
+    try:
+      path = self._manager.save()
+      with open(path + '.digest', 'w') as f:
+        f.write(state_digest(state))
+    except (OSError, tf.errors.OpError) as e:
+      raise CheckpointWriteError(
+          f'cannot save a checkpoint in {self._manager.directory}: '
+          f'{_reason(e)}; the last good checkpoint is kept: '
+          f'{self._manager.latest_checkpoint or "none yet"}') from e
     self._last_saved = time.time()
+    kept = set(self._manager.checkpoints)  # It deletes old saves, not digests.
+    for name in os.listdir(self._manager.directory):
+      prefix = os.path.join(self._manager.directory, name[:-len('.digest')])
+      if name.endswith('.digest') and prefix not in kept:
+        try:
+          os.remove(os.path.join(self._manager.directory, name))
+        except OSError:
+          pass
     logging.info('Saved checkpoint %s', path)
     return path
 
@@ -211,7 +251,16 @@ class ReplayNode(lp.ReverbNode):
     server.stop()
 
   def _checkpoint(self, client: reverb.Client, replay_dir: str) -> None:
-    logging.info('Saved replay checkpoint %s', client.checkpoint())
+    try:
+      path = client.checkpoint()
+    except Exception as e:  # pylint: disable=broad-except
+      # Reverb reports a failed write as RuntimeError or a TF error.
+      kept = complete_replay_checkpoints(replay_dir)
+      raise CheckpointWriteError(
+          f'cannot save a replay checkpoint in {replay_dir}: {_reason(e)}; '
+          'the last good checkpoint is kept: '
+          f'{kept[-1] if kept else "none yet"}') from e
+    logging.info('Saved replay checkpoint %s', path)
     for old in complete_replay_checkpoints(replay_dir)[:-self._max_to_keep]:
       shutil.rmtree(old, ignore_errors=True)
 

@@ -5,11 +5,12 @@ input prints one line (`acme-launch: error: ...`) and exits with code 2.
 """
 
 import ast
+import dataclasses
 import datetime
 import importlib.metadata
 import os
 import sys
-from typing import List
+from typing import Any, List, Optional, Tuple
 
 from absl import app
 from absl import flags
@@ -58,6 +59,11 @@ _DRY_RUN = flags.DEFINE_boolean(
 _GPU_INVENTORY = flags.DEFINE_string(
     'gpu_inventory', '', 'JSON file describing the GPUs to plan for, instead '
     'of asking the driver (for planning machines you are not on).')
+_ALLOW_EXPOSED_LISTENERS = flags.DEFINE_boolean(
+    'allow_exposed_listeners', False,
+    'Start a run even where the loopback shim (acme_launch/loopback.py) '
+    'cannot be built or does not work: its Reverb and Courier servers then '
+    'listen on every network interface of this machine.')
 
 
 def _fail(message: str) -> None:
@@ -77,8 +83,9 @@ def _resolve_config_argument(argv: List[str]) -> List[str]:
       continue
     path = registry.resolve(value)
     if path is None:
-      _fail(f'unknown config {value!r}; choose one of: '
-            f'{", ".join(registry.available())} (or a path to a .py file)')
+      raise errors.LaunchError(
+          f'unknown config {value!r}; choose one of: '
+          f'{", ".join(registry.available())} (or a path to a .py file)')
     if place is None:
       resolved[i] = f'--config={path}'
     else:
@@ -86,18 +93,18 @@ def _resolve_config_argument(argv: List[str]) -> List[str]:
   return resolved
 
 
-def parse_flags(argv: List[str]) -> List[str]:
-  """absl flag parsing that reports any problem as one line and exit 2."""
+def _parse(argv: List[str]) -> List[str]:
+  """absl flag parsing; LaunchError (one line) for any problem."""
   argv = _resolve_config_argument(argv)
   try:
     remaining = flags.FLAGS(argv)
     if not flags.FLAGS.list_configs and not flags.FLAGS.resume:
       if flags.FLAGS['config'].value is None:
-        _fail('--config is required, e.g. --config=ppo_mujoco '
-              '(see --list_configs)')
+        raise errors.LaunchError('--config is required, e.g. '
+                                 '--config=ppo_mujoco (see --list_configs)')
   except flags.Error as e:
-    _fail(str(e).splitlines()[0])
-  except AttributeError as e:
+    raise errors.LaunchError(str(e).splitlines()[0]) from None
+  except (AttributeError, KeyError) as e:
     # config_flags: an override naming a field the config does not have.
     # Its message is a repr, e.g. '\'num_actorz\'\nDid you mean ...'.
     message = str(e)
@@ -105,12 +112,26 @@ def parse_flags(argv: List[str]) -> List[str]:
       message = ast.literal_eval(message)
     except (ValueError, SyntaxError):
       pass
-    _fail('unknown config field in override: ' + ' '.join(message.split()))
+    raise errors.LaunchError('unknown config field in override: ' +
+                             ' '.join(str(message).split())) from None
   except (OSError, SyntaxError, ImportError) as e:
-    _fail(f'cannot load config: {" ".join(str(e).split())[:300]}')
+    raise errors.LaunchError(
+        f'cannot load config: {" ".join(str(e).split())[:300]}') from None
   if len(remaining) > 1:
-    _fail(f'unexpected arguments: {" ".join(remaining[1:])}')
+    raise errors.LaunchError(f'unexpected arguments: {" ".join(remaining[1:])}')
   return remaining
+
+
+def parse_flags(argv: List[str]) -> List[str]:
+  """absl flag parsing that reports any problem as one line and exit 2."""
+  try:
+    return _parse(argv)
+  except errors.LaunchError as e:
+    _fail(str(e))
+  except SystemExit as e:
+    # absl's --help, --helpfull, ... print usage and exit 1, which is this
+    # launcher's "a node failed": asking for help succeeds.
+    sys.exit(0 if e.code == 1 else e.code)
 
 
 def _package_versions() -> dict:
@@ -167,50 +188,143 @@ def _describe_nodes(built, launch_type: str) -> str:
   return '\n'.join(lines)
 
 
+@dataclasses.dataclass
+class Launch:
+  """What the CLI decided before starting anything (see prepare_launch)."""
+  config: ml_collections.ConfigDict
+  config_name: str
+  launch_type: str
+  plan: Any                  # resources.ResourcePlan
+  built: Any                 # program.BuiltProgram
+  run_dir: str
+  resume: Any = None         # checkpointing.ResumeState; None on a dry run
+  preload: str = ''          # The loopback shim, preloaded into node processes.
+  exposed_reason: str = ''   # Why not, with --allow_exposed_listeners.
+
+
+def _loopback(launch_type: str) -> Tuple[str, str]:
+  """(shim to preload, '') or, with --allow_exposed_listeners, ('', why not)."""
+  from acme_launch import loopback  # pylint: disable=g-import-not-at-top
+  try:
+    path = loopback.ensure()
+    if launch_type != 'local_mp' and not loopback.active_in_this_process():
+      raise loopback.Unavailable(
+          'the loopback shim could not be preloaded into this launcher, '
+          f'where {launch_type} runs every server')
+  except loopback.Unavailable as e:
+    if loopback.only_loopback_interfaces():
+      return '', ''  # Nothing can reach this network namespace from outside.
+    if not _ALLOW_EXPOSED_LISTENERS.value:
+      raise errors.LaunchError(
+          f'{e}; without it Reverb and Courier servers listen on every '
+          'network interface. Run scripts/setup.sh (it needs a C compiler), '
+          'or pass --allow_exposed_listeners to run anyway') from None
+    return '', str(e)
+  return path, ''
+
+
+def prepare_launch(dry_run: bool) -> Launch:
+  """Every check and decision before any process starts, from parsed flags.
+
+  Loads and validates the config, plans resources and builds the program;
+  unless `dry_run`, also checks the loopback shim and takes the run directory
+  (created private, locked, checkpoints read for resume). Raises LaunchError
+  (exit 2, one line) for every bad input; nothing is started.
+  """
+  # Heavy imports (acme, launchpad, TF) only once the input parsed.
+  from acme_launch import agents  # pylint: disable=g-import-not-at-top
+  from acme_launch import checkpointing  # pylint: disable=g-import-not-at-top
+  from acme_launch import program as program_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch import resources  # pylint: disable=g-import-not-at-top
+  from acme_launch import rundir  # pylint: disable=g-import-not-at-top
+
+  launch_type = _LAUNCH_TYPE.value
+  config, config_name = _load_config()
+  experiment_config.validate(config)
+  if config.agent not in agents.ADAPTERS:
+    raise errors.LaunchError(
+        f'config.agent {config.agent!r} is unknown; known agents: '
+        f'{", ".join(agents.ADAPTERS)}')
+  inventory = resources.read_inventory(_GPU_INVENTORY.value)
+  plan = resources.plan_resources(program_lib.node_list(config),
+                                  config.resources, inventory)
+  run_dir = _run_dir_path(config_name)
+  built = program_lib.make_program(config, plan, run_dir)
+  launch = Launch(config, config_name, launch_type, plan, built, run_dir)
+  if dry_run:
+    return launch
+  launch.preload, launch.exposed_reason = _loopback(launch_type)
+  rundir.check_resumable(run_dir, built.identity)
+  rundir.prepare(run_dir)
+  try:
+    os.chmod(run_dir, 0o700)  # Also one an older version left open to others.
+  except OSError:
+    pass  # Not ours to change; writable, as prepare() checked.
+  rundir.lock(run_dir)
+  launch.resume = checkpointing.verify_for_resume(run_dir)
+  return launch
+
+
+def check_arguments(argv: List[str]) -> Optional[Launch]:
+  """`launch.py ARGV --dry_run`'s decisions, in this process, repeatably.
+
+  Parses `argv` (a full command line, argv[0] included) exactly as the CLI
+  does and runs prepare_launch(dry_run=True): LaunchError is what the CLI
+  reports with exit 2; a return (None for --list_configs) is exit 0.
+  """
+  for name in [n for n in flags.FLAGS if n.startswith('config.')]:
+    delattr(flags.FLAGS, name)  # Defined by config_flags on each parse.
+  flags.FLAGS.unparse_flags()
+  # config_flags reads the --config.FIELD overrides from sys.argv.
+  saved_argv, sys.argv = sys.argv, list(argv)
+  try:
+    _parse(list(argv))
+    return None if _LIST_CONFIGS.value else prepare_launch(dry_run=True)
+  finally:
+    sys.argv = saved_argv
+
+
 def main(argv: List[str]) -> int:
   del argv
   if _LIST_CONFIGS.value:
     print(registry.listing())
     return 0
 
-  # Heavy imports (acme, launchpad, TF) only once the input parsed.
-  from acme_launch import agents  # pylint: disable=g-import-not-at-top
-  from acme_launch import checkpointing  # pylint: disable=g-import-not-at-top
-  from acme_launch import program as program_lib  # pylint: disable=g-import-not-at-top
+  # The run directory, logs, checkpoints and Launchpad's program file are
+  # the user's alone; node processes inherit the mask.
+  os.umask(0o077)
+  if _LAUNCH_TYPE.value != 'local_mp' and not _DRY_RUN.value:
+    from acme_launch import loopback  # pylint: disable=g-import-not-at-top
+    loopback.reexec_preloaded()  # Its servers are threads of this process.
+
   from acme_launch import progress as progress_lib  # pylint: disable=g-import-not-at-top
   from acme_launch import resources  # pylint: disable=g-import-not-at-top
   from acme_launch import summary as summary_lib  # pylint: disable=g-import-not-at-top
   from acme_launch import supervisor  # pylint: disable=g-import-not-at-top
   from acme_launch import rundir  # pylint: disable=g-import-not-at-top
+  from acme_launch import program as program_lib  # pylint: disable=g-import-not-at-top
 
-  launch_type = _LAUNCH_TYPE.value
   try:
-    config, config_name = _load_config()
-    experiment_config.validate(config)
-    if config.agent not in agents.ADAPTERS:
-      raise errors.LaunchError(
-          f'config.agent {config.agent!r} is unknown; known agents: '
-          f'{", ".join(agents.ADAPTERS)}')
-    inventory = resources.read_inventory(_GPU_INVENTORY.value)
-    plan = resources.plan_resources(program_lib.node_list(config),
-                                    config.resources, inventory)
-    run_dir = _run_dir_path(config_name)
-    built = program_lib.make_program(config, plan, run_dir)
-    if _DRY_RUN.value:
-      print(f'config {config_name}: {config.agent} on {config.env_name}, '
-            f'budget {config.max_actor_steps:,} actor steps, '
-            f'launch type {launch_type}\n')
-      print(_describe_nodes(built, launch_type))
-      print('\nresource placement:')
-      print(resources.format_plan(plan))
-      print('\ndry run: nothing was started.')
-      return 0
-    rundir.check_resumable(run_dir, built.identity)
-    rundir.prepare(run_dir)
-    rundir.lock(run_dir)
-    resume = checkpointing.verify_for_resume(run_dir)
+    launch = prepare_launch(dry_run=_DRY_RUN.value)
   except errors.LaunchError as e:
     _fail(str(e))
+  launch_type, config, config_name = (launch.launch_type, launch.config,
+                                      launch.config_name)
+  plan, built, run_dir = launch.plan, launch.built, launch.run_dir
+  if _DRY_RUN.value:
+    print(f'config {config_name}: {config.agent} on {config.env_name}, '
+          f'budget {config.max_actor_steps:,} actor steps, '
+          f'launch type {launch_type}\n')
+    print(_describe_nodes(built, launch_type))
+    print('\nresource placement:')
+    print(resources.format_plan(plan))
+    print('\ndry run: nothing was started.')
+    return 0
+  if launch.exposed_reason:
+    print(f'acme-launch: warning: {launch.exposed_reason}; '
+          '--allow_exposed_listeners: Reverb and Courier servers listen on '
+          'every network interface', file=sys.stderr)
+  resume = launch.resume
 
   for warning in resume.warnings:
     print(f'acme-launch: warning: {warning}', file=sys.stderr)
@@ -235,7 +349,7 @@ def main(argv: List[str]) -> int:
       else None)
   runner = supervisor.Supervisor(run_dir, show_output=_SHOW_OUTPUT.value,
                                  max_wall_time=_MAX_WALL_TIME.value,
-                                 reporter=reporter)
+                                 reporter=reporter, preload=launch.preload)
   with reporter:
     if launch_type == 'local_mp':
       outcome = runner.run_multiprocess(built, plan)

@@ -6,12 +6,16 @@ convention, so `--config.field=value` overrides work). The CLI validates the
 result once (`validate`); nothing deeper re-checks it.
 """
 
+import math
+
 import ml_collections
 
 from acme_launch import errors
 from acme_launch import resources
 
 LAUNCH_TYPES = ('local_mp', 'local_mt', 'test_mt')
+MAX_PROCESSES_PER_GROUP = 1024  # Actors, evaluators: processes on one machine.
+MAX_ENVS_PER_ACTOR = 4096
 
 
 def base_config(*, agent: str, env_name: str, max_actor_steps: int,
@@ -51,15 +55,25 @@ def validate(config: ml_collections.ConfigDict) -> None:
   if config.num_evaluators < 0:
     raise errors.LaunchError(
         f'config.num_evaluators must be >= 0, got {config.num_evaluators}')
+  # Processes and environments on one machine: a typo's 10**9 would plan
+  # for minutes or exhaust memory instead of failing here.
+  for name, most in (('num_actors', MAX_PROCESSES_PER_GROUP),
+                     ('num_evaluators', MAX_PROCESSES_PER_GROUP),
+                     ('envs_per_actor', MAX_ENVS_PER_ACTOR)):
+    if config[name] > most:
+      raise errors.LaunchError(
+          f'config.{name} must be at most {most}, got {config[name]}')
+  if config.seed < 0:
+    raise errors.LaunchError(f'config.seed must be >= 0, got {config.seed}')
   if config.env_max_episode_steps < 0:
     raise errors.LaunchError('config.env_max_episode_steps must be >= 0 '
                              f'(0 keeps the task limit), got {config.env_max_episode_steps}')
-  if config.log_every_seconds <= 0:
-    raise errors.LaunchError('config.log_every_seconds must be > 0, '
-                             f'got {config.log_every_seconds}')
-  if config.checkpoint.interval_minutes <= 0:
-    raise errors.LaunchError('config.checkpoint.interval_minutes must be > 0, '
-                             f'got {config.checkpoint.interval_minutes}')
+  if not 0 < config.log_every_seconds < math.inf:  # Also refuses nan.
+    raise errors.LaunchError('config.log_every_seconds must be > 0 and '
+                             f'finite, got {config.log_every_seconds}')
+  if not 0 < config.checkpoint.interval_minutes < math.inf:
+    raise errors.LaunchError('config.checkpoint.interval_minutes must be > 0 '
+                             f'and finite, got {config.checkpoint.interval_minutes}')
   if config.checkpoint.max_to_keep < 1:
     raise errors.LaunchError('config.checkpoint.max_to_keep must be >= 1, '
                              f'got {config.checkpoint.max_to_keep}')

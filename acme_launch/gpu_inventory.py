@@ -52,7 +52,7 @@ def _from_file(path: str) -> Tuple[GpuInfo, ...]:
   except OSError as e:
     raise errors.LaunchError(
         f'cannot read GPU inventory {path}: {e.strerror}') from e
-  except json.JSONDecodeError as e:
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
     raise errors.LaunchError(f'GPU inventory {path} is not JSON: {e}') from e
   example = '[{"index": 0, "name": "NVIDIA A100-SXM4-80GB", "memory_mb": 81920}]'
   if not isinstance(entries, list):

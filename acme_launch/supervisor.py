@@ -18,12 +18,15 @@ The run ends when the step budget is reached (the steps limiter node calls
 `budget_reached` in progress.json), when a node fails, or when the user stops it.
 """
 
+import contextlib
 import ctypes
 import dataclasses
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Dict, List, Optional, TextIO
@@ -33,6 +36,7 @@ import launchpad as lp
 from launchpad import context as lp_context
 from launchpad.nodes.python import local_multi_processing
 
+from acme_launch import loopback
 from acme_launch import program as program_lib
 from acme_launch import progress as progress_lib
 from acme_launch import resources
@@ -99,6 +103,24 @@ def _node_commands(built: program_lib.BuiltProgram,
       yield built.nodes_by_label[label][task_id], argv, dict(command.env_overrides)
 
 
+@contextlib.contextmanager
+def _program_files_in(directory: str):
+  """Launchpad's pickled program (job.pkl), in `directory` (made 0700).
+
+  Launchpad writes it into `tempfile.mkdtemp()` (and removes it at exit):
+  under the run directory it is as private as the run, and what a launcher
+  killed with -9 leaves goes at the next launch on the run directory (which
+  holds its lock) instead of staying in the shared temp folder.
+  """
+  shutil.rmtree(directory, ignore_errors=True)
+  os.makedirs(directory, mode=0o700, exist_ok=True)
+  previous, tempfile.tempdir = tempfile.tempdir, directory
+  try:
+    yield
+  finally:
+    tempfile.tempdir = previous
+
+
 def _tail(path: str, lines: int = 20) -> str:
   try:
     with open(path, errors='replace') as f:
@@ -121,8 +143,10 @@ class Supervisor:
 
   def __init__(self, run_dir: str, show_output: bool = False,
                max_wall_time: float = 0.0,
-               reporter: Optional[progress_lib.ProgressReporter] = None):
+               reporter: Optional[progress_lib.ProgressReporter] = None,
+               preload: str = ''):
     self._run_dir = run_dir
+    self._preload = preload  # The loopback shim for every node process.
     self._show_output = show_output
     self._max_wall_time = max_wall_time
     self._reporter = reporter
@@ -162,7 +186,9 @@ class Supervisor:
     previous = {s: signal.signal(s, self._on_signal)
                 for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-      for node, argv, env in _node_commands(built, plan):
+      with _program_files_in(os.path.join(self._run_dir, '.launchpad')):
+        commands = list(_node_commands(built, plan))
+      for node, argv, env in commands:
         self._start(node, argv, env)
       outcome = self._watch()
     finally:
@@ -184,6 +210,9 @@ class Supervisor:
     env['PYTHONPATH'] = os.pathsep.join(
         p for p in (_REPO_ROOT, env.get('PYTHONPATH', '')) if p)
     env['PYTHONUNBUFFERED'] = '1'
+    if self._preload:
+      env['LD_PRELOAD'] = loopback.preload_value(env.get('LD_PRELOAD', ''),
+                                                 self._preload)
     log_file = open(rundir.log_path(self._run_dir, node), 'a')
     popen = subprocess.Popen(
         argv, env=env, cwd=_REPO_ROOT, stdin=subprocess.DEVNULL,

@@ -9,7 +9,16 @@ VENV=${ACME_LAUNCH_VENV:-.venv}
 STAMP="$VENV/.acme-launch-lock.sha256"
 lock_hash=$(cat requirements.txt requirements-nodeps.txt | sha256sum | cut -d' ' -f1)
 
+# The loopback shim (acme_launch/loopback.py): an LD_PRELOAD library, built
+# with the system C compiler into $VENV/lib when missing or its source changed.
+# Without a compiler this warns; local runs are then refused unless given
+# --allow_exposed_listeners.
+build_loopback_shim() {
+  "$VENV/bin/python" acme_launch/loopback.py
+}
+
 if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$lock_hash" ]; then
+  build_loopback_shim
   exit 0
 fi
 
@@ -25,3 +34,4 @@ echo "acme-launch: installing the locked requirements into $VENV" >&2
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements.txt
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-nodeps.txt
 echo "$lock_hash" > "$STAMP"
+build_loopback_shim

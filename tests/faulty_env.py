@@ -1,0 +1,41 @@
+"""A test-only gym task that raises inside the node processes told to.
+
+`--config.env_name=tests.faulty_env:RaisingHalfCheetah-v4`: gym's
+`module:id` form imports this module wherever the task is made (the launcher
+and every node process), which registers the id. It is HalfCheetah-v4, except
+that in a process whose environment has ACME_TEST_RAISE_AFTER_STEPS=N (give
+it to one node with `config.resources.node_overrides`, e.g.
+'actor/1:extra_env=ACME_TEST_RAISE_AFTER_STEPS=300') its step N+1 raises.
+"""
+
+import os
+
+import gym
+from gym.envs.mujoco import half_cheetah_v4
+
+TASK = 'RaisingHalfCheetah-v4'
+RAISE_AFTER_ENV = 'ACME_TEST_RAISE_AFTER_STEPS'
+
+
+class InjectedFault(RuntimeError):
+  pass
+
+
+class RaisingHalfCheetah(half_cheetah_v4.HalfCheetahEnv):
+
+  def __init__(self, **kwargs):
+    super().__init__(**kwargs)
+    self._raise_after = int(os.environ.get(RAISE_AFTER_ENV, '0'))
+    self._steps = 0
+
+  def step(self, action):
+    self._steps += 1
+    if self._raise_after and self._steps > self._raise_after:
+      raise InjectedFault(
+          f'injected fault: environment step {self._steps} in node '
+          f'{os.environ.get("ACME_LAUNCH_NODE", "?")}')
+    return super().step(action)
+
+
+if TASK not in gym.envs.registry:
+  gym.register(id=TASK, entry_point=RaisingHalfCheetah, max_episode_steps=1000)
