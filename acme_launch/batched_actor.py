@@ -6,16 +6,15 @@ copies) dominates: about 500 env steps/s, while HalfCheetah-v4 alone steps
 at about 9,400/s on one core. Stepping N environments per process with one
 call on the stacked observations amortises that cost N ways.
 
-Each environment keeps its own Reverb adder, so its trajectory is written
-exactly as a separate actor's would be: the learner sees the same kind of
-data. Metrics rows are per episode, as in Acme's EnvironmentLoop; steps
-reach the counter every second and at every episode end.
+Each environment's trajectory is written exactly as a separate actor's would
+be (see batched_adders.py): the learner sees the same data. Metrics rows are
+per episode, as in Acme's EnvironmentLoop; steps reach the counter every
+second and at every episode end.
 """
 
 import time
-from typing import Callable, List, Sequence
+from typing import Callable, List, Sequence, Union
 
-from acme import adders as adders_lib
 from acme import core
 from acme.jax import variable_utils
 from acme.utils import counting
@@ -26,8 +25,12 @@ import jax
 import numpy as np
 import tree
 
+from acme_launch import batched_adders
+
 # (params, key, batched observations) -> actions, or (actions, extras).
 BatchedPolicy = Callable
+BatchedAdder = Union[batched_adders.PerEnvAdders,
+                     batched_adders.BatchedSequenceAdder]
 # N environments end episodes together: steps also reach the counter at least
 # this often, so budgets and steps/s do not move in jumps of N episodes.
 _REPORT_EVERY_SECONDS = 1.0
@@ -39,20 +42,23 @@ class BatchedEnvironmentLoop(core.Worker):
   def __init__(self, environments: Sequence[dm_env.Environment],
                policy: BatchedPolicy,
                variable_client: variable_utils.VariableClient,
-               adders: Sequence[adders_lib.Adder], random_key,
+               adder: BatchedAdder, random_key,
                counter: counting.Counter, logger: loggers.Logger):
-    assert len(environments) == len(adders)
     self._environments = list(environments)
-    self._policy = jax.jit(policy, backend='cpu')
+    def policy_step(params, key, observations):
+      key, policy_key = jax.random.split(key)
+      return key, policy(params, policy_key, observations)
+    # One jitted call a step: the key split is inside it too.
+    self._policy_step = jax.jit(policy_step, backend='cpu')
     self._variable_client = variable_client
-    self._adders = list(adders)
+    self._adder = adder
     self._random_key = random_key
     self._counter = counter
     self._logger = logger
 
   def _select_actions(self, observations):
-    self._random_key, key = jax.random.split(self._random_key)
-    output = self._policy(self._variable_client.params, key, observations)
+    self._random_key, output = self._policy_step(
+        self._variable_client.params, self._random_key, observations)
     # PPO's policy also returns extras (the log-prob its learner needs).
     if isinstance(output, tuple) and len(output) == 2 and isinstance(output[1], dict):
       actions, extras = output
@@ -69,42 +75,39 @@ class BatchedEnvironmentLoop(core.Worker):
   def _run(self) -> None:
     self._variable_client.update_and_wait()
     timesteps: List[dm_env.TimeStep] = []
-    for environment, adder in zip(self._environments, self._adders):
+    for i, environment in enumerate(self._environments):
       timesteps.append(environment.reset())
-      adder.add_first(timesteps[-1])
-    returns = [0.0] * len(timesteps)
-    lengths = [0] * len(timesteps)
-    starts = [time.time()] * len(timesteps)
+      self._adder.add_first(i, timesteps[-1])
+    num_envs = len(timesteps)
+    returns = np.zeros(num_envs)
+    lengths = np.zeros(num_envs, np.int64)
+    starts = [time.time()] * num_envs
     unreported_steps, last_report = 0, time.time()
     while True:
       observations = tree.map_structure(
           lambda *xs: np.stack(xs), *[t.observation for t in timesteps])
       actions, extras = self._select_actions(observations)
-      for i, (environment, adder) in enumerate(
-          zip(self._environments, self._adders)):
-        timestep = environment.step(actions[i])
-        if extras is None:
-          adder.add(actions[i], timestep)
-        else:
-          adder.add(actions[i], timestep,
-                    extras=tree.map_structure(lambda x, i=i: x[i], extras))
-        returns[i] += float(timestep.reward)
-        lengths[i] += 1
-        unreported_steps += 1
-        if timestep.last():
-          counts = self._counter.increment(episodes=1, steps=unreported_steps)
-          unreported_steps, last_report = 0, time.time()
-          elapsed = time.time() - starts[i]
-          self._logger.write({
-              'episode_length': lengths[i],
-              'episode_return': returns[i],
-              'steps_per_second': lengths[i] / elapsed if elapsed else 0.0,
-              **counts,
-          })
-          timestep = environment.reset()
-          adder.add_first(timestep)
-          returns[i], lengths[i], starts[i] = 0.0, 0, time.time()
-        timesteps[i] = timestep
+      timesteps = [environment.step(action) for environment, action
+                   in zip(self._environments, actions)]
+      self._adder.add(actions, timesteps, extras)
+      returns += [t.reward for t in timesteps]
+      lengths += 1
+      unreported_steps += num_envs
+      for i, timestep in enumerate(timesteps):
+        if not timestep.last():
+          continue
+        counts = self._counter.increment(episodes=1, steps=unreported_steps)
+        unreported_steps, last_report = 0, time.time()
+        elapsed = time.time() - starts[i]
+        self._logger.write({
+            'episode_length': int(lengths[i]),
+            'episode_return': float(returns[i]),
+            'steps_per_second': lengths[i] / elapsed if elapsed else 0.0,
+            **counts,
+        })
+        timesteps[i] = self._environments[i].reset()
+        self._adder.add_first(i, timesteps[i])
+        returns[i], lengths[i], starts[i] = 0.0, 0, time.time()
       if time.time() - last_report >= _REPORT_EVERY_SECONDS:
         self._counter.increment(steps=unreported_steps)
         unreported_steps, last_report = 0, time.time()

@@ -22,6 +22,7 @@ import tree
 
 from acme_launch import agents
 from acme_launch import batched_actor
+from acme_launch import batched_adders
 from acme_launch import checkpointing
 from acme_launch import environments
 from acme_launch import errors
@@ -124,13 +125,19 @@ def make_program(config: ml_collections.ConfigDict,
           logger_for(f'actor/{index}'))
     env_seeds = [seed] + [environments.node_seed(seed, 'env', j)
                           for j in range(1, config.envs_per_actor)]
+    if hasattr(builder, 'make_batched_adder'):  # PPO: bulk sequence writes.
+      adder = builder.make_batched_adder(replay, environment_spec,
+                                         len(env_seeds))
+    else:
+      adder = batched_adders.PerEnvAdders(
+          [builder.make_adder(replay) for _ in env_seeds])
     return batched_actor.BatchedEnvironmentLoop(
         [make_env(seed=s) for s in env_seeds], policy,
         # The builder's own variable client: the agent's parameter names and
         # fetch period, whatever the agent (GenericActor keeps it private).
         actor._variable_client,  # pylint: disable=protected-access
-        [builder.make_adder(replay) for _ in env_seeds],
-        jax.random.PRNGKey(seed), actor_counter, logger_for(f'actor/{index}'))
+        adder, jax.random.PRNGKey(seed), actor_counter,
+        logger_for(f'actor/{index}'))
 
   def build_evaluator(index, learner, counter):
     seed = seeds[f'evaluator/{index}']
