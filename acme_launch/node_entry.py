@@ -50,6 +50,10 @@ class _DropKnownNoise(logging.Filter):
 
 def quiet_known_noise() -> None:
   """Node logs are for what the node did: hide the stack's deprecation chatter."""
+  # gym's logger puts a 'once' DeprecationWarning filter first when imported
+  # (every node imports it through acme_launch.environments): import it
+  # before ours so ours stays in front.
+  import gym.logger  # pylint: disable=g-import-not-at-top,unused-import
   warnings.filterwarnings('ignore', category=DeprecationWarning)
   warnings.filterwarnings('ignore', category=FutureWarning)
   for logger in (logging.getLogger(), logging.getLogger('absl')):

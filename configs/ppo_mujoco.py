@@ -7,7 +7,11 @@ import ml_collections
 def get_config() -> ml_collections.ConfigDict:
   config = experiment_config.base_config(
       agent='ppo', env_name='HalfCheetah-v4', max_actor_steps=1_000_000,
-      num_actors=2, eval_every_steps=50_000)
+      num_actors=1, eval_every_steps=50_000)
+  # One actor process stepping 16 envs with one policy call a step: on a
+  # 2-core machine this leaves a core to the learner, replay and evaluator
+  # (bench/learning.py). More cores: raise num_actors.
+  config.envs_per_actor = 16
   config.eval_episodes = 5
 
   config.ppo = ml_collections.ConfigDict()
@@ -16,6 +20,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.ppo.num_minibatches = 32
   config.ppo.num_epochs = 10
   config.ppo.learning_rate = 3e-4
+  # Linearly to 0 at max_actor_steps, as the usual MuJoCo PPO recipe does;
+  # without it the last evaluations of a 1M-step run swung between about
+  # 800 and 3,000 (bench/learning.py).
+  config.ppo.anneal_learning_rate = True
   config.ppo.entropy_cost = 0.0
   config.ppo.value_cost = 0.5
   config.ppo.discount = 0.99

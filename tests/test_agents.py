@@ -1,4 +1,4 @@
-"""Agents beyond PPO: SAC, TD3, D4PG (MuJoCo) and DQN (CartPole) configs.
+"""Agent configs: SAC, TD3, D4PG (MuJoCo), DQN (CartPole), PPO's LR schedule.
 
 Each config trains for real under `local_mp` (Reverb replay with its rate
 limiter, the agent's Acme learner, actor and evaluator) to a small budget with
@@ -182,3 +182,22 @@ def _load_config(name: str):
   module = importlib.util.module_from_spec(module_spec)
   module_spec.loader.exec_module(module)
   return module.get_config()
+
+
+def test_ppo_learning_rate_anneals_to_zero_at_the_step_budget():
+  config = _load_config('ppo_mujoco')
+  config.max_actor_steps = 204_800  # 100 learner steps of 128 x 16 env steps.
+  environment = environments.make_environment(config.env_name, seed=0)
+  spec = specs.make_environment_spec(environment)
+  builder = agents.get_adapter('ppo').make_builder(
+      config, learner_logger_fn=lambda: None, environment_spec=spec)
+  schedule = builder._config.learning_rate  # pylint: disable=protected-access
+  updates = 100 * config.ppo.num_epochs * config.ppo.num_minibatches
+  assert float(schedule(0)) == pytest.approx(config.ppo.learning_rate)
+  assert float(schedule(updates // 2)) == pytest.approx(
+      config.ppo.learning_rate / 2)
+  assert float(schedule(updates)) == 0.0
+  config.ppo.anneal_learning_rate = False
+  builder = agents.get_adapter('ppo').make_builder(
+      config, learner_logger_fn=lambda: None, environment_spec=spec)
+  assert builder._config.learning_rate == config.ppo.learning_rate  # pylint: disable=protected-access

@@ -19,7 +19,8 @@ def test_list_configs_prints_one_line_per_config():
 
 
 def test_dry_run_prints_nodes_groups_and_placement_and_starts_nothing(workdir):
-  result = run_launcher('--config=ppo_mujoco', '--dry_run', f'--workdir={workdir}')
+  result = run_launcher('--config=ppo_mujoco', '--config.num_actors=2',
+                        '--dry_run', f'--workdir={workdir}')
   assert result.returncode == 0, result.stderr
   out = result.stdout
   for node in ('replay/0', 'counter/0', 'limiter/0', 'learner/0', 'actor/0',

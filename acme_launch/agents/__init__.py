@@ -10,6 +10,10 @@ An adapter module exposes three functions and nothing else is agent-specific:
       -> the policy `builder.make_actor` takes: the actors' behaviour policy,
          or the evaluator's when `evaluation` is true
 
+A builder may also have `make_batched_adder(replay_client, environment_spec,
+num_envs)` (see batched_adders.py) for actors with `envs_per_actor` > 1;
+otherwise each of their environments gets `builder.make_adder(...)`.
+
 Every function gets the same arguments whether it needs them or not, so
 program.py calls every agent alike. Adding an agent: one module here, one
 entry in ADAPTERS, and a config file in configs/ with a `config.<agent>`

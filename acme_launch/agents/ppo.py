@@ -8,6 +8,7 @@ from acme.agents.jax import ppo
 from acme.utils import loggers
 import ml_collections
 import numpy as np
+import optax
 import reverb
 
 from acme_launch import batched_adders
@@ -51,10 +52,26 @@ def make_builder(config: ml_collections.ConfigDict,
   del environment_spec  # PPO's config needs nothing from it.
   agent_fields = config.ppo.to_dict()
   queue_batches = agent_fields.pop('max_queue_batches')
+  if agent_fields.pop('anneal_learning_rate', False):
+    agent_fields['learning_rate'] = annealed_learning_rate(config)
   ppo_config = ppo.PPOConfig(**agent_fields)
   return BoundedQueuePPOBuilder(
       ppo_config, max_queue_size=queue_batches * ppo_config.batch_size + 2,
       logger_fn=learner_logger_fn)
+
+
+def annealed_learning_rate(config: ml_collections.ConfigDict) -> optax.Schedule:
+  """`ppo.learning_rate` falling linearly to 0 at `max_actor_steps`.
+
+  Acme counts the schedule in optimizer updates: each learner step takes
+  batch_size x unroll_length env steps and makes num_epochs x num_minibatches
+  updates. A resumed run with a larger budget continues from the restored
+  update count on the new, longer schedule.
+  """
+  env_steps_per_learner_step = config.ppo.batch_size * config.ppo.unroll_length
+  learner_steps = -(-config.max_actor_steps // env_steps_per_learner_step)
+  updates = learner_steps * config.ppo.num_epochs * config.ppo.num_minibatches
+  return optax.linear_schedule(config.ppo.learning_rate, 0.0, max(updates, 1))
 
 
 def make_networks(config: ml_collections.ConfigDict,
