@@ -147,6 +147,37 @@ def _fmt(rate: Optional[float]) -> str:
   return 'failed' if rate is None else f'{rate:,.0f}'
 
 
+def print_tables(stock: Dict[int, Optional[float]],
+                 ours: Dict[tuple, Optional[float]], ceiling: float,
+                 actor_counts: List[int], env_counts: List[int],
+                 cores: int) -> None:
+  """env steps/s with ratios to stock Acme, then % of the one-core ceiling."""
+  print('\nenv steps/s (actor experience produced, learner running); '
+        'ratio = acme-launch / stock Acme at the same actor count')
+  header = f'{"actors":>6} {"stock Acme":>11}' + ''.join(
+      f' {f"envs={e}":>10} {"ratio":>6}' for e in env_counts)
+  print(header)
+  for actors in actor_counts:
+    line = f'{actors:>6} {_fmt(stock[actors]):>11}'
+    for envs in env_counts:
+      rate = ours[actors, envs]
+      ratio = (f'{rate / stock[actors]:.1f}x'
+               if rate and stock[actors] else '-')
+      line += f' {_fmt(rate):>10} {ratio:>6}'
+    print(line)
+  print(f'\n% of the one-core ceiling ({ceiling:,.0f} steps/s) per actor core '
+        f'(min(actors, {cores}) cores counted; the learner, replay and counter '
+        f'share the same {cores} cores)')
+  print(f'{"actors":>6} {"stock Acme":>11}' + ''.join(
+      f' {f"envs={e}":>10}' for e in env_counts))
+  for actors in actor_counts:
+    actor_cores = min(actors, cores)
+    percent = lambda rate, n=actor_cores: (
+        '-' if not rate else f'{100 * rate / n / ceiling:.0f}%')
+    print(f'{actors:>6} {percent(stock[actors]):>11}' + ''.join(
+        f' {percent(ours[actors, e]):>10}' for e in env_counts))
+
+
 def main(argv: List[str]) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--seconds', type=float, default=40.0)
@@ -175,28 +206,8 @@ def main(argv: List[str]) -> int:
       print(f'acme-launch, {actors} actor(s) x {envs} env(s): '
             f'{_fmt(ours[actors, envs])} env steps/s', flush=True)
 
-  cores = os.cpu_count() or 1
-  print('\nenv steps/s (actor experience produced, learner running); '
-        'ratio = acme-launch / stock Acme at the same actor count')
-  header = f'{"actors":>6} {"stock Acme":>11}' + ''.join(
-      f' {f"envs={e}":>10} {"ratio":>6}' for e in env_counts)
-  print(header)
-  for actors in actor_counts:
-    line = f'{actors:>6} {_fmt(stock[actors]):>11}'
-    for envs in env_counts:
-      rate = ours[actors, envs]
-      ratio = (f'{rate / stock[actors]:.1f}x'
-               if rate and stock[actors] else '-')
-      line += f' {_fmt(rate):>10} {ratio:>6}'
-    print(line)
-  best = max(((r, k) for k, r in ours.items() if r), default=None)
-  if best:
-    rate, (actors, envs) = best
-    actor_cores = min(actors, cores)
-    print(f'\nbest: {actors} actor(s) x {envs} envs: {rate:,.0f} env steps/s = '
-          f'{100 * rate / actor_cores / ceiling:.0f}% of the one-core ceiling per '
-          f'actor core ({actor_cores} core(s) counted; the learner and replay '
-          f'share the same {cores} cores)')
+  print_tables(stock, ours, ceiling, actor_counts, env_counts,
+               os.cpu_count() or 1)
   return 0
 
 

@@ -20,9 +20,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.ppo.num_minibatches = 32
   config.ppo.num_epochs = 10
   config.ppo.learning_rate = 3e-4
-  # Linearly to 0 at max_actor_steps, as the usual MuJoCo PPO recipe does;
-  # without it the last evaluations of a 1M-step run swung between about
-  # 800 and 3,000 (bench/learning.py).
+  # Linearly to 0 at max_actor_steps, as the usual MuJoCo PPO recipe does.
+  # bench/learning.py, 3 seeds, 1M steps: final evaluation mean 3,038 with
+  # it (1,126 / 3,816 / 4,171), 2,724 without (1,422 / 3,397 / 3,352).
   config.ppo.anneal_learning_rate = True
   config.ppo.entropy_cost = 0.0
   config.ppo.value_cost = 0.5
