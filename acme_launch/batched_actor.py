@@ -102,7 +102,7 @@ class BatchedEnvironmentLoop(core.Worker):
         self._logger.write({
             'episode_length': int(lengths[i]),
             'episode_return': float(returns[i]),
-            'steps_per_second': lengths[i] / elapsed if elapsed else 0.0,
+            'steps_per_second': float(lengths[i]) / elapsed if elapsed else 0.0,
             **counts,
         })
         timesteps[i] = self._environments[i].reset()
