@@ -8,8 +8,10 @@ import os
 # The launcher itself computes nothing: keep its JAX and TF off any GPU.
 # Each node's process gets its own settings from the resource plan.
 os.environ['JAX_PLATFORMS'] = 'cpu'
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # TF's CUDA-probe noise.
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # TF's dso-loader lines.
 
+from acme_launch import quiet  # pylint: disable=g-import-not-at-top
+quiet.quiet_third_party()  # Before gym, TF, JAX or Reverb are imported.
 from acme_launch import cli  # pylint: disable=g-import-not-at-top
 
 if __name__ == '__main__':

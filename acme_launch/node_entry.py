@@ -8,12 +8,11 @@ applies the node's resource settings, records what the process received, and
 then hands over to Launchpad's own entry.
 """
 
-import logging
 import os
 import sys
-import warnings
 
 import acme_launch  # noqa: F401  (JAX aliases for acme, before unpickling)
+from acme_launch import quiet
 from acme_launch import resources
 from acme_launch import rundir
 
@@ -41,25 +40,6 @@ def record_received(run_dir: str, node: str) -> None:
       })
 
 
-class _DropKnownNoise(logging.Filter):
-  """Drops a warning dm-tree logs thousands of times per learner start."""
-
-  def filter(self, record: logging.LogRecord) -> bool:
-    return 'check_types' not in record.getMessage()
-
-
-def quiet_known_noise() -> None:
-  """Node logs are for what the node did: hide the stack's deprecation chatter."""
-  # gym's logger puts a 'once' DeprecationWarning filter first when imported
-  # (every node imports it through acme_launch.environments): import it
-  # before ours so ours stays in front.
-  import gym.logger  # pylint: disable=g-import-not-at-top,unused-import
-  warnings.filterwarnings('ignore', category=DeprecationWarning)
-  warnings.filterwarnings('ignore', category=FutureWarning)
-  for logger in (logging.getLogger(), logging.getLogger('absl')):
-    logger.addFilter(_DropKnownNoise())
-
-
 def main() -> None:
   resources.configure_process()
   run_dir = os.environ.get('ACME_LAUNCH_RUN_DIR')
@@ -75,5 +55,5 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-  quiet_known_noise()
+  quiet.quiet_third_party()
   main()

@@ -1,12 +1,14 @@
 """Checkpoints and resume, on real runs of the smoke config.
 
-One run directory goes through a sequence, each step a test that depends on
-the one before: run to budget A, refuse bad resumes, resume to budget B,
-then survive a corrupt newest checkpoint, then refuse when none is readable.
+Two runs are made once per module: `trained` (a run to budget A) and
+`resumed` (a copy of it resumed to budget B, so two learner checkpoints).
+Each test works on its own copy of one of them, so any test runs alone
+(`-k`) or in any order.
 """
 
 import glob
 import os
+import shutil
 import signal
 
 import pytest
@@ -17,11 +19,6 @@ from tests.conftest import (actor_steps, read_json, run_launcher,
 BUDGET_A, BUDGET_B = 3000, 6000
 
 
-@pytest.fixture(scope='module')
-def run_dir(tmp_path_factory):
-  return str(tmp_path_factory.mktemp('runs') / 'resumed')
-
-
 def _launch(run_dir, *args):
   return run_launcher('--config=smoke', f'--resume={run_dir}', *args)
 
@@ -30,35 +27,60 @@ def _learner_checkpoints(run_dir):
   return sorted(glob.glob(os.path.join(run_dir, 'checkpoints', 'learner', 'ckpt-*.index')))
 
 
-def test_1_first_run_saves_learner_counter_and_replay(run_dir):
+@pytest.fixture(scope='module')
+def trained(tmp_path_factory):
+  """A run directory trained to BUDGET_A (checkpoints saved at the end)."""
+  workdir = str(tmp_path_factory.mktemp('trained'))
   result = run_launcher('--config=smoke', f'--config.max_actor_steps={BUDGET_A}',
-                        f'--workdir={os.path.dirname(run_dir)}', '--run_name=resumed')
+                        f'--workdir={workdir}', '--run_name=run')
   assert result.returncode == 0, result.stderr[-2000:]
+  return os.path.join(workdir, 'run')
+
+
+@pytest.fixture(scope='module')
+def resumed(trained, tmp_path_factory):
+  """(run directory, first run's summary, its newest learner digest, resume
+  result): a copy of `trained` resumed to BUDGET_B."""
+  run_dir = str(tmp_path_factory.mktemp('resumed') / 'run')
+  shutil.copytree(trained, run_dir)
+  first = read_json(os.path.join(run_dir, 'summary.json'))
+  with open(_learner_checkpoints(run_dir)[-1].replace('.index', '.digest')) as f:
+    saved_digest = f.read()
+  result = _launch(run_dir, f'--config.max_actor_steps={BUDGET_B}')
+  return run_dir, first, saved_digest, result
+
+
+def _copy(run_dir, tmp_path):
+  copy = str(tmp_path / 'run')
+  shutil.copytree(run_dir, copy)
+  return copy
+
+
+def test_first_run_saves_learner_counter_and_replay(trained):
+  run_dir = trained
   assert len(_learner_checkpoints(run_dir)) == 1
   assert glob.glob(os.path.join(run_dir, 'checkpoints', 'counter', 'ckpt-*.index'))
   assert glob.glob(os.path.join(run_dir, 'checkpoints', 'replay', '*', 'DONE'))
 
 
-def test_2_budget_already_met_exits_zero_without_starting(run_dir):
+def test_budget_already_met_exits_zero_without_starting(trained, tmp_path):
+  run_dir = _copy(trained, tmp_path)
   result = _launch(run_dir, f'--config.max_actor_steps={BUDGET_A}')
   assert result.returncode == 0, result.stderr
   assert 'nothing to do' in result.stdout
   assert len(_learner_checkpoints(run_dir)) == 1
 
 
-def test_3_resume_with_another_environment_is_refused(run_dir):
+def test_resume_with_another_environment_is_refused(trained, tmp_path):
+  run_dir = _copy(trained, tmp_path)
   result = _launch(run_dir, f'--config.max_actor_steps={BUDGET_B}',
                    '--config.env_name=Hopper-v4')
   assert result.returncode == 2
   assert 'env_name' in result.stderr and 'Traceback' not in result.stderr
 
 
-def test_4_resume_continues_steps_and_restores_exact_parameters(run_dir):
-  first = read_json(os.path.join(run_dir, 'summary.json'))
-  saved_digest = open(_learner_checkpoints(run_dir)[-1].replace('.index', '.digest')).read()
-
-  result = _launch(run_dir, f'--config.max_actor_steps={BUDGET_B}')
-
+def test_resume_continues_steps_and_restores_exact_parameters(resumed):
+  run_dir, first, saved_digest, result = resumed
   assert result.returncode == 0, result.stderr[-2000:]
   assert 'resuming from' in result.stdout
   second = read_json(os.path.join(run_dir, 'summary.json'))
@@ -71,7 +93,9 @@ def test_4_resume_continues_steps_and_restores_exact_parameters(run_dir):
   assert len(_learner_checkpoints(run_dir)) == 2
 
 
-def test_5_truncated_newest_checkpoint_falls_back_with_a_warning(run_dir):
+def test_truncated_newest_checkpoint_falls_back_with_a_warning(resumed, tmp_path):
+  run_dir = _copy(resumed[0], tmp_path)
+  assert len(_learner_checkpoints(run_dir)) == 2
   newest = _learner_checkpoints(run_dir)[-1].replace('.index', '')
   data_files = sorted(glob.glob(newest + '.data-*'))
   for path in data_files:
@@ -90,7 +114,8 @@ def test_5_truncated_newest_checkpoint_falls_back_with_a_warning(run_dir):
   assert 'model_checkpoint_path: "ckpt-1"' in state
 
 
-def test_6_no_readable_checkpoint_is_one_line_and_exit_2(run_dir):
+def test_no_readable_checkpoint_is_one_line_and_exit_2(resumed, tmp_path):
+  run_dir = _copy(resumed[0], tmp_path)
   for index in _learner_checkpoints(run_dir):
     with open(index, 'wb') as f:
       f.write(b'not a checkpoint')

@@ -39,6 +39,17 @@ def test_local_mp_smoke_reaches_budget_and_exits_zero(local_mp_run):
     assert line in result.stdout
 
 
+def test_local_mp_terminal_shows_only_the_launchers_lines(local_mp_run):
+  result, _ = local_mp_run
+  # Every line is ours: the start line, progress lines, the summary table.
+  ours = ('acme-launch:', 'progress:', 'exit reason', 'actor steps',
+          'learner steps', 'wall time', 'env steps/s', 'last eval return',
+          'run directory')
+  lines = [l for l in (result.stdout + result.stderr).splitlines() if l.strip()]
+  strangers = [l for l in lines if not l.startswith(ours)]
+  assert not strangers, strangers[:5]
+
+
 def test_local_mp_writes_a_log_file_per_node_in_the_run_dir(local_mp_run):
   _, run_dir = local_mp_run
   for node in EXPECTED_NODES:
