@@ -8,6 +8,7 @@ import ast
 import dataclasses
 import datetime
 import importlib.metadata
+import math
 import os
 import sys
 from typing import Any, List, Optional, Tuple
@@ -59,6 +60,13 @@ _DRY_RUN = flags.DEFINE_boolean(
 _GPU_INVENTORY = flags.DEFINE_string(
     'gpu_inventory', '', 'JSON file describing the GPUs to plan for, instead '
     'of asking the driver (for planning machines you are not on).')
+_DEBUG_NODE = flags.DEFINE_string(
+    'debug_node', '', 'local_mp: run this node (e.g. learner/0; see '
+    '--dry_run for the names) in the foreground of this terminal with stdin '
+    'attached, so breakpoint() in its code stops there; every other node runs '
+    'as usual. With --pdb, an exception in it opens a post-mortem debugger '
+    'instead of ending the run. (Under local_mt, --pdb alone does this for '
+    'every node.)')
 _ALLOW_EXPOSED_LISTENERS = flags.DEFINE_boolean(
     'allow_exposed_listeners', False,
     'Start a run even where the loopback shim (acme_launch/loopback.py) '
@@ -200,6 +208,27 @@ class Launch:
   resume: Any = None         # checkpointing.ResumeState; None on a dry run
   preload: str = ''          # The loopback shim, preloaded into node processes.
   exposed_reason: str = ''   # Why not, with --allow_exposed_listeners.
+  debug_node: str = ''       # Runs in the foreground of this terminal.
+  pdb: bool = False          # Post-mortem debugger on a node's exception.
+
+
+def _check_debugging(launch_type: str, debug_node: str, pdb: bool,
+                     node_names: List[str]) -> None:
+  """--debug_node and --pdb: a node of this program, a launch type for them."""
+  names = ', '.join(node_names)
+  if debug_node and launch_type != 'local_mp':
+    raise errors.LaunchError(
+        f'--debug_node needs --launch_type=local_mp (under {launch_type} every '
+        'node is a thread of this process: use --pdb, and breakpoint() works '
+        'as is)')
+  if debug_node and debug_node not in node_names:
+    raise errors.LaunchError(
+        f'--debug_node={debug_node} names no node of this program; its nodes: '
+        f'{names}')
+  if pdb and launch_type == 'local_mp' and not debug_node:
+    raise errors.LaunchError(
+        '--pdb under local_mp needs --debug_node=NODE, the node to debug in '
+        f'this terminal; one of: {names}')
 
 
 def _loopback(launch_type: str) -> Tuple[str, str]:
@@ -250,7 +279,13 @@ def prepare_launch(dry_run: bool) -> Launch:
                                   config.resources, inventory)
   run_dir = _run_dir_path(config_name)
   built = program_lib.make_program(config, plan, run_dir)
-  launch = Launch(config, config_name, launch_type, plan, built, run_dir)
+  node_names = [n for names in built.nodes_by_label.values() for n in names]
+  # absl.app defines --pdb (alias of --pdb_post_mortem) for the launcher's
+  # own exceptions; the same flag asks for it in the debugged nodes.
+  pdb = bool(flags.FLAGS.pdb_post_mortem)
+  _check_debugging(launch_type, _DEBUG_NODE.value, pdb, node_names)
+  launch = Launch(config, config_name, launch_type, plan, built, run_dir,
+                  debug_node=_DEBUG_NODE.value, pdb=pdb)
   if dry_run:
     return launch
   launch.preload, launch.exposed_reason = _loopback(launch_type)
@@ -342,14 +377,21 @@ def main(argv: List[str]) -> int:
   print(f'acme-launch: {config_name} ({config.agent} on {config.env_name}), '
         f'{len(built.program.get_all_nodes())} nodes, {launch_type}; '
         f'run directory {run_dir}{resumed}', flush=True)
+  if launch.debug_node:
+    print(f'acme-launch: {launch.debug_node} runs in this terminal (stdin '
+          'attached); the other nodes log to logs/ in the run directory; no '
+          'progress lines while debugging.', flush=True)
   reporter = progress_lib.ProgressReporter(
-      run_dir, config.max_actor_steps, every_seconds=_PROGRESS_EVERY.value,
+      run_dir, config.max_actor_steps,
+      # A debugger prompt in this terminal must not be interleaved.
+      every_seconds=math.inf if launch.debug_node else _PROGRESS_EVERY.value,
       # Node output echoed here would tear a live bar: plain lines then.
-      interactive=False if _SHOW_OUTPUT.value or launch_type != 'local_mp'
-      else None)
+      interactive=False if (_SHOW_OUTPUT.value or launch.debug_node or
+                            launch_type != 'local_mp') else None)
   runner = supervisor.Supervisor(run_dir, show_output=_SHOW_OUTPUT.value,
                                  max_wall_time=_MAX_WALL_TIME.value,
-                                 reporter=reporter, preload=launch.preload)
+                                 reporter=reporter, preload=launch.preload,
+                                 debug_node=launch.debug_node, pdb=launch.pdb)
   with reporter:
     if launch_type == 'local_mp':
       outcome = runner.run_multiprocess(built, plan)

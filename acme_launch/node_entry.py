@@ -9,7 +9,9 @@ then hands over to Launchpad's own entry.
 """
 
 import os
+import pdb
 import sys
+import traceback
 
 import acme_launch  # noqa: F401  (JAX aliases for acme, before unpickling)
 from acme_launch import quiet
@@ -51,7 +53,28 @@ def main() -> None:
   from launchpad.nodes.python import process_entry  # pylint: disable=g-import-not-at-top
   sys.argv[0] = process_entry.__file__
   process_entry._populate_flags()  # pylint: disable=protected-access
-  app.run(process_entry.main)
+  entry = process_entry.main
+  if os.environ.get('ACME_LAUNCH_PDB') == '1':
+    entry = _with_post_mortem(entry, node or 'this node')
+  app.run(entry)
+
+
+def _with_post_mortem(entry, node: str):
+  """--debug_node with --pdb: a debugger at the frame that raised.
+
+  absl's own --pdb_post_mortem only opens one when stdout is a terminal;
+  this one opens whatever stdin is, so a debugger session can be scripted.
+  """
+  def run(argv):
+    try:
+      return entry(argv)
+    except Exception:  # pylint: disable=broad-except
+      traceback.print_exc()
+      print(f'acme-launch: post-mortem debugger in {node} (q ends it, and '
+            'with it the run)', flush=True)
+      pdb.post_mortem(sys.exc_info()[2])
+      raise
+  return run
 
 
 if __name__ == '__main__':

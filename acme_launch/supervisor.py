@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import dataclasses
 import os
+import pdb as pdb_lib
 import shutil
 import signal
 import subprocess
@@ -129,6 +130,35 @@ def _tail(path: str, lines: int = 20) -> str:
     return ''
 
 
+def _stop_thread_program() -> None:
+  """Asks Launchpad's worker manager to stop every node thread.
+
+  lp.stop() needs a node's Launchpad context, which the launcher's main
+  thread lacks (it raised AssertionError there); the manager's own SIGTERM
+  handler is what lp.stop() would reach.
+  """
+  os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _node_output_to(log_path: str) -> None:
+  """local_mt: node threads' output (C++ and logging) into one log file.
+
+  The process's file descriptors 1 and 2 go to `log_path`, which is where
+  Reverb's C++ log lines and absl's handler (bound to the original stderr
+  object) write; sys.stdout and sys.stderr become new objects on the
+  terminal, so the launcher's own lines, prints and a debugger stay here.
+  """
+  sys.stdout.flush()
+  sys.stderr.flush()
+  terminal_out, terminal_err = os.dup(1), os.dup(2)
+  log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+  os.dup2(log_fd, 1)
+  os.dup2(log_fd, 2)
+  os.close(log_fd)
+  sys.stdout = os.fdopen(terminal_out, 'w', buffering=1)
+  sys.stderr = os.fdopen(terminal_err, 'w', buffering=1)
+
+
 def _echo(stream, log_file: TextIO, node: str) -> None:
   """Copies a child's output to its log file and, prefixed, to stdout."""
   for line in iter(stream.readline, ''):
@@ -144,8 +174,10 @@ class Supervisor:
   def __init__(self, run_dir: str, show_output: bool = False,
                max_wall_time: float = 0.0,
                reporter: Optional[progress_lib.ProgressReporter] = None,
-               preload: str = ''):
+               preload: str = '', debug_node: str = '', pdb: bool = False):
     self._run_dir = run_dir
+    self._debug_node = debug_node  # Runs in the foreground of this terminal.
+    self._pdb = pdb
     self._preload = preload  # The loopback shim for every node process.
     self._show_output = show_output
     self._max_wall_time = max_wall_time
@@ -214,6 +246,10 @@ class Supervisor:
       env['LD_PRELOAD'] = loopback.preload_value(env.get('LD_PRELOAD', ''),
                                                  self._preload)
     log_file = open(rundir.log_path(self._run_dir, node), 'a')
+    if node == self._debug_node:
+      self._children.append(_NodeProcess(
+          node, self._start_in_foreground(argv, env, log_file), log_file))
+      return
     popen = subprocess.Popen(
         argv, env=env, cwd=_REPO_ROOT, stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE if self._show_output else log_file,
@@ -225,6 +261,21 @@ class Supervisor:
           target=_echo, args=(popen.stdout, log_file, node), daemon=True)
       child.echo_thread.start()
     self._children.append(child)
+
+  def _start_in_foreground(self, argv: List[str], env: Dict[str, str],
+                           log_file: TextIO) -> subprocess.Popen:
+    """--debug_node: the node shares this terminal, stdin and process group.
+
+    breakpoint() in its code stops at a prompt here, and Ctrl-C reaches it
+    with the launcher (it stops as on SIGTERM). Its output is not in its log.
+    """
+    log_file.write('acme-launch: this node ran in the launcher\'s terminal '
+                   '(--debug_node); its output went there.\n')
+    log_file.flush()
+    if self._pdb:
+      env['ACME_LAUNCH_PDB'] = '1'  # node_entry: post-mortem on exceptions.
+    return subprocess.Popen(argv, env=env, cwd=_REPO_ROOT,
+                            preexec_fn=_die_with_parent)
 
   def _watch(self) -> Outcome:
     while True:
@@ -276,7 +327,10 @@ class Supervisor:
   def _kill_all(self) -> None:
     for child in self._children:
       try:
-        os.killpg(child.popen.pid, signal.SIGKILL)
+        if child.node == self._debug_node:
+          child.popen.kill()  # Its process group is the launcher's.
+        else:
+          os.killpg(child.popen.pid, signal.SIGKILL)
       except (ProcessLookupError, PermissionError):
         pass
       child.popen.wait()
@@ -295,6 +349,8 @@ class Supervisor:
     """
     start = self._start_time = time.time()
     flags.FLAGS.lp_termination_notice_secs = -1
+    if not self._show_output:
+      _node_output_to(rundir.log_path(self._run_dir, 'threads'))
     manager = lp.launch(built.program, launch_type=launch_type,
                         serialize_py_nodes=launch_type == 'test_mt')
     failure, wall_time_exceeded = '', False
@@ -302,13 +358,19 @@ class Supervisor:
       self._report()
       if self._wall_time_exceeded():
         wall_time_exceeded = True
-        lp.stop()
+        _stop_thread_program()
         break
       try:
         manager.check_for_thread_worker_exception()
       except Exception as e:  # pylint: disable=broad-except
         failure = f'{type(e).__name__}: {e}'
-        lp.stop()  # Signals this process: the manager stops every node.
+        if self._pdb:
+          # The node thread's own frames: `up`/`down` walk its stack while
+          # the other nodes keep running; quitting the debugger ends the run.
+          print(f'acme-launch: a node thread raised {failure}; post-mortem '
+                'debugger (q ends it, and with it the run)', flush=True)
+          pdb_lib.post_mortem(e.__traceback__)
+        _stop_thread_program()
         break
     waiter = threading.Thread(target=manager.wait,
                               kwargs={'raise_error': False}, daemon=True)

@@ -5,7 +5,8 @@
 and every node process), which registers the id. It is HalfCheetah-v4, except
 that in a process whose environment has ACME_TEST_RAISE_AFTER_STEPS=N (give
 it to one node with `config.resources.node_overrides`, e.g.
-'actor/1:extra_env=ACME_TEST_RAISE_AFTER_STEPS=300') its step N+1 raises.
+'actor/1:extra_env=ACME_TEST_RAISE_AFTER_STEPS=300') its step N+1 raises,
+and with ACME_TEST_BREAKPOINT_AT_STEP=N its step N calls breakpoint().
 """
 
 import os
@@ -15,6 +16,7 @@ from gym.envs.mujoco import half_cheetah_v4
 
 TASK = 'RaisingHalfCheetah-v4'
 RAISE_AFTER_ENV = 'ACME_TEST_RAISE_AFTER_STEPS'
+BREAKPOINT_AT_ENV = 'ACME_TEST_BREAKPOINT_AT_STEP'  # breakpoint() at step N.
 
 
 class InjectedFault(RuntimeError):
@@ -26,10 +28,13 @@ class RaisingHalfCheetah(half_cheetah_v4.HalfCheetahEnv):
   def __init__(self, **kwargs):
     super().__init__(**kwargs)
     self._raise_after = int(os.environ.get(RAISE_AFTER_ENV, '0'))
+    self._breakpoint_at = int(os.environ.get(BREAKPOINT_AT_ENV, '0'))
     self._steps = 0
 
   def step(self, action):
     self._steps += 1
+    if self._steps == self._breakpoint_at:
+      breakpoint()  # pylint: disable=forgotten-debug-statement
     if self._raise_after and self._steps > self._raise_after:
       raise InjectedFault(
           f'injected fault: environment step {self._steps} in node '

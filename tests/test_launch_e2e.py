@@ -39,8 +39,7 @@ def test_local_mp_smoke_reaches_budget_and_exits_zero(local_mp_run):
     assert line in result.stdout
 
 
-def test_local_mp_terminal_shows_only_the_launchers_lines(local_mp_run):
-  result, _ = local_mp_run
+def _assert_only_launcher_lines(result):
   # Every line is ours: the start line, progress lines, the summary table.
   ours = ('acme-launch:', 'progress:', 'exit reason', 'actor steps',
           'learner steps', 'wall time', 'env steps/s', 'last eval return',
@@ -48,6 +47,11 @@ def test_local_mp_terminal_shows_only_the_launchers_lines(local_mp_run):
   lines = [l for l in (result.stdout + result.stderr).splitlines() if l.strip()]
   strangers = [l for l in lines if not l.startswith(ours)]
   assert not strangers, strangers[:5]
+
+
+def test_local_mp_terminal_shows_only_the_launchers_lines(local_mp_run):
+  result, _ = local_mp_run
+  _assert_only_launcher_lines(result)
 
 
 def test_local_mp_writes_a_log_file_per_node_in_the_run_dir(local_mp_run):
@@ -89,6 +93,9 @@ def test_thread_launch_types_reach_budget(workdir, launch_type):
                         f'--workdir={workdir}', '--run_name=mt')
   assert result.returncode == 0, result.stderr[-3000:]
   _assert_trained_to_budget(os.path.join(workdir, 'mt'))
+  # Node threads' output (Reverb, Launchpad, absl) is in their log instead.
+  _assert_only_launcher_lines(result)
+  assert os.path.getsize(os.path.join(workdir, 'mt', 'logs', 'threads.log')) > 0
 
 
 def test_overrides_reach_the_running_program(workdir):
