@@ -22,6 +22,7 @@ from acme.utils import loggers
 from acme.utils import signals
 import dm_env
 import jax
+import launchpad as lp
 import numpy as np
 import tree
 
@@ -36,6 +37,19 @@ BatchedAdder = Union[batched_adders.PerEnvAdders,
 _REPORT_EVERY_SECONDS = 1.0
 
 
+def actions_and_extras(policy_output):
+  """(actions, extras or None) as numpy, from a batched policy's output.
+
+  PPO's policy also returns extras (the log-prob its learner needs); the
+  others return actions alone.
+  """
+  if (isinstance(policy_output, tuple) and len(policy_output) == 2 and
+      isinstance(policy_output[1], dict)):
+    actions, extras = policy_output
+    return np.asarray(actions), tree.map_structure(np.asarray, extras)
+  return np.asarray(policy_output), None
+
+
 class BatchedEnvironmentLoop(core.Worker):
   """Runs N environments in lockstep against one batched policy."""
 
@@ -43,7 +57,8 @@ class BatchedEnvironmentLoop(core.Worker):
                policy: BatchedPolicy,
                variable_client: variable_utils.VariableClient,
                adder: BatchedAdder, random_key,
-               counter: counting.Counter, logger: loggers.Logger):
+               counter: counting.Counter, logger: loggers.Logger,
+               max_actor_steps: int = 0):
     self._environments = list(environments)
     def policy_step(params, key, observations):
       key, policy_key = jax.random.split(key)
@@ -55,26 +70,28 @@ class BatchedEnvironmentLoop(core.Worker):
     self._random_key = random_key
     self._counter = counter
     self._logger = logger
+    # Stop stepping once the counter reaches it (0: never), as
+    # nodes.BudgetedEnvironmentLoop does for one environment.
+    self._max_actor_steps = max_actor_steps
 
   def _select_actions(self, observations):
     self._random_key, output = self._policy_step(
         self._variable_client.params, self._random_key, observations)
-    # PPO's policy also returns extras (the log-prob its learner needs).
-    if isinstance(output, tuple) and len(output) == 2 and isinstance(output[1], dict):
-      actions, extras = output
-    else:
-      actions, extras = output, None
-    if extras is not None:
-      extras = tree.map_structure(np.asarray, extras)
-    return np.asarray(actions), extras
+    return actions_and_extras(output)
 
   def run(self) -> None:
     with signals.runtime_terminator():
       self._run()
+    lp.stop_event().wait()  # Budget reached: idle until the program stops.
+
+  def _budget_reached(self, counts) -> bool:
+    return bool(self._max_actor_steps and
+                counts.get('actor_steps', 0) >= self._max_actor_steps)
 
   def _run(self) -> None:
     self._variable_client.update_and_wait()
     timesteps: List[dm_env.TimeStep] = []
+    budget_reached = False
     for i, environment in enumerate(self._environments):
       timesteps.append(environment.reset())
       self._adder.add_first(i, timesteps[-1])
@@ -83,7 +100,8 @@ class BatchedEnvironmentLoop(core.Worker):
     lengths = np.zeros(num_envs, np.int64)
     starts = [time.time()] * num_envs
     unreported_steps, last_report = 0, time.time()
-    while True:
+    stop = lp.stop_event()
+    while not stop.is_set():
       observations = tree.map_structure(
           lambda *xs: np.stack(xs), *[t.observation for t in timesteps])
       actions, extras = self._select_actions(observations)
@@ -98,6 +116,7 @@ class BatchedEnvironmentLoop(core.Worker):
           continue
         counts = self._counter.increment(episodes=1, steps=unreported_steps)
         unreported_steps, last_report = 0, time.time()
+        budget_reached = self._budget_reached(counts)
         elapsed = time.time() - starts[i]
         self._logger.write({
             'episode_length': int(lengths[i]),
@@ -109,6 +128,9 @@ class BatchedEnvironmentLoop(core.Worker):
         self._adder.add_first(i, timesteps[i])
         returns[i], lengths[i], starts[i] = 0.0, 0, time.time()
       if time.time() - last_report >= _REPORT_EVERY_SECONDS:
-        self._counter.increment(steps=unreported_steps)
+        budget_reached = self._budget_reached(
+            self._counter.increment(steps=unreported_steps))
         unreported_steps, last_report = 0, time.time()
+      if budget_reached:
+        return
       self._variable_client.update()

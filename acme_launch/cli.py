@@ -184,7 +184,9 @@ def _load_config():
   if saved is None:
     raise errors.LaunchError(
         f'--resume={_RESUME.value}: no run directory with a config.json there')
-  return ml_collections.ConfigDict(saved['config']), saved.get('config_name', 'resumed')
+  config = ml_collections.ConfigDict(saved['config'])
+  experiment_config.add_missing_fields(config)
+  return config, saved.get('config_name', 'resumed')
 
 
 def _describe_nodes(built, launch_type: str) -> str:

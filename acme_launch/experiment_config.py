@@ -16,6 +16,7 @@ from acme_launch import resources
 LAUNCH_TYPES = ('local_mp', 'local_mt', 'test_mt')
 MAX_PROCESSES_PER_GROUP = 1024  # Actors, evaluators: processes on one machine.
 MAX_ENVS_PER_ACTOR = 4096
+MAX_FINAL_EVAL_EPISODES = 1000  # Played at once: one environment each.
 
 
 def base_config(*, agent: str, env_name: str, max_actor_steps: int,
@@ -33,6 +34,8 @@ def base_config(*, agent: str, env_name: str, max_actor_steps: int,
   config.num_evaluators = 1                 # Evaluator processes.
   config.eval_every_steps = eval_every_steps  # Actor steps between evaluations.
   config.eval_episodes = 1                  # Episodes per evaluation.
+  config.final_eval_episodes = 10           # At the budget, with the final
+                                            # parameters (0: none).
   config.log_every_seconds = 10.0           # Node metric rows at most this often.
 
   config.checkpoint = ml_collections.ConfigDict()
@@ -44,6 +47,18 @@ def base_config(*, agent: str, env_name: str, max_actor_steps: int,
   return config
 
 
+def add_missing_fields(config: ml_collections.ConfigDict) -> None:
+  """A config saved by an older version gets the shared fields added since,
+  at their defaults (e.g. final_eval_episodes), so its run resumes."""
+  defaults = base_config(
+      agent=config.agent, env_name=config.env_name,
+      max_actor_steps=config.max_actor_steps, num_actors=config.num_actors,
+      eval_every_steps=config.eval_every_steps)
+  for key in defaults.keys():
+    if key not in config:
+      config[key] = defaults[key]
+
+
 def validate(config: ml_collections.ConfigDict) -> None:
   """Raises LaunchError with one line for the first bad field found."""
   positive_ints = ('max_actor_steps', 'num_actors', 'envs_per_actor',
@@ -52,6 +67,10 @@ def validate(config: ml_collections.ConfigDict) -> None:
     if config[name] <= 0:
       raise errors.LaunchError(
           f'config.{name} must be a positive integer, got {config[name]}')
+  if not 0 <= config.final_eval_episodes <= MAX_FINAL_EVAL_EPISODES:
+    raise errors.LaunchError(
+        'config.final_eval_episodes must be between 0 and '
+        f'{MAX_FINAL_EVAL_EPISODES}, got {config.final_eval_episodes}')
   if config.num_evaluators < 0:
     raise errors.LaunchError(
         f'config.num_evaluators must be >= 0, got {config.num_evaluators}')

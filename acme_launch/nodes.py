@@ -8,6 +8,7 @@ it was given. Results go to the run directory, never back to the launcher.
 import csv
 import os
 import time
+from typing import Optional
 
 from acme import core
 from acme import environment_loop
@@ -19,6 +20,7 @@ import launchpad as lp
 import numpy as np
 import tensorflow as tf
 
+from acme_launch import final_eval
 from acme_launch import rundir
 
 
@@ -75,6 +77,30 @@ def _scalar(value):
   return value.item() if value.size == 1 else value.tolist()
 
 
+class BudgetedEnvironmentLoop(environment_loop.EnvironmentLoop):
+  """Acme's loop for one environment, stopping at the program's step budget.
+
+  Acme's own runs until the program stops, so actors go on stepping while
+  the limiter notices the budget, the final evaluation plays and the nodes
+  shut down. This one stops stepping after the episode that takes the
+  counter's actor steps to the budget, then waits for the program to stop.
+  """
+
+  def __init__(self, *args, max_actor_steps: int, **kwargs):
+    super().__init__(*args, **kwargs)
+    self._max_actor_steps = max_actor_steps
+
+  def run(self) -> None:  # pytype: disable=signature-mismatch
+    stop = lp.stop_event()
+    with signals.runtime_terminator():
+      while not stop.is_set():
+        result = self.run_episode()
+        self._logger.write(result)
+        if result.get('actor_steps', 0) >= self._max_actor_steps:
+          stop.wait()
+          return
+
+
 class StepsLimiter:
   """Stops the program when the actors' step budget is reached.
 
@@ -85,10 +111,13 @@ class StepsLimiter:
   """
 
   def __init__(self, counter: counting.Counter, max_actor_steps: int,
-               run_dir: str):
+               run_dir: str, stop_at_budget: bool = True):
     self._counter = counter
     self._max_actor_steps = max_actor_steps
     self._run_dir = run_dir
+    # False when an evaluator plays the final evaluation and then stops the
+    # program: this node keeps writing progress until then.
+    self._stop_at_budget = stop_at_budget
 
   def run(self) -> None:
     stop = lp.stop_event()
@@ -101,7 +130,7 @@ class StepsLimiter:
           {'time': time.time(), 'counts': counts,
            'budget_reached': budget_reached})
       history.write({key: counts.get(key, 0) for key in _PROGRESS_KEYS})
-      if budget_reached:
+      if budget_reached and self._stop_at_budget:
         lp.stop()
         return
       stop.wait(_POLL_SECONDS)
@@ -118,12 +147,20 @@ class ScheduledEvaluator(core.Worker):
 
   Stock Acme's evaluator plays without pause and takes CPU from the actors;
   this one waits for the actors between evaluations. An evaluation happens at
-  step 0 too, so every run records at least one.
+  step 0 too, so every run records at least one. Given a `final_evaluation`,
+  once the actors reach `max_actor_steps` it plays that, writes
+  final_eval.json and stops the program (the steps limiter leaves the stop
+  to it).
   """
 
   def __init__(self, environment: dm_env.Environment, actor: core.Actor,
                counter: counting.Counter, logger: loggers.Logger,
-               eval_every_steps: int, eval_episodes: int):
+               eval_every_steps: int, eval_episodes: int,
+               max_actor_steps: int = 0, run_dir: str = '',
+               final_evaluation: Optional[final_eval.FinalEvaluation] = None):
+    self._max_actor_steps = max_actor_steps
+    self._run_dir = run_dir
+    self._final_evaluation = final_evaluation
     self._environment = environment
     self._actor = actor
     self._parent_counter = counter
@@ -142,12 +179,30 @@ class ScheduledEvaluator(core.Worker):
     with signals.runtime_terminator():
       while not stop.is_set():
         actor_steps = self._parent_counter.get_counts().get('actor_steps', 0)
+        if self._final_evaluation and actor_steps >= self._max_actor_steps:
+          self._evaluate_final(actor_steps)
+          lp.stop()
+          return
         if actor_steps < next_eval_at:
-          stop.wait(1.0)
+          stop.wait(_POLL_SECONDS)
           continue
         self._evaluate(actor_steps)
         next_eval_at = ((actor_steps // self._eval_every_steps + 1) *
                         self._eval_every_steps)
+
+  def _evaluate_final(self, actor_steps: int) -> None:
+    started = time.time()
+    result = self._final_evaluation.run()
+    returns = np.asarray(result['returns'])
+    rundir.write_json_atomic(rundir.final_eval_path(self._run_dir), {
+        'actor_steps': int(actor_steps),
+        'episodes': len(returns),
+        'return_mean': float(returns.mean()),
+        'return_std': float(returns.std()),
+        'returns': result['returns'],
+        'lengths': result['lengths'],
+        'seconds': round(time.time() - started, 2),
+    })
 
   def _evaluate(self, actor_steps: int) -> None:
     self._actor.update(wait=True)

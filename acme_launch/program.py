@@ -26,6 +26,7 @@ from acme_launch import batched_adders
 from acme_launch import checkpointing
 from acme_launch import environments
 from acme_launch import errors
+from acme_launch import final_eval
 from acme_launch import nodes
 from acme_launch import resources
 
@@ -97,8 +98,11 @@ def make_program(config: ml_collections.ConfigDict,
   def build_counter():
     return checkpointing.CheckpointedCounter(run_dir, config.checkpoint)
 
+  final_evaluation = config.num_evaluators > 0 and config.final_eval_episodes > 0
+
   def build_limiter(counter):
-    return nodes.StepsLimiter(counter, config.max_actor_steps, run_dir)
+    return nodes.StepsLimiter(counter, config.max_actor_steps, run_dir,
+                              stop_at_budget=not final_evaluation)
 
   def build_learner(replay, counter):
     random_key = jax.random.PRNGKey(seeds['learner/0'])
@@ -120,9 +124,10 @@ def make_program(config: ml_collections.ConfigDict,
                                variable_source=learner)
     actor_counter = counting.Counter(counter, 'actor', time_delta=0.)
     if config.envs_per_actor == 1:
-      return environment_loop.EnvironmentLoop(
+      return nodes.BudgetedEnvironmentLoop(
           make_env(seed=seed), actor, actor_counter,
-          logger_for(f'actor/{index}'))
+          logger_for(f'actor/{index}'),
+          max_actor_steps=config.max_actor_steps)
     env_seeds = [seed] + [environments.node_seed(seed, 'env', j)
                           for j in range(1, config.envs_per_actor)]
     if hasattr(builder, 'make_batched_adder'):  # PPO: bulk sequence writes.
@@ -137,19 +142,30 @@ def make_program(config: ml_collections.ConfigDict,
         # fetch period, whatever the agent (GenericActor keeps it private).
         actor._variable_client,  # pylint: disable=protected-access
         adder, jax.random.PRNGKey(seed), actor_counter,
-        logger_for(f'actor/{index}'))
+        logger_for(f'actor/{index}'), max_actor_steps=config.max_actor_steps)
 
   def build_evaluator(index, learner, counter):
     seed = seeds[f'evaluator/{index}']
     environment = make_env(seed=seed)
     networks = adapter.make_networks(config, environment_spec)
-    actor = builder.make_actor(
-        jax.random.PRNGKey(seed), adapter.make_policy(
-            config, networks, environment_spec, evaluation=True),
-        variable_source=learner)
+    policy = adapter.make_policy(config, networks, environment_spec,
+                                 evaluation=True)
+    actor = builder.make_actor(jax.random.PRNGKey(seed), policy,
+                               variable_source=learner)
+    final = None
+    if final_evaluation and index == 0:  # One evaluator plays it.
+      final = final_eval.FinalEvaluation(
+          lambda s: make_env(seed=s),
+          [environments.node_seed(seed, 'final_eval', j)
+           for j in range(config.final_eval_episodes)],
+          policy,
+          actor._variable_client,  # pylint: disable=protected-access
+          jax.random.PRNGKey(environments.node_seed(seed, 'final_eval_key', 0)))
     return nodes.ScheduledEvaluator(
         environment, actor, counter, logger_for(f'evaluator/{index}'),
-        config.eval_every_steps, config.eval_episodes)
+        config.eval_every_steps, config.eval_episodes,
+        max_actor_steps=config.max_actor_steps, run_dir=run_dir,
+        final_evaluation=final)
 
   program = lp.Program(name=f'{config.agent}_{config.env_name}')
   nodes_by_label: Dict[str, List[str]] = {}

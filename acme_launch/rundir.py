@@ -64,9 +64,14 @@ def create(run_dir: str) -> None:
     os.makedirs(path, mode=0o700, exist_ok=True)
 
 
+def final_eval_path(run_dir: str) -> str:
+  return os.path.join(run_dir, 'final_eval.json')
+
+
 def clear_live_files(run_dir: str) -> None:
-  """Removes the previous launch's progress and summary before a new one."""
-  for path in (progress_path(run_dir), summary_path(run_dir)):
+  """Removes the previous launch's progress, summary and final evaluation."""
+  for path in (progress_path(run_dir), summary_path(run_dir),
+               final_eval_path(run_dir)):
     if os.path.exists(path):
       os.unlink(path)
 

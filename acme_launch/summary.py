@@ -26,6 +26,7 @@ def make_summary(run_dir: str, outcome, max_actor_steps: int,
   last_eval: Optional[Dict[str, float]] = evaluations[-1] if evaluations else None
   actor_steps = int(counts.get('actor_steps', 0))
   wall_time = outcome.wall_time
+  final = rundir.read_json(rundir.final_eval_path(run_dir))
   return {
       'exit_reason': outcome.reason,
       'exit_code': outcome.exit_code,
@@ -42,6 +43,11 @@ def make_summary(run_dir: str, outcome, max_actor_steps: int,
                                      wall_time, 1) if wall_time else 0.0),
       'last_eval_return': last_eval['episode_return'] if last_eval else None,
       'last_eval_actor_steps': int(last_eval['actor_steps']) if last_eval else None,
+      # At the budget, with the final parameters (None if not reached).
+      'final_eval_return_mean': final['return_mean'] if final else None,
+      'final_eval_return_std': final['return_std'] if final else None,
+      'final_eval_episodes': final['episodes'] if final else None,
+      'final_eval_actor_steps': final['actor_steps'] if final else None,
   }
 
 
@@ -57,4 +63,9 @@ def format_summary(summary: Dict[str, Any]) -> str:
       f'env steps/s        {summary["env_steps_per_second"]:,.1f}',
       f'last eval return   {eval_text}',
   ]
+  if summary.get('final_eval_return_mean') is not None:
+    lines.append(
+        f'final eval return  {summary["final_eval_return_mean"]:.1f} +- '
+        f'{summary["final_eval_return_std"]:.1f} ({summary["final_eval_episodes"]} '
+        f'episodes at {summary["final_eval_actor_steps"]:,} actor steps)')
   return '\n'.join(lines)

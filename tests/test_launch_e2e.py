@@ -32,18 +32,31 @@ def local_mp_run(tmp_path_factory):
 def test_local_mp_smoke_reaches_budget_and_exits_zero(local_mp_run):
   result, run_dir = local_mp_run
   assert result.returncode == 0, result.stderr[-3000:]
-  _assert_trained_to_budget(run_dir)
+  summary = _assert_trained_to_budget(run_dir)
   # The printed summary names the figures a user looks for.
   for line in ('actor steps', 'learner steps', 'wall time', 'env steps/s',
-               'last eval return'):
+               'last eval return', 'final eval return'):
     assert line in result.stdout
+  # Actors stop at the episode that reaches the budget (100-step episodes).
+  assert summary['actor_steps'] < SMOKE_BUDGET + 100
+
+
+def test_local_mp_final_evaluation_plays_ten_episodes_at_the_budget(local_mp_run):
+  _, run_dir = local_mp_run
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  final = read_json(os.path.join(run_dir, 'final_eval.json'))
+  assert summary['final_eval_episodes'] == final['episodes'] == 10
+  assert summary['final_eval_actor_steps'] >= SMOKE_BUDGET
+  assert summary['final_eval_return_mean'] == pytest.approx(
+      sum(final['returns']) / 10)
+  assert final['lengths'] == [100] * 10  # config.env_max_episode_steps.
 
 
 def _assert_only_launcher_lines(result):
   # Every line is ours: the start line, progress lines, the summary table.
   ours = ('acme-launch:', 'progress:', 'exit reason', 'actor steps',
           'learner steps', 'wall time', 'env steps/s', 'last eval return',
-          'run directory')
+          'final eval return', 'run directory')
   lines = [l for l in (result.stdout + result.stderr).splitlines() if l.strip()]
   strangers = [l for l in lines if not l.startswith(ours)]
   assert not strangers, strangers[:5]
