@@ -40,4 +40,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.network = ml_collections.ConfigDict()
   config.network.policy_layers = (64, 64)
   config.network.value_layers = (64, 64)
+  # Running mean/variance of observations, shared by actors, evaluator and
+  # learner through the parameters (acme_launch/agents/ppo.py). Off until
+  # bench/learning.py shows it learns better here.
+  config.network.normalize_observations = False
   return config

@@ -29,4 +29,5 @@ def get_config() -> ml_collections.ConfigDict:
   config.network = ml_collections.ConfigDict()
   config.network.policy_layers = (16, 16)
   config.network.value_layers = (16, 16)
+  config.network.normalize_observations = False  # See configs/ppo_mujoco.py.
   return config
