@@ -302,51 +302,77 @@ def _counter_counts(tensors: Dict[str, Any]) -> Dict[str, float]:
 def verify_for_resume(run_dir: str) -> ResumeState:
   """Checks every checkpoint a resume would restore; raises LaunchError.
 
-  For each of learner and counter, the newest save that reads completely is
-  chosen; if that is not the newest one, the component's state file is
-  pointed at it (the unreadable files stay on disk) and a warning is returned.
-  Replay folders without Reverb's DONE marker are ignored by Reverb itself; a
-  newest complete one whose files do not read is renamed `*.corrupt`.
+  Learner and counter (TF checkpointer) go through `_verify_tf_component`,
+  the replay tables (Reverb) through `_verify_replay`; each returns the save
+  it chose and a warning when that is not the newest one.
   """
   counts: Dict[str, float] = {}
   chosen: Dict[str, str] = {}
   warnings: List[str] = []
   for component in COMPONENTS:
-    directory = component_dir(run_dir, component)
-    try:
-      state = tf.train.get_checkpoint_state(directory)
-    except (tf.errors.OpError, ValueError) as e:
-      raise errors.LaunchError(
-          f'checkpoint state file {os.path.join(directory, "checkpoint")} is '
-          f'unreadable: {" ".join(str(e).split())[:200]}') from e
-    if state is None:
+    prefix, tensors, warning = _verify_tf_component(
+        component_dir(run_dir, component), component)
+    if prefix is None:
       continue
-    candidates = [os.path.join(directory, os.path.basename(p))
-                  for p in state.all_model_checkpoint_paths]
-    problems = []
-    for prefix in reversed(candidates):
-      try:
-        tensors = _read_whole_checkpoint(prefix)
-        if component == 'counter':
-          counts = _counter_counts(tensors)
-      except Exception as e:  # pylint: disable=broad-except
-        # TF's reader raises OpError, IndexError, ValueError... for damage.
-        problems.append(f'{prefix}: {" ".join(str(e).split())[:160]}')
-        continue
-      chosen[component] = prefix
-      break
-    if component not in chosen:
-      raise errors.LaunchError(
-          f'no readable {component} checkpoint in {directory} '
-          f'({problems[0] if problems else "no checkpoint files"})')
-    if problems:
-      warnings.append(f'{component} checkpoint unreadable, resuming from '
-                      f'{os.path.basename(chosen[component])} instead: {problems[0]}')
-      tf.compat.v1.train.update_checkpoint_state(
-          directory, os.path.basename(chosen[component]),
-          all_model_checkpoint_paths=[os.path.basename(p) for p in candidates])
+    chosen[component] = prefix
+    if component == 'counter':
+      counts = _counter_counts(tensors)
+    if warning:
+      warnings.append(warning)
+  folder, warning = _verify_replay(component_dir(run_dir, 'replay'))
+  if folder:
+    chosen['replay'] = folder
+  if warning:
+    warnings.extend(warning)
+  return ResumeState(counts, chosen, warnings)
 
-  replay_dir = component_dir(run_dir, 'replay')
+
+def _verify_tf_component(directory: str, component: str):
+  """(prefix, its tensors, warning or '') of the newest save that reads
+  completely; (None, None, '') when there is none to resume.
+
+  If that is not the newest save, the state file is pointed at it (the
+  unreadable files stay on disk) and the warning says so; if none reads,
+  LaunchError names the directory.
+  """
+  try:
+    state = tf.train.get_checkpoint_state(directory)
+  except (tf.errors.OpError, ValueError) as e:
+    raise errors.LaunchError(
+        f'checkpoint state file {os.path.join(directory, "checkpoint")} is '
+        f'unreadable: {" ".join(str(e).split())[:200]}') from e
+  if state is None:
+    return None, None, ''
+  candidates = [os.path.join(directory, os.path.basename(p))
+                for p in state.all_model_checkpoint_paths]
+  problems = []
+  for prefix in reversed(candidates):
+    try:
+      tensors = _read_whole_checkpoint(prefix)
+    except Exception as e:  # pylint: disable=broad-except
+      # TF's reader raises OpError, IndexError, ValueError... for damage.
+      problems.append(f'{prefix}: {" ".join(str(e).split())[:160]}')
+      continue
+    if not problems:
+      return prefix, tensors, ''
+    tf.compat.v1.train.update_checkpoint_state(
+        directory, os.path.basename(prefix),
+        all_model_checkpoint_paths=[os.path.basename(p) for p in candidates])
+    return prefix, tensors, (
+        f'{component} checkpoint unreadable, resuming from '
+        f'{os.path.basename(prefix)} instead: {problems[0]}')
+  raise errors.LaunchError(
+      f'no readable {component} checkpoint in {directory} '
+      f'({problems[0] if problems else "no checkpoint files"})')
+
+
+def _verify_replay(replay_dir: str):
+  """(newest complete replay folder whose files read, or '', warnings).
+
+  Folders without Reverb's DONE marker are ignored by Reverb itself; a
+  complete one whose files do not read is renamed `*.corrupt`.
+  """
+  warnings = []
   for folder in reversed(complete_replay_checkpoints(replay_dir)):
     try:
       for name in os.listdir(folder):
@@ -358,6 +384,5 @@ def verify_for_resume(run_dir: str) -> ResumeState:
       warnings.append(f'replay checkpoint {folder} unreadable, moved to '
                       f'{folder}.corrupt: {" ".join(str(e).split())[:160]}')
       continue
-    chosen['replay'] = folder
-    break
-  return ResumeState(counts, chosen, warnings)
+    return folder, warnings
+  return '', warnings
