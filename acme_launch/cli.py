@@ -5,6 +5,7 @@ input prints one line (`acme-launch: error: ...`) and exits with code 2.
 """
 
 import ast
+import collections
 import dataclasses
 import datetime
 import importlib.metadata
@@ -67,6 +68,22 @@ _DEBUG_NODE = flags.DEFINE_string(
     'as usual. With --pdb, an exception in it opens a post-mortem debugger '
     'instead of ending the run. (Under local_mt, --pdb alone does this for '
     'every node.)')
+_MAX_NODE_RESTARTS = flags.DEFINE_integer(
+    'max_node_restarts', 3, 'local_mp: an actor or evaluator that exits '
+    'non-zero or is killed is started again, up to this many times per node, '
+    'and the run goes on; past that, or when the learner, replay, counter or '
+    'limiter dies, the run stops (see --auto_resume).', lower_bound=0)
+_AUTO_RESUME = flags.DEFINE_integer(
+    'auto_resume', 0, 'local_mp: when the learner, replay, counter or limiter '
+    'fails, start the whole program again from its last checkpoints, up to '
+    'this many times.', lower_bound=0)
+_NODE_LOG_MAX_MB = flags.DEFINE_float(
+    'node_log_max_mb', 20.0, 'Each node log rotates at this size; '
+    '3 older files are kept (logs/NODE.log.1 ...).', lower_bound=0.01)
+_DISK_GUARD_MB = flags.DEFINE_float(
+    'disk_guard_mb', 64.0, 'Refuse to start, or stop with checkpoints saved, '
+    'when the run directory\'s filesystem has less free than this (or twice '
+    'the newest checkpoints, if more); 0 turns the guard off.', lower_bound=0.0)
 _ALLOW_EXPOSED_LISTENERS = flags.DEFINE_boolean(
     'allow_exposed_listeners', False,
     'Start a run even where the loopback shim (acme_launch/loopback.py) '
@@ -265,6 +282,7 @@ def prepare_launch(dry_run: bool) -> Launch:
   # Heavy imports (acme, launchpad, TF) only once the input parsed.
   from acme_launch import agents  # pylint: disable=g-import-not-at-top
   from acme_launch import checkpointing  # pylint: disable=g-import-not-at-top
+  from acme_launch import disk_space  # pylint: disable=g-import-not-at-top
   from acme_launch import program as program_lib  # pylint: disable=g-import-not-at-top
   from acme_launch import resources  # pylint: disable=g-import-not-at-top
   from acme_launch import rundir  # pylint: disable=g-import-not-at-top
@@ -286,6 +304,10 @@ def prepare_launch(dry_run: bool) -> Launch:
   # own exceptions; the same flag asks for it in the debugged nodes.
   pdb = bool(flags.FLAGS.pdb_post_mortem)
   _check_debugging(launch_type, _DEBUG_NODE.value, pdb, node_names)
+  if _AUTO_RESUME.value and launch_type != 'local_mp':
+    raise errors.LaunchError(
+        f'--auto_resume needs --launch_type=local_mp (under {launch_type} the '
+        'nodes are threads of this process, which a failure ends)')
   launch = Launch(config, config_name, launch_type, plan, built, run_dir,
                   debug_node=_DEBUG_NODE.value, pdb=pdb)
   if dry_run:
@@ -299,6 +321,9 @@ def prepare_launch(dry_run: bool) -> Launch:
     pass  # Not ours to change; writable, as prepare() checked.
   rundir.lock(run_dir)
   launch.resume = checkpointing.verify_for_resume(run_dir)
+  short = disk_space.shortage(run_dir, int(_DISK_GUARD_MB.value * 2**20))
+  if short:
+    raise errors.LaunchError(short)
   return launch
 
 
@@ -390,22 +415,17 @@ def main(argv: List[str]) -> int:
       # Node output echoed here would tear a live bar: plain lines then.
       interactive=False if (_SHOW_OUTPUT.value or launch.debug_node or
                             launch_type != 'local_mp') else None)
-  runner = supervisor.Supervisor(run_dir, show_output=_SHOW_OUTPUT.value,
-                                 max_wall_time=_MAX_WALL_TIME.value,
-                                 reporter=reporter, preload=launch.preload,
-                                 debug_node=launch.debug_node, pdb=launch.pdb)
   with reporter:
-    if launch_type == 'local_mp':
-      outcome = runner.run_multiprocess(built, plan)
-    else:
-      outcome = runner.run_threads(built, launch_type)
+    outcome, auto_resumes = _run_until_done(launch, built, reporter)
 
   summary = summary_lib.make_summary(run_dir, outcome, config.max_actor_steps,
-                                     restored_steps)
+                                     restored_steps, auto_resumes)
   rundir.write_json_atomic(rundir.summary_path(run_dir), summary)
   if outcome.failed_node:
     print(f'\nacme-launch: node {outcome.failed_node} failed; the end of its log:\n'
           f'{outcome.failed_log_tail}', file=sys.stderr)
+  elif outcome.reason == 'low_disk_space':
+    print(f'\nacme-launch: {outcome.failed_log_tail}', file=sys.stderr)
   print('\n' + summary_lib.format_summary(summary))
   print(f'run directory      {run_dir}')
   if launch_type != 'local_mp':
@@ -414,6 +434,53 @@ def main(argv: List[str]) -> int:
     sys.stderr.flush()
     os._exit(outcome.exit_code)  # pylint: disable=protected-access
   return outcome.exit_code
+
+
+def _run_until_done(launch: Launch, built, reporter):
+  """Runs the program; with --auto_resume, again from its checkpoints after
+  a stateful node's failure. Returns (outcome, auto resumes made); the
+  outcome's wall time and node restarts cover every attempt."""
+  from acme_launch import checkpointing  # pylint: disable=g-import-not-at-top
+  from acme_launch import program as program_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch import restarts  # pylint: disable=g-import-not-at-top
+  from acme_launch import supervisor  # pylint: disable=g-import-not-at-top
+  wall_time, node_restarts, resumes = 0.0, collections.Counter(), 0
+  while True:
+    runner = supervisor.Supervisor(
+        launch.run_dir, show_output=_SHOW_OUTPUT.value,
+        max_wall_time=(_MAX_WALL_TIME.value - wall_time
+                       if _MAX_WALL_TIME.value else 0.0),
+        reporter=reporter, preload=launch.preload,
+        debug_node=launch.debug_node, pdb=launch.pdb,
+        max_node_restarts=_MAX_NODE_RESTARTS.value,
+        node_log_max_bytes=int(_NODE_LOG_MAX_MB.value * 2**20),
+        disk_guard_bytes=int(_DISK_GUARD_MB.value * 2**20))
+    if launch.launch_type == 'local_mp':
+      outcome = runner.run_multiprocess(built, launch.plan)
+    else:
+      outcome = runner.run_threads(built, launch.launch_type)
+    wall_time += outcome.wall_time
+    node_restarts.update(outcome.restarts)
+    group = outcome.failed_node.split('/')[0]
+    if (outcome.reason != 'node_failed' or resumes >= _AUTO_RESUME.value or
+        group in restarts.RESTARTABLE_GROUPS):
+      break
+    resumes += 1
+    print(f'acme-launch: node {outcome.failed_node} failed; resuming the whole '
+          f'program from its last checkpoints (--auto_resume: {resumes} of '
+          f'{_AUTO_RESUME.value}). The end of its log:\n'
+          f'{outcome.failed_log_tail}', file=sys.stderr, flush=True)
+    try:
+      for warning in checkpointing.verify_for_resume(launch.run_dir).warnings:
+        print(f'acme-launch: warning: {warning}', file=sys.stderr)
+    except errors.LaunchError as e:
+      print(f'acme-launch: cannot resume: {e}', file=sys.stderr)
+      break
+    # Nodes are bound to their first launch's addresses: build them anew.
+    built = program_lib.make_program(launch.config, launch.plan, launch.run_dir)
+  outcome.wall_time = wall_time
+  outcome.restarts = dict(node_restarts)
+  return outcome, resumes
 
 
 def run() -> None:

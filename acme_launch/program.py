@@ -29,6 +29,7 @@ from acme_launch import errors
 from acme_launch import final_eval
 from acme_launch import nodes
 from acme_launch import resources
+from acme_launch import restarts
 
 
 def node_list(config: ml_collections.ConfigDict) -> List[Tuple[str, int]]:
@@ -115,7 +116,7 @@ def make_program(config: ml_collections.ConfigDict,
                                              config.checkpoint)
 
   def build_actor(index, replay, learner, counter):
-    seed = seeds[f'actor/{index}']
+    seed = restarts.seed_after_restarts(seeds[f'actor/{index}'])
     networks = adapter.make_networks(config, environment_spec)
     policy = adapter.make_policy(config, networks, environment_spec,
                                  evaluation=False)
@@ -145,7 +146,7 @@ def make_program(config: ml_collections.ConfigDict,
         logger_for(f'actor/{index}'), max_actor_steps=config.max_actor_steps)
 
   def build_evaluator(index, learner, counter):
-    seed = seeds[f'evaluator/{index}']
+    seed = restarts.seed_after_restarts(seeds[f'evaluator/{index}'])
     environment = make_env(seed=seed)
     networks = adapter.make_networks(config, environment_spec)
     policy = adapter.make_policy(config, networks, environment_spec,

@@ -19,7 +19,8 @@ def evaluation_rows(run_dir: str) -> List[Dict[str, float]]:
 
 
 def make_summary(run_dir: str, outcome, max_actor_steps: int,
-                 restored_actor_steps: int = 0) -> Dict[str, Any]:
+                 restored_actor_steps: int = 0,
+                 auto_resumes: int = 0) -> Dict[str, Any]:
   """summary.json's content; steps/s counts this launch's steps only."""
   counts = rundir.read_json(rundir.progress_path(run_dir), {}).get('counts', {})
   evaluations = evaluation_rows(run_dir)
@@ -48,6 +49,10 @@ def make_summary(run_dir: str, outcome, max_actor_steps: int,
       'final_eval_return_std': final['return_std'] if final else None,
       'final_eval_episodes': final['episodes'] if final else None,
       'final_eval_actor_steps': final['actor_steps'] if final else None,
+      # Actors and evaluators started again after dying, per node.
+      'node_restarts': dict(getattr(outcome, 'restarts', {}) or {}),
+      'node_restarts_total': sum((getattr(outcome, 'restarts', {}) or {}).values()),
+      'auto_resumes': auto_resumes,
   }
 
 
@@ -63,6 +68,11 @@ def format_summary(summary: Dict[str, Any]) -> str:
       f'env steps/s        {summary["env_steps_per_second"]:,.1f}',
       f'last eval return   {eval_text}',
   ]
+  if summary.get('node_restarts_total') or summary.get('auto_resumes'):
+    restarted = ', '.join(f'{node} x{count}' for node, count
+                          in sorted(summary['node_restarts'].items()))
+    lines.append(f'restarts           {restarted or "none"}; '
+                 f'whole-program resumes {summary["auto_resumes"]}')
   if summary.get('final_eval_return_mean') is not None:
     lines.append(
         f'final eval return  {summary["final_eval_return_mean"]:.1f} +- '

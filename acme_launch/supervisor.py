@@ -21,6 +21,8 @@ The run ends when the step budget is reached (the steps limiter node calls
 import contextlib
 import ctypes
 import dataclasses
+import logging
+import logging.handlers
 import os
 import pdb as pdb_lib
 import shutil
@@ -30,22 +32,25 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Dict, List, Optional, TextIO
+from typing import Dict, List, Optional
 
 from absl import flags
 import launchpad as lp
 from launchpad import context as lp_context
 from launchpad.nodes.python import local_multi_processing
 
+from acme_launch import disk_space
 from acme_launch import loopback
 from acme_launch import program as program_lib
 from acme_launch import progress as progress_lib
 from acme_launch import resources
+from acme_launch import restarts
 from acme_launch import rundir
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PR_SET_PDEATHSIG = 1
 STOP_TIMEOUT_SECONDS = 20.0
+NODE_LOG_BACKUPS = 3   # Rotated node logs kept: log.1 ... log.3.
 STATEFUL_GROUPS = ('replay', 'counter', 'learner')  # They save on stop.
 
 EXIT_OK = 0
@@ -60,14 +65,41 @@ class Outcome:
   failed_node: str = ''
   failed_log_tail: str = ''
   wall_time: float = 0.0
+  restarts: Dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
 class _NodeProcess:
   node: str
   popen: subprocess.Popen
-  log_file: TextIO
-  echo_thread: Optional[threading.Thread] = None
+  log: 'NodeLog'
+  argv: List[str]
+  env_overrides: Dict[str, str]
+  relay_thread: Optional[threading.Thread] = None
+
+
+class NodeLog:
+  """A node's log file, capped: `max_bytes` per file, `backups` older ones.
+
+  Node output reaches it through the launcher (see _relay), so a node that
+  writes without end fills at most (backups + 1) x max_bytes of disk;
+  logging's RotatingFileHandler does the rotating (log -> log.1 -> ...).
+  """
+
+  def __init__(self, path: str, max_bytes: int, backups: int = NODE_LOG_BACKUPS):
+    self.path = path
+    self._handler = logging.handlers.RotatingFileHandler(
+        path, maxBytes=max_bytes, backupCount=backups)
+    self._handler.terminator = ''  # Lines keep their own newline.
+    self._handler.setFormatter(logging.Formatter('%(message)s'))
+    self._lock = threading.Lock()
+
+  def write(self, text: str) -> None:
+    with self._lock:
+      self._handler.emit(logging.makeLogRecord({'msg': text, 'args': None}))
+
+  def close(self) -> None:
+    self._handler.close()
 
 
 def _die_with_parent() -> None:
@@ -159,13 +191,14 @@ def _node_output_to(log_path: str) -> None:
   sys.stderr = os.fdopen(terminal_err, 'w', buffering=1)
 
 
-def _echo(stream, log_file: TextIO, node: str) -> None:
-  """Copies a child's output to its log file and, prefixed, to stdout."""
+def _relay(stream, log: NodeLog, node: str, echo: bool) -> None:
+  """Copies a child's output to its log and, with --show_output, prefixed
+  with its node to this terminal."""
   for line in iter(stream.readline, ''):
-    log_file.write(line)
-    log_file.flush()
-    sys.stdout.write(f'[{node}] {line}')
-    sys.stdout.flush()
+    log.write(line)
+    if echo:
+      sys.stdout.write(f'[{node}] {line}')
+      sys.stdout.flush()
 
 
 class Supervisor:
@@ -174,8 +207,15 @@ class Supervisor:
   def __init__(self, run_dir: str, show_output: bool = False,
                max_wall_time: float = 0.0,
                reporter: Optional[progress_lib.ProgressReporter] = None,
-               preload: str = '', debug_node: str = '', pdb: bool = False):
+               preload: str = '', debug_node: str = '', pdb: bool = False,
+               max_node_restarts: int = 0,
+               node_log_max_bytes: int = 20 * 2**20,
+               disk_guard_bytes: int = 0):
     self._run_dir = run_dir
+    self._disk_guard_bytes = disk_guard_bytes
+    self._disk_checked = 0.0
+    self._restarts = restarts.RestartPolicy(max_node_restarts)
+    self._node_log_max_bytes = node_log_max_bytes
     self._debug_node = debug_node  # Runs in the foreground of this terminal.
     self._pdb = pdb
     self._preload = preload  # The loopback shim for every node process.
@@ -221,20 +261,22 @@ class Supervisor:
       with _program_files_in(os.path.join(self._run_dir, '.launchpad')):
         commands = list(_node_commands(built, plan))
       for node, argv, env in commands:
-        self._start(node, argv, env)
+        self._children.append(self._start(node, argv, env))
       outcome = self._watch()
     finally:
       self._stop_all()
       for child in self._children:
-        if child.echo_thread:
-          child.echo_thread.join(timeout=5)
-        child.log_file.close()
+        if child.relay_thread:
+          child.relay_thread.join(timeout=5)
+        child.log.close()
       for s, handler in previous.items():
         signal.signal(s, handler)
     outcome.wall_time = time.time() - start
+    outcome.restarts = dict(self._restarts.restarts)
     return outcome
 
-  def _start(self, node: str, argv: List[str], env_overrides: Dict[str, str]):
+  def _start(self, node: str, argv: List[str],
+             env_overrides: Dict[str, str]) -> _NodeProcess:
     env = dict(os.environ)
     env.update(env_overrides)
     env['ACME_LAUNCH_NODE'] = node
@@ -245,33 +287,31 @@ class Supervisor:
     if self._preload:
       env['LD_PRELOAD'] = loopback.preload_value(env.get('LD_PRELOAD', ''),
                                                  self._preload)
-    log_file = open(rundir.log_path(self._run_dir, node), 'a')
+    log = NodeLog(rundir.log_path(self._run_dir, node),
+                  self._node_log_max_bytes)
     if node == self._debug_node:
-      self._children.append(_NodeProcess(
-          node, self._start_in_foreground(argv, env, log_file), log_file))
-      return
+      return _NodeProcess(node, self._start_in_foreground(argv, env, log), log,
+                          argv, env_overrides)
     popen = subprocess.Popen(
         argv, env=env, cwd=_REPO_ROOT, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE if self._show_output else log_file,
-        stderr=subprocess.STDOUT, text=True,
-        start_new_session=True, preexec_fn=_die_with_parent)
-    child = _NodeProcess(node, popen, log_file)
-    if self._show_output:
-      child.echo_thread = threading.Thread(
-          target=_echo, args=(popen.stdout, log_file, node), daemon=True)
-      child.echo_thread.start()
-    self._children.append(child)
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        errors='replace', start_new_session=True, preexec_fn=_die_with_parent)
+    child = _NodeProcess(node, popen, log, argv, env_overrides)
+    child.relay_thread = threading.Thread(
+        target=_relay, args=(popen.stdout, log, node, self._show_output),
+        daemon=True)
+    child.relay_thread.start()
+    return child
 
   def _start_in_foreground(self, argv: List[str], env: Dict[str, str],
-                           log_file: TextIO) -> subprocess.Popen:
+                           log: NodeLog) -> subprocess.Popen:
     """--debug_node: the node shares this terminal, stdin and process group.
 
     breakpoint() in its code stops at a prompt here, and Ctrl-C reaches it
     with the launcher (it stops as on SIGTERM). Its output is not in its log.
     """
-    log_file.write('acme-launch: this node ran in the launcher\'s terminal '
-                   '(--debug_node); its output went there.\n')
-    log_file.flush()
+    log.write('acme-launch: this node ran in the launcher\'s terminal '
+              '(--debug_node); its output went there.\n')
     if self._pdb:
       env['ACME_LAUNCH_PDB'] = '1'  # node_entry: post-mortem on exceptions.
     return subprocess.Popen(argv, env=env, cwd=_REPO_ROOT,
@@ -286,21 +326,51 @@ class Supervisor:
         if self._stop_signal == signal.SIGINT:
           return Outcome(EXIT_INTERRUPTED, 'interrupted')
         return Outcome(128 + self._stop_signal, 'terminated')
-      for child in self._children:
+      for i, child in enumerate(self._children):
         code = child.popen.poll()
-        if code is not None and code != 0:
-          how = (f'was killed by signal {-code}' if code < 0
-                 else f'exited with code {code}')
+        if code is None or code == 0:
+          continue
+        how = (f'was killed by signal {-code}' if code < 0
+               else f'exited with code {code}')
+        decision = self._restarts.on_death(child.node)
+        if not decision.restart:
+          if child.relay_thread:
+            child.relay_thread.join(timeout=5)  # Its last lines, for the tail.
           return Outcome(EXIT_NODE_FAILED, 'node_failed',
                          failed_node=child.node,
-                         failed_log_tail=_tail(child.log_file.name) +
-                         f'\n(node {child.node} {how})')
+                         failed_log_tail=_tail(child.log.path) +
+                         f'\n(node {child.node} {how}; {decision.reason})')
+        self._children[i] = self._restart(child, how, decision.attempt)
       if all(child.popen.poll() is not None for child in self._children):
         return Outcome(EXIT_OK, 'all_nodes_exited')
       if self._wall_time_exceeded():
         return Outcome(EXIT_OK, 'max_wall_time')
+      if time.time() - self._disk_checked > disk_space.CHECK_EVERY_SECONDS:
+        self._disk_checked = time.time()
+        short = disk_space.shortage(self._run_dir, self._disk_guard_bytes)
+        if short:
+          # Stopping now leaves room for the checkpoints saved on stop.
+          return Outcome(EXIT_NODE_FAILED, 'low_disk_space',
+                         failed_log_tail=f'stopped: {short}')
       self._report()
       time.sleep(0.5)
+
+  def _restart(self, child: _NodeProcess, how: str,
+               attempt: int) -> _NodeProcess:
+    """Starts a dead actor or evaluator again, with its restart number."""
+    line = (f'acme-launch: node {child.node} {how}; restarting it ({attempt} '
+            f'of at most {self._restarts.max_restarts})')
+    print(line, flush=True)
+    if child.relay_thread:
+      child.relay_thread.join(timeout=5)
+    child.log.write(f'\n{line}\n')
+    child.log.close()
+    try:
+      os.killpg(child.popen.pid, signal.SIGKILL)  # Anything it left behind.
+    except (ProcessLookupError, PermissionError):
+      pass
+    env = {**child.env_overrides, restarts.RESTART_ENV: str(attempt)}
+    return self._start(child.node, child.argv, env)
 
   def _stop_all(self) -> None:
     """SIGTERM every node; once the nodes that save state are done, kill.

@@ -6,7 +6,8 @@ and every node process), which registers the id. It is HalfCheetah-v4, except
 that in a process whose environment has ACME_TEST_RAISE_AFTER_STEPS=N (give
 it to one node with `config.resources.node_overrides`, e.g.
 'actor/1:extra_env=ACME_TEST_RAISE_AFTER_STEPS=300') its step N+1 raises,
-and with ACME_TEST_BREAKPOINT_AT_STEP=N its step N calls breakpoint().
+with ACME_TEST_BREAKPOINT_AT_STEP=N its step N calls breakpoint(), and with
+ACME_TEST_PRINT_BYTES_PER_STEP=B every step prints B bytes.
 """
 
 import os
@@ -17,6 +18,7 @@ from gym.envs.mujoco import half_cheetah_v4
 TASK = 'RaisingHalfCheetah-v4'
 RAISE_AFTER_ENV = 'ACME_TEST_RAISE_AFTER_STEPS'
 BREAKPOINT_AT_ENV = 'ACME_TEST_BREAKPOINT_AT_STEP'  # breakpoint() at step N.
+PRINT_BYTES_ENV = 'ACME_TEST_PRINT_BYTES_PER_STEP'  # A chatty node's output.
 
 
 class InjectedFault(RuntimeError):
@@ -29,12 +31,15 @@ class RaisingHalfCheetah(half_cheetah_v4.HalfCheetahEnv):
     super().__init__(**kwargs)
     self._raise_after = int(os.environ.get(RAISE_AFTER_ENV, '0'))
     self._breakpoint_at = int(os.environ.get(BREAKPOINT_AT_ENV, '0'))
+    self._print_bytes = int(os.environ.get(PRINT_BYTES_ENV, '0'))
     self._steps = 0
 
   def step(self, action):
     self._steps += 1
     if self._steps == self._breakpoint_at:
       breakpoint()  # pylint: disable=forgotten-debug-statement
+    if self._print_bytes:
+      print('x' * (self._print_bytes - 1), flush=True)
     if self._raise_after and self._steps > self._raise_after:
       raise InjectedFault(
           f'injected fault: environment step {self._steps} in node '

@@ -407,8 +407,11 @@ def test_a_huge_actor_count_is_refused_at_once(workdir):
 
 
 def _checkpoint_run(workdir: str, run_name: str) -> subprocess.Popen:
+  # The disk guard (which stops a run before the disk fills) is off: these
+  # tests are about what a failed checkpoint write does.
   return start_launcher('--config=smoke', '--config.max_actor_steps=10000000',
                         '--config.checkpoint.interval_minutes=0.02',
+                        '--disk_guard_mb=0',
                         f'--workdir={workdir}', f'--run_name={run_name}')
 
 
@@ -524,7 +527,7 @@ def test_an_environment_error_in_an_actor_is_that_actors_failure(workdir):
   started = time.time()
   result = run_launcher(
       '--config=smoke', '--config.max_actor_steps=10000000',
-      '--config.num_actors=2',
+      '--config.num_actors=2', '--max_node_restarts=0',
       '--config.env_name=tests.faulty_env:RaisingHalfCheetah-v4',
       '--config.resources.node_overrides='
       'actor/1:extra_env=ACME_TEST_RAISE_AFTER_STEPS=300',

@@ -8,9 +8,10 @@ from tests.conftest import (actor_steps, alive, node_pids, read_json,
                             run_launcher, start_launcher, wait_for)
 
 
-def test_kill_9_of_an_actor_stops_the_run_and_names_it(workdir):
+def test_kill_9_of_an_actor_without_restarts_stops_the_run_and_names_it(workdir):
   run_dir = os.path.join(workdir, 'killed')
   launcher = start_launcher('--config=smoke', '--config.max_actor_steps=10000000',
+                            '--max_node_restarts=0',
                             f'--workdir={workdir}', '--run_name=killed')
   wait_for(lambda: actor_steps(run_dir) > 0, 180, 'actor steps')
   pids = node_pids(run_dir)
