@@ -10,12 +10,19 @@ import pytest
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def user_env(extra=None) -> dict:
+  """This process's environment as a user's shell would have it: importing
+  jax here set TF_CPP_MIN_LOG_LEVEL=1, which a launcher would then keep."""
+  env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
+  return {**env, **(extra or {})}
+
+
 def run_launcher(*args: str, timeout: float = 300, env=None) -> subprocess.CompletedProcess:
   """`python launch.py ARGS` from the repo root; output captured as text."""
   return subprocess.run(
       [sys.executable, os.path.join(REPO_ROOT, 'launch.py'), *args],
       cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
-      env={**os.environ, **(env or {})}, check=False)
+      env=user_env(env), check=False)
 
 
 def read_json(path: str):
@@ -34,7 +41,8 @@ def start_launcher(*args: str) -> subprocess.Popen:
   """`python launch.py ARGS` in the background, output captured as text."""
   return subprocess.Popen(
       [sys.executable, os.path.join(REPO_ROOT, 'launch.py'), *args],
-      cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+      cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      env=user_env())
 
 
 def wait_for(condition, timeout: float, what: str, interval: float = 0.5):

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from tests.conftest import read_json, run_launcher
+from tests.conftest import read_json, run_launcher, user_env
 
 TASK = '--config.env_name=tests.faulty_env:RaisingHalfCheetah-v4'
 
@@ -21,7 +21,7 @@ def _run_with_stdin(stdin, *args, env=None):
   return subprocess.run(
       [sys.executable, os.path.join(REPO_ROOT, 'launch.py'), *args],
       cwd=REPO_ROOT, input=stdin, capture_output=True, text=True, timeout=300,
-      env={**os.environ, **(env or {})}, check=False)
+      env=user_env(env), check=False)
 
 
 def test_debug_node_stops_at_a_breakpoint_in_this_terminal_and_the_run_goes_on(workdir):
