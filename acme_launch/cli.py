@@ -33,7 +33,8 @@ _LIST_CONFIGS = flags.DEFINE_boolean(
 _LAUNCH_TYPE = flags.DEFINE_enum(
     'launch_type', 'local_mp', experiment_config.LAUNCH_TYPES,
     'local_mp: one process per node. local_mt: one thread per node in this '
-    'process (debugging). test_mt: like local_mt, checking nodes pickle.')
+    'process (debugging). test_mt: like local_mt, checking nodes pickle. '
+    'ray: one process per node on the hosts of a Ray cluster (--ray_address).')
 _WORKDIR = flags.DEFINE_string(
     'workdir', 'runs', 'Folder that holds run directories.')
 _RUN_NAME = flags.DEFINE_string(
@@ -64,6 +65,14 @@ _ALLOW_EXPOSED_LISTENERS = flags.DEFINE_boolean(
     'Start a run even where the loopback shim (acme_launch/loopback.py) '
     'cannot be built or does not work: its Reverb and Courier servers then '
     'listen on every network interface of this machine.')
+_RAY_ADDRESS = flags.DEFINE_string(
+    'ray_address', '', '--launch_type=ray: the Ray cluster, HOST:PORT of its '
+    'head (`ray start --head --port=PORT`) or auto; default: RAY_ADDRESS.')
+_ALLOW_PUBLIC_CLUSTER_ADDRESS = flags.DEFINE_boolean(
+    'allow_public_cluster_address', False,
+    '--launch_type=ray: run even on hosts whose cluster address is public. '
+    'Courier and Reverb servers have no authentication: only on a network '
+    'nobody else reaches.')
 
 
 def _fail(message: str) -> None:
@@ -180,7 +189,8 @@ def _load_config():
 
 
 def _describe_nodes(built, launch_type: str) -> str:
-  process = 'own process' if launch_type == 'local_mp' else 'thread of launcher'
+  process = {'local_mp': 'own process', 'ray': 'own process on a Ray host'
+             }.get(launch_type, 'thread of launcher')
   lines = [f'{"node":<14} {"group label":<16} process']
   for label, names in built.nodes_by_label.items():
     for name in names:
@@ -200,6 +210,7 @@ class Launch:
   resume: Any = None         # checkpointing.ResumeState; None on a dry run
   preload: str = ''          # The loopback shim, preloaded into node processes.
   exposed_reason: str = ''   # Why not, with --allow_exposed_listeners.
+  cluster: Any = None        # ray_cluster.Cluster for --launch_type=ray.
 
 
 def _loopback(launch_type: str) -> Tuple[str, str]:
@@ -241,6 +252,12 @@ def prepare_launch(dry_run: bool) -> Launch:
   launch_type = _LAUNCH_TYPE.value
   config, config_name = _load_config()
   experiment_config.validate(config)
+  hosts = ()
+  if launch_type == 'ray':  # First: an unreachable cluster fails in seconds.
+    from acme_launch import ray_cluster  # pylint: disable=g-import-not-at-top
+    address = ray_cluster.resolve_address(_RAY_ADDRESS.value)
+    hosts = ray_cluster.connect(address)
+    ray_cluster.check_addresses(hosts, _ALLOW_PUBLIC_CLUSTER_ADDRESS.value)
   if config.agent not in agents.ADAPTERS:
     raise errors.LaunchError(
         f'config.agent {config.agent!r} is unknown; known agents: '
@@ -251,9 +268,16 @@ def prepare_launch(dry_run: bool) -> Launch:
   run_dir = _run_dir_path(config_name)
   built = program_lib.make_program(config, plan, run_dir)
   launch = Launch(config, config_name, launch_type, plan, built, run_dir)
+  if launch_type == 'ray':
+    node_demands = ray_cluster.demands(
+        [(node, plan.placement(built.placement_node(node)))
+         for names in built.nodes_by_label.values() for node in names])
+    launch.cluster = ray_cluster.Cluster(
+        address, hosts, ray_cluster.fit(node_demands, hosts), node_demands)
   if dry_run:
     return launch
-  launch.preload, launch.exposed_reason = _loopback(launch_type)
+  if launch_type != 'ray':  # On a cluster, each host checks its own shim.
+    launch.preload, launch.exposed_reason = _loopback(launch_type)
   rundir.check_resumable(run_dir, built.identity)
   rundir.prepare(run_dir)
   try:
@@ -293,7 +317,7 @@ def main(argv: List[str]) -> int:
   # The run directory, logs, checkpoints and Launchpad's program file are
   # the user's alone; node processes inherit the mask.
   os.umask(0o077)
-  if _LAUNCH_TYPE.value != 'local_mp' and not _DRY_RUN.value:
+  if _LAUNCH_TYPE.value in ('local_mt', 'test_mt') and not _DRY_RUN.value:
     from acme_launch import loopback  # pylint: disable=g-import-not-at-top
     loopback.reexec_preloaded()  # Its servers are threads of this process.
 
@@ -318,6 +342,9 @@ def main(argv: List[str]) -> int:
     print(_describe_nodes(built, launch_type))
     print('\nresource placement:')
     print(resources.format_plan(plan))
+    if launch.cluster is not None:
+      from acme_launch import ray_cluster  # pylint: disable=g-import-not-at-top
+      print('\n' + ray_cluster.format_fit(launch.cluster))
     print('\ndry run: nothing was started.')
     return 0
   if launch.exposed_reason:
@@ -345,14 +372,25 @@ def main(argv: List[str]) -> int:
   reporter = progress_lib.ProgressReporter(
       run_dir, config.max_actor_steps, every_seconds=_PROGRESS_EVERY.value,
       # Node output echoed here would tear a live bar: plain lines then.
-      interactive=False if _SHOW_OUTPUT.value or launch_type != 'local_mp'
-      else None)
+      interactive=False if _SHOW_OUTPUT.value or launch_type not in (
+          'local_mp', 'ray') else None)
   runner = supervisor.Supervisor(run_dir, show_output=_SHOW_OUTPUT.value,
                                  max_wall_time=_MAX_WALL_TIME.value,
                                  reporter=reporter, preload=launch.preload)
   with reporter:
     if launch_type == 'local_mp':
       outcome = runner.run_multiprocess(built, plan)
+    elif launch_type == 'ray':
+      from acme_launch import ray_launch  # pylint: disable=g-import-not-at-top
+      runner = ray_launch.RaySupervisor(
+          run_dir, launch.cluster,
+          allow_public_address=_ALLOW_PUBLIC_CLUSTER_ADDRESS.value,
+          show_output=_SHOW_OUTPUT.value, max_wall_time=_MAX_WALL_TIME.value,
+          reporter=reporter)
+      try:
+        outcome = runner.run_cluster(built, plan)
+      except errors.LaunchError as e:
+        _fail(str(e))
     else:
       outcome = runner.run_threads(built, launch_type)
 
@@ -364,7 +402,7 @@ def main(argv: List[str]) -> int:
           f'{outcome.failed_log_tail}', file=sys.stderr)
   print('\n' + summary_lib.format_summary(summary))
   print(f'run directory      {run_dir}')
-  if launch_type != 'local_mp':
+  if launch_type not in ('local_mp', 'ray'):
     # Node threads blocked in C (Reverb, TF) would hold up interpreter exit.
     sys.stdout.flush()
     sys.stderr.flush()
