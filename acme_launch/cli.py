@@ -234,10 +234,25 @@ def _loopback(launch_type: str) -> Tuple[str, str]:
   return path, ''
 
 
-def prepare_launch(dry_run: bool) -> Launch:
+def connect_cluster() -> Tuple[str, Any]:
+  """--launch_type=ray: (address, hosts) of the cluster; LaunchError if not.
+
+  Imports only ray: main() calls it before the heavy imports, so that an
+  unreachable address is reported within seconds.
+  """
+  from acme_launch import ray_cluster  # pylint: disable=g-import-not-at-top
+  address = ray_cluster.resolve_address(_RAY_ADDRESS.value)
+  hosts = ray_cluster.connect(address)
+  ray_cluster.check_addresses(hosts, _ALLOW_PUBLIC_CLUSTER_ADDRESS.value)
+  return address, hosts
+
+
+def prepare_launch(dry_run: bool, connected_cluster=None) -> Launch:
   """Every check and decision before any process starts, from parsed flags.
 
-  Loads and validates the config, plans resources and builds the program;
+  Loads and validates the config, plans resources and builds the program
+  (for --launch_type=ray, also connects to the cluster unless given
+  `connected_cluster` from connect_cluster(), and checks it can hold it);
   unless `dry_run`, also checks the loopback shim and takes the run directory
   (created private, locked, checkpoints read for resume). Raises LaunchError
   (exit 2, one line) for every bad input; nothing is started.
@@ -252,12 +267,9 @@ def prepare_launch(dry_run: bool) -> Launch:
   launch_type = _LAUNCH_TYPE.value
   config, config_name = _load_config()
   experiment_config.validate(config)
-  hosts = ()
-  if launch_type == 'ray':  # First: an unreachable cluster fails in seconds.
+  if launch_type == 'ray':
     from acme_launch import ray_cluster  # pylint: disable=g-import-not-at-top
-    address = ray_cluster.resolve_address(_RAY_ADDRESS.value)
-    hosts = ray_cluster.connect(address)
-    ray_cluster.check_addresses(hosts, _ALLOW_PUBLIC_CLUSTER_ADDRESS.value)
+    address, hosts = connected_cluster or connect_cluster()
   if config.agent not in agents.ADAPTERS:
     raise errors.LaunchError(
         f'config.agent {config.agent!r} is unknown; known agents: '
@@ -321,6 +333,13 @@ def main(argv: List[str]) -> int:
     from acme_launch import loopback  # pylint: disable=g-import-not-at-top
     loopback.reexec_preloaded()  # Its servers are threads of this process.
 
+  connected_cluster = None
+  if _LAUNCH_TYPE.value == 'ray':
+    try:
+      connected_cluster = connect_cluster()
+    except errors.LaunchError as e:
+      _fail(str(e))
+
   from acme_launch import progress as progress_lib  # pylint: disable=g-import-not-at-top
   from acme_launch import resources  # pylint: disable=g-import-not-at-top
   from acme_launch import summary as summary_lib  # pylint: disable=g-import-not-at-top
@@ -329,7 +348,8 @@ def main(argv: List[str]) -> int:
   from acme_launch import program as program_lib  # pylint: disable=g-import-not-at-top
 
   try:
-    launch = prepare_launch(dry_run=_DRY_RUN.value)
+    launch = prepare_launch(dry_run=_DRY_RUN.value,
+                            connected_cluster=connected_cluster)
   except errors.LaunchError as e:
     _fail(str(e))
   launch_type, config, config_name = (launch.launch_type, launch.config,

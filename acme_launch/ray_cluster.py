@@ -22,7 +22,7 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 from acme_launch import errors
 
 ADDRESS_ENV = 'RAY_ADDRESS'
-REACH_TIMEOUT_SECONDS = 3.0  # TCP check of HOST:PORT before ray.init.
+REACH_TIMEOUT_SECONDS = 2.0  # TCP check of HOST:PORT before ray.init.
 # RFC 1918, loopback and link-local: where node servers may listen.
 PRIVATE_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
     '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '127.0.0.0/8',

@@ -26,6 +26,8 @@ filesystem every host shares at the same path in this first step.
 
 import os
 import signal
+import sys
+import threading
 import time
 from typing import Dict, List, Optional
 
@@ -53,6 +55,7 @@ class RaySupervisor(supervisor.Supervisor):
     self._actors: Dict[str, object] = {}    # Node name -> NodeHost handle.
     self._where: Dict[str, Dict] = {}       # Node name -> NodeHost.describe().
     self._started: List[str] = []
+    self._echo_stop = threading.Event()
 
   # Launch --------------------------------------------------------------------
 
@@ -67,9 +70,12 @@ class RaySupervisor(supervisor.Supervisor):
       if self._stop_signal is None:
         self._check_hosts()
         self._launch(built, plan)
+      if self._show_output:
+        threading.Thread(target=self._echo_logs, daemon=True).start()
       outcome = self._watch_cluster()
     finally:
       self._stop_cluster()
+      self._echo_stop.set()
       for s, handler in previous.items():
         signal.signal(s, handler)
     outcome.wall_time = time.time() - start
@@ -181,6 +187,23 @@ class RaySupervisor(supervisor.Supervisor):
     ray.get(starts, timeout=CALL_TIMEOUT_SECONDS + 60)
 
   # Watch -----------------------------------------------------------------------
+
+  def _echo_logs(self) -> None:
+    """--show_output: new lines of every node's log, prefixed by the node."""
+    offsets = {node: 0 for node in self._started}
+    while not self._echo_stop.wait(0.5):
+      for node in offsets:
+        try:
+          with open(rundir.log_path(self._run_dir, node), 'rb') as f:
+            f.seek(offsets[node])
+            data = f.read()
+        except OSError:
+          continue
+        complete = data[:data.rfind(b'\n') + 1]
+        offsets[node] += len(complete)
+        for line in complete.decode(errors='replace').splitlines():
+          sys.stdout.write(f'[{node}] {line}\n')
+      sys.stdout.flush()
 
   def _watch_cluster(self) -> supervisor.Outcome:
     import ray  # pylint: disable=g-import-not-at-top

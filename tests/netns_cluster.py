@@ -116,24 +116,24 @@ class NetnsCluster:
       raise RuntimeError(f'ray start on {name} failed: '
                          f'{(result.stderr or result.stdout)[-2000:]}')
 
-  def kill_host(self, name: str, grace: float = 3.0) -> None:
-    """Ends every process in the host's namespace: SIGTERM, then SIGKILL."""
+  def kill_hosts(self, names: Sequence[str], grace: float = 3.0) -> None:
+    """Ends every process in the hosts' namespaces: SIGTERM, then SIGKILL."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
-      for pid in self.pids(name):
-        try:
-          os.kill(pid, sig)
-        except ProcessLookupError:
-          pass
+      for name in names:
+        for pid in self.pids(name):
+          try:
+            os.kill(pid, sig)
+          except ProcessLookupError:
+            pass
       deadline = time.time() + grace
-      while self.pids(name) and time.time() < deadline:
+      while any(self.pids(n) for n in names) and time.time() < deadline:
         time.sleep(0.2)
 
   def down(self) -> None:
-    for name in self.names:
-      try:
-        self.kill_host(name)
-      except Exception:  # pylint: disable=broad-except
-        pass
+    try:
+      self.kill_hosts(self.names)
+    except Exception:  # pylint: disable=broad-except
+      pass
     for undo in reversed(self._made):
       _run(*undo, check=False)
     self._made = []
