@@ -394,23 +394,23 @@ def main(argv: List[str]) -> int:
       # Node output echoed here would tear a live bar: plain lines then.
       interactive=False if _SHOW_OUTPUT.value or launch_type not in (
           'local_mp', 'ray') else None)
-  runner = supervisor.Supervisor(run_dir, show_output=_SHOW_OUTPUT.value,
-                                 max_wall_time=_MAX_WALL_TIME.value,
-                                 reporter=reporter, preload=launch.preload)
+  options = dict(show_output=_SHOW_OUTPUT.value,
+                 max_wall_time=_MAX_WALL_TIME.value, reporter=reporter)
+  if launch_type == 'ray':
+    from acme_launch import ray_launch  # pylint: disable=g-import-not-at-top
+    runner = ray_launch.RaySupervisor(
+        run_dir, launch.cluster,
+        allow_public_address=_ALLOW_PUBLIC_CLUSTER_ADDRESS.value, **options)
+  else:
+    runner = supervisor.Supervisor(run_dir, preload=launch.preload, **options)
   with reporter:
     if launch_type == 'local_mp':
       outcome = runner.run_multiprocess(built, plan)
     elif launch_type == 'ray':
-      from acme_launch import ray_launch  # pylint: disable=g-import-not-at-top
-      runner = ray_launch.RaySupervisor(
-          run_dir, launch.cluster,
-          allow_public_address=_ALLOW_PUBLIC_CLUSTER_ADDRESS.value,
-          show_output=_SHOW_OUTPUT.value, max_wall_time=_MAX_WALL_TIME.value,
-          reporter=reporter)
       try:
         outcome = runner.run_cluster(built, plan)
-      except errors.LaunchError as e:
-        _fail(str(e))
+      except errors.LaunchError as e:  # A node Ray could not place, a host
+        _fail(str(e))                  # that cannot run nodes: nothing left.
     else:
       outcome = runner.run_threads(built, launch_type)
 

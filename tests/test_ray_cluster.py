@@ -211,6 +211,20 @@ def test_ray_node_killed_on_another_host_stops_the_run_naming_it(
   wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
 
 
+def test_ray_dry_run_prints_a_host_for_each_node_and_starts_nothing(
+    cluster, tmp_path):
+  launcher = _launch(cluster, *PLACEMENT, '--dry_run',
+                     run_dir=str(tmp_path / 'never'))
+  stdout, stderr = launcher.communicate(timeout=120)
+  assert launcher.returncode == 0, stderr[-2000:]
+  for node, host in HOST_OF.items():
+    assert re.search(rf'^  {re.escape(node)} +-> {re.escape(cluster.ips[host])} ',
+                     stdout, re.M), (node, stdout[-3000:])
+  assert 'the cluster can hold the plan.' in stdout
+  assert not os.path.exists(tmp_path / 'never')
+  assert not _run_processes(cluster)
+
+
 def test_unreachable_ray_address_is_one_line_exit_2_within_10_seconds(
     cluster, tmp_path):
   nobody = f'{cluster.subnet}.250:6379'  # In the cluster's subnet, no host.
