@@ -29,7 +29,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 from acme_launch import errors
 from acme_launch import program as program_lib

@@ -7,7 +7,6 @@ head would. Learner, replay, counter (and limiter) and evaluator are pinned
 to host a, actor/0 to b and actor/1 to c, through Ray custom resources.
 """
 
-import json
 import os
 import re
 import signal
