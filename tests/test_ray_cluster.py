@@ -301,3 +301,19 @@ def test_ray_address_comes_from_the_flag_or_ray_address(monkeypatch):
   monkeypatch.delenv('RAY_ADDRESS')
   with pytest.raises(errors.LaunchError, match='--ray_address'):
     ray_cluster.resolve_address('')
+
+
+def test_bind_shim_puts_wildcard_binds_on_the_given_address_only():
+  from acme_launch import loopback  # pylint: disable=g-import-not-at-top
+  path = loopback.ensure()
+  # 127.0.0.2 is on `lo` (all of 127/8 is): wildcard binds land there.
+  loopback.verify(path, '127.0.0.2')
+  # An address no interface has: the bind fails, it never goes wildcard.
+  with pytest.raises(loopback.Unavailable, match='Cannot assign requested address'):
+    loopback.verify(path, '10.255.255.254')
+  env = dict(os.environ, LD_PRELOAD=path,
+             ACME_LAUNCH_BIND_ADDRESS='not-an-address')
+  probe = ("import socket; s = socket.socket(); s.bind(('0.0.0.0', 0))")
+  result = subprocess.run([sys.executable, '-S', '-c', probe], env=env,
+                          capture_output=True, text=True, check=False)
+  assert result.returncode != 0 and 'Cannot assign' in result.stderr
