@@ -35,7 +35,8 @@ _LIST_CONFIGS = flags.DEFINE_boolean(
 _LAUNCH_TYPE = flags.DEFINE_enum(
     'launch_type', 'local_mp', experiment_config.LAUNCH_TYPES,
     'local_mp: one process per node. local_mt: one thread per node in this '
-    'process (debugging). test_mt: like local_mt, checking nodes pickle.')
+    'process (debugging). test_mt: like local_mt, checking nodes pickle. '
+    'ray: one process per node on the hosts of a Ray cluster (--ray_address).')
 _WORKDIR = flags.DEFINE_string(
     'workdir', 'runs', 'Folder that holds run directories.')
 _RUN_NAME = flags.DEFINE_string(
@@ -89,6 +90,14 @@ _ALLOW_EXPOSED_LISTENERS = flags.DEFINE_boolean(
     'Start a run even where the loopback shim (acme_launch/loopback.py) '
     'cannot be built or does not work: its Reverb and Courier servers then '
     'listen on every network interface of this machine.')
+_RAY_ADDRESS = flags.DEFINE_string(
+    'ray_address', '', '--launch_type=ray: the Ray cluster, HOST:PORT of its '
+    'head (`ray start --head --port=PORT`) or auto; default: RAY_ADDRESS.')
+_ALLOW_PUBLIC_CLUSTER_ADDRESS = flags.DEFINE_boolean(
+    'allow_public_cluster_address', False,
+    '--launch_type=ray: run even on hosts whose cluster address is public. '
+    'Courier and Reverb servers have no authentication: only on a network '
+    'nobody else reaches.')
 
 
 def _fail(message: str) -> None:
@@ -207,7 +216,8 @@ def _load_config():
 
 
 def _describe_nodes(built, launch_type: str) -> str:
-  process = 'own process' if launch_type == 'local_mp' else 'thread of launcher'
+  process = {'local_mp': 'own process', 'ray': 'own process on a Ray host'
+             }.get(launch_type, 'thread of launcher')
   lines = [f'{"node":<14} {"group label":<16} process']
   for label, names in built.nodes_by_label.items():
     for name in names:
@@ -229,6 +239,7 @@ class Launch:
   exposed_reason: str = ''   # Why not, with --allow_exposed_listeners.
   debug_node: str = ''       # Runs in the foreground of this terminal.
   pdb: bool = False          # Post-mortem debugger on a node's exception.
+  cluster: Any = None        # ray_cluster.Cluster for --launch_type=ray.
 
 
 def _check_debugging(launch_type: str, debug_node: str, pdb: bool,
@@ -271,10 +282,25 @@ def _loopback(launch_type: str) -> Tuple[str, str]:
   return path, ''
 
 
-def prepare_launch(dry_run: bool) -> Launch:
+def connect_cluster() -> Tuple[str, Any]:
+  """--launch_type=ray: (address, hosts) of the cluster; LaunchError if not.
+
+  Imports only ray: main() calls it before the heavy imports, so that an
+  unreachable address is reported within seconds.
+  """
+  from acme_launch import ray_cluster  # pylint: disable=g-import-not-at-top
+  address = ray_cluster.resolve_address(_RAY_ADDRESS.value)
+  hosts = ray_cluster.connect(address)
+  ray_cluster.check_addresses(hosts, _ALLOW_PUBLIC_CLUSTER_ADDRESS.value)
+  return address, hosts
+
+
+def prepare_launch(dry_run: bool, connected_cluster=None) -> Launch:
   """Every check and decision before any process starts, from parsed flags.
 
-  Loads and validates the config, plans resources and builds the program;
+  Loads and validates the config, plans resources and builds the program
+  (for --launch_type=ray, also connects to the cluster unless given
+  `connected_cluster` from connect_cluster(), and checks it can hold it);
   unless `dry_run`, also checks the loopback shim and takes the run directory
   (created private, locked, checkpoints read for resume). Raises LaunchError
   (exit 2, one line) for every bad input; nothing is started.
@@ -290,6 +316,9 @@ def prepare_launch(dry_run: bool) -> Launch:
   launch_type = _LAUNCH_TYPE.value
   config, config_name = _load_config()
   experiment_config.validate(config)
+  if launch_type == 'ray':
+    from acme_launch import ray_cluster  # pylint: disable=g-import-not-at-top
+    address, hosts = connected_cluster or connect_cluster()
   if config.agent not in agents.ADAPTERS:
     raise errors.LaunchError(
         f'config.agent {config.agent!r} is unknown; known agents: '
@@ -306,13 +335,20 @@ def prepare_launch(dry_run: bool) -> Launch:
   _check_debugging(launch_type, _DEBUG_NODE.value, pdb, node_names)
   if _AUTO_RESUME.value and launch_type != 'local_mp':
     raise errors.LaunchError(
-        f'--auto_resume needs --launch_type=local_mp (under {launch_type} the '
-        'nodes are threads of this process, which a failure ends)')
+        '--auto_resume works with --launch_type=local_mp only (under local_mt '
+        'and test_mt a failure ends this process; on Ray it is not built yet)')
   launch = Launch(config, config_name, launch_type, plan, built, run_dir,
                   debug_node=_DEBUG_NODE.value, pdb=pdb)
+  if launch_type == 'ray':
+    node_demands = ray_cluster.demands(
+        [(node, plan.placement(built.placement_node(node)))
+         for names in built.nodes_by_label.values() for node in names])
+    launch.cluster = ray_cluster.Cluster(
+        address, hosts, ray_cluster.fit(node_demands, hosts), node_demands)
   if dry_run:
     return launch
-  launch.preload, launch.exposed_reason = _loopback(launch_type)
+  if launch_type != 'ray':  # On a cluster, each host checks its own shim.
+    launch.preload, launch.exposed_reason = _loopback(launch_type)
   rundir.check_resumable(run_dir, built.identity)
   rundir.prepare(run_dir)
   try:
@@ -355,9 +391,16 @@ def main(argv: List[str]) -> int:
   # The run directory, logs, checkpoints and Launchpad's program file are
   # the user's alone; node processes inherit the mask.
   os.umask(0o077)
-  if _LAUNCH_TYPE.value != 'local_mp' and not _DRY_RUN.value:
+  if _LAUNCH_TYPE.value in ('local_mt', 'test_mt') and not _DRY_RUN.value:
     from acme_launch import loopback  # pylint: disable=g-import-not-at-top
     loopback.reexec_preloaded()  # Its servers are threads of this process.
+
+  connected_cluster = None
+  if _LAUNCH_TYPE.value == 'ray':
+    try:
+      connected_cluster = connect_cluster()
+    except errors.LaunchError as e:
+      _fail(str(e))
 
   from acme_launch import progress as progress_lib  # pylint: disable=g-import-not-at-top
   from acme_launch import resources  # pylint: disable=g-import-not-at-top
@@ -367,7 +410,8 @@ def main(argv: List[str]) -> int:
   from acme_launch import program as program_lib  # pylint: disable=g-import-not-at-top
 
   try:
-    launch = prepare_launch(dry_run=_DRY_RUN.value)
+    launch = prepare_launch(dry_run=_DRY_RUN.value,
+                            connected_cluster=connected_cluster)
   except errors.LaunchError as e:
     _fail(str(e))
   launch_type, config, config_name = (launch.launch_type, launch.config,
@@ -380,6 +424,9 @@ def main(argv: List[str]) -> int:
     print(_describe_nodes(built, launch_type))
     print('\nresource placement:')
     print(resources.format_plan(plan))
+    if launch.cluster is not None:
+      from acme_launch import ray_cluster  # pylint: disable=g-import-not-at-top
+      print('\n' + ray_cluster.format_fit(launch.cluster))
     print('\ndry run: nothing was started.')
     return 0
   if launch.exposed_reason:
@@ -414,7 +461,7 @@ def main(argv: List[str]) -> int:
       every_seconds=math.inf if launch.debug_node else _PROGRESS_EVERY.value,
       # Node output echoed here would tear a live bar: plain lines then.
       interactive=False if (_SHOW_OUTPUT.value or launch.debug_node or
-                            launch_type != 'local_mp') else None)
+                            launch_type not in ('local_mp', 'ray')) else None)
   with reporter:
     outcome, auto_resumes = _run_until_done(launch, built, reporter)
 
@@ -428,7 +475,7 @@ def main(argv: List[str]) -> int:
     print(f'\nacme-launch: {outcome.failed_log_tail}', file=sys.stderr)
   print('\n' + summary_lib.format_summary(summary))
   print(f'run directory      {run_dir}')
-  if launch_type != 'local_mp':
+  if launch_type not in ('local_mp', 'ray'):
     # Node threads blocked in C (Reverb, TF) would hold up interpreter exit.
     sys.stdout.flush()
     sys.stderr.flush()
@@ -446,19 +493,29 @@ def _run_until_done(launch: Launch, built, reporter):
   from acme_launch import supervisor  # pylint: disable=g-import-not-at-top
   wall_time, node_restarts, resumes = 0.0, collections.Counter(), 0
   while True:
-    runner = supervisor.Supervisor(
-        launch.run_dir, show_output=_SHOW_OUTPUT.value,
-        max_wall_time=(_MAX_WALL_TIME.value - wall_time
-                       if _MAX_WALL_TIME.value else 0.0),
-        reporter=reporter, preload=launch.preload,
-        debug_node=launch.debug_node, pdb=launch.pdb,
-        max_node_restarts=_MAX_NODE_RESTARTS.value,
-        node_log_max_bytes=int(_NODE_LOG_MAX_MB.value * 2**20),
-        disk_guard_bytes=int(_DISK_GUARD_MB.value * 2**20))
-    if launch.launch_type == 'local_mp':
-      outcome = runner.run_multiprocess(built, launch.plan)
+    options = dict(show_output=_SHOW_OUTPUT.value, reporter=reporter,
+                   max_wall_time=(_MAX_WALL_TIME.value - wall_time
+                                  if _MAX_WALL_TIME.value else 0.0))
+    if launch.launch_type == 'ray':
+      from acme_launch import ray_launch  # pylint: disable=g-import-not-at-top
+      runner = ray_launch.RaySupervisor(
+          launch.run_dir, launch.cluster,
+          allow_public_address=_ALLOW_PUBLIC_CLUSTER_ADDRESS.value, **options)
+      try:
+        outcome = runner.run_cluster(built, launch.plan)
+      except errors.LaunchError as e:  # A node Ray could not place, a host
+        _fail(str(e))                  # that cannot run nodes: nothing left.
     else:
-      outcome = runner.run_threads(built, launch.launch_type)
+      runner = supervisor.Supervisor(
+          launch.run_dir, preload=launch.preload,
+          debug_node=launch.debug_node, pdb=launch.pdb,
+          max_node_restarts=_MAX_NODE_RESTARTS.value,
+          node_log_max_bytes=int(_NODE_LOG_MAX_MB.value * 2**20),
+          disk_guard_bytes=int(_DISK_GUARD_MB.value * 2**20), **options)
+      if launch.launch_type == 'local_mp':
+        outcome = runner.run_multiprocess(built, launch.plan)
+      else:
+        outcome = runner.run_threads(built, launch.launch_type)
     wall_time += outcome.wall_time
     node_restarts.update(outcome.restarts)
     group = outcome.failed_node.split('/')[0]

@@ -13,7 +13,7 @@ import ml_collections
 from acme_launch import errors
 from acme_launch import resources
 
-LAUNCH_TYPES = ('local_mp', 'local_mt', 'test_mt')
+LAUNCH_TYPES = ('local_mp', 'local_mt', 'test_mt', 'ray')
 MAX_PROCESSES_PER_GROUP = 1024  # Actors, evaluators: processes on one machine.
 MAX_ENVS_PER_ACTOR = 4096
 MAX_FINAL_EVAL_EPISODES = 1000  # Played at once: one environment each.

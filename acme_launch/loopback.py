@@ -10,6 +10,11 @@ address to loopback: 0.0.0.0 -> 127.0.0.1, [::] on an IPv6-only socket ->
 `localhost` resolves; a client that tries ::1 first is refused at once and
 moves on to 127.0.0.1). Outbound connections are untouched.
 
+On a Ray cluster (`--launch_type=ray`) ACME_LAUNCH_BIND_ADDRESS names the
+host's cluster address (IPv4) and wildcard binds land there instead of on
+loopback: the other hosts reach the node, nothing listens on any other
+interface (acme_launch/ray_launch.py sets it per node).
+
 The library is built with the system C compiler into the virtual environment
 (`<sys.prefix>/lib/acme_launch_loopback.so`, or ACME_LAUNCH_LOOPBACK_LIBRARY)
 by scripts/setup.sh, and again by the launcher whenever its source changed.
@@ -40,6 +45,7 @@ import tempfile
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'native',
                       'loopback_bind.c')
 LIBRARY_ENV = 'ACME_LAUNCH_LOOPBACK_LIBRARY'
+BIND_ADDRESS_ENV = 'ACME_LAUNCH_BIND_ADDRESS'  # Read by the shim at load.
 _REEXEC_ENV = 'ACME_LAUNCH_LOOPBACK_REEXEC'
 _ACTIVE_SYMBOL = 'acme_launch_loopback_active'
 
@@ -132,10 +138,18 @@ def preload_value(existing: str, path: str) -> str:
   return ' '.join([path] + others)
 
 
-def verify(path: str) -> None:
-  """Proves, in a throwaway process, that wildcard binds land on loopback."""
+def verify(path: str, bind_address: str = '') -> None:
+  """Proves, in a throwaway process, that wildcard binds land on loopback.
+
+  With `bind_address` (an IPv4 address of this host), that they land there.
+  """
   env = dict(os.environ, LD_PRELOAD=preload_value(os.environ.get('LD_PRELOAD'), path))
   env.pop('ACME_LAUNCH_LOOPBACK_DEBUG', None)
+  env.pop(BIND_ADDRESS_ENV, None)
+  expected = _LOOPBACK
+  if bind_address:
+    env[BIND_ADDRESS_ENV] = bind_address
+    expected = (bind_address, '::ffff:' + bind_address)
   try:
     result = subprocess.run([sys.executable, '-S', '-c', _PROBE], env=env,
                             capture_output=True, text=True, timeout=60,
@@ -144,18 +158,18 @@ def verify(path: str) -> None:
     raise Unavailable(f'cannot run the loopback shim check: {e}') from None
   addresses = result.stdout.split()
   if result.returncode != 0 or not addresses or any(
-      a not in _LOOPBACK for a in addresses):
+      a not in expected for a in addresses):
     detail = ' '.join(result.stderr.split())[:200] or (
         'a wildcard bind landed on ' + (', '.join(addresses) or 'nothing'))
     raise Unavailable(f'the loopback shim {path} does not work here: {detail}')
 
 
-def ensure() -> str:
+def ensure(bind_address: str = '') -> str:
   """The shim's path, built if missing or stale and checked; Unavailable."""
   path = library_path()
   if not is_current(path):
     build(path)
-  verify(path)
+  verify(path, bind_address)
   return path
 
 

@@ -10,6 +10,7 @@ then hands over to Launchpad's own entry.
 
 import os
 import pdb
+import socket
 import sys
 import traceback
 
@@ -31,6 +32,14 @@ def record_received(run_dir: str, node: str) -> None:
       {
           'node': node,
           'pid': os.getpid(),
+          # Where it ran: this host's name, the address its servers listen
+          # on (a Ray run's cluster address; loopback otherwise) and, on a
+          # Ray cluster, the Ray node it was placed on.
+          'host': socket.gethostname(),
+          'bind_address': os.environ.get('ACME_LAUNCH_BIND_ADDRESS') or 'loopback',
+          'server_addresses': [a for a in os.environ.get(
+              'ACME_LAUNCH_SERVER_ADDRESSES', '').split(',') if a],
+          'ray_node_id': os.environ.get('ACME_LAUNCH_RAY_NODE_ID', ''),
           'env': {k: v for k, v in sorted(os.environ.items())
                   if k.startswith(_RECORDED_ENV_PREFIXES)},
           'jax_devices': [str(d) for d in jax.devices()],

@@ -52,6 +52,12 @@ class BuiltProgram:
   nodes_by_label: Dict[str, List[str]]
   # What a checkpoint depends on: resuming with a different one is refused.
   identity: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  # Nodes placed like another node of the plan (the limiter like the counter).
+  placed_like: Dict[str, str] = dataclasses.field(default_factory=dict)
+
+  def placement_node(self, node: str) -> str:
+    """The node of the resource plan whose placement `node` shares."""
+    return self.placed_like.get(node, node)
 
 
 def run_identity(config: ml_collections.ConfigDict,
@@ -170,9 +176,12 @@ def make_program(config: ml_collections.ConfigDict,
 
   program = lp.Program(name=f'{config.agent}_{config.env_name}')
   nodes_by_label: Dict[str, List[str]] = {}
+  placed_like_nodes: Dict[str, str] = {}
 
   def add(node: str, lp_node, placed_like: str = ''):
     label = plan.placement(placed_like or node).label
+    if placed_like:
+      placed_like_nodes[node] = placed_like
     nodes_by_label.setdefault(label, []).append(node)
     with program.group(label):
       return program.add_node(lp_node)
@@ -189,4 +198,5 @@ def make_program(config: ml_collections.ConfigDict,
   for i in range(config.num_evaluators):
     add(f'evaluator/{i}', lp.CourierNode(build_evaluator, i, learner, counter))
   return BuiltProgram(program, nodes_by_label,
-                      run_identity(config, environment_spec))
+                      run_identity(config, environment_spec),
+                      placed_like_nodes)

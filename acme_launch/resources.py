@@ -27,6 +27,14 @@ can be overridden, e.g. `--config.resources.learner.jax_mem_fraction=0.5`):
                             by `NAME=` starts the next pair; variables the
                             planner sets are refused, TF_CPP_MIN_LOG_LEVEL
                             excepted).
+    ray_cpus          float 1.0: logical CPUs Ray reserves for the node
+                            (--launch_type=ray only; >= 0).
+    ray_memory_mb     int   0: memory Ray reserves for the node, in MB (0 =
+                            none; --launch_type=ray only).
+    ray_resources     str   '' or 'NAME:AMOUNT,NAME2:AMOUNT2': Ray custom
+                            resources the node needs, which pins it to the
+                            hosts started with them (`ray start
+                            --resources='{"gpu_host": 1}'`); ray only.
   node_overrides            str   '': per-node settings, entries separated by
                             ';', each `NODE:FIELD=VALUE` with NODE like
                             'actor/3' and FIELD one of the group fields, e.g.
@@ -95,6 +103,9 @@ class NodePlacement:
   gpus: Tuple[int, ...]     # Host GPU indices the process sees (may be empty).
   env: Mapping[str, str]    # Environment variables set in its process.
   gpu_memory_mb: int = 0    # Planned MB on each of its GPUs (0 on the CPU).
+  ray_cpus: float = 1.0     # --launch_type=ray: Ray's num_cpus for the node,
+  ray_memory_mb: int = 0    # its memory reservation (MB),
+  ray_resources: Tuple[Tuple[str, float], ...] = ()  # and custom resources.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +146,9 @@ def _group_defaults(gpus: str, jax_mem_fraction: float) -> ml_collections.Config
   group.inter_op_threads = 0
   group.omp_threads = 0
   group.extra_env = ''
+  group.ray_cpus = 1.0
+  group.ray_memory_mb = 0
+  group.ray_resources = ''
   return group
 
 
@@ -167,6 +181,9 @@ class _NodeSpec:
   inter_op_threads: int
   omp_threads: int
   extra_env: Tuple[Tuple[str, str], ...]
+  ray_cpus: float = 1.0
+  ray_memory_mb: int = 0
+  ray_resources: Tuple[Tuple[str, float], ...] = ()
 
 
 def _fail(message: str) -> None:
@@ -233,6 +250,29 @@ def _parse_extra_env(text: str, where: str) -> Tuple[Tuple[str, str], ...]:
   return tuple(pairs)
 
 
+def _parse_ray_resources(text: str, where: str) -> Tuple[Tuple[str, float], ...]:
+  """'host_a:1,ssd:0.5' -> (('host_a', 1.0), ('ssd', 0.5))."""
+  pairs = []
+  for item in filter(None, (i.strip() for i in str(text).split(','))):
+    match = re.fullmatch(r'([A-Za-z_][\w.-]*)\s*:\s*([0-9.eE+-]+)', item)
+    amount = None
+    if match:
+      try:
+        amount = float(match.group(2))
+      except ValueError:
+        pass
+    if amount is None or not 0 < amount < float('inf'):
+      _fail(f"{where}: cannot read {item!r}; expected 'NAME:AMOUNT' entries "
+            "separated by ',' with AMOUNT > 0, e.g. 'gpu_host:1'")
+    if match.group(1) in ('CPU', 'GPU', 'memory', 'object_store_memory'):
+      _fail(f'{where} names {match.group(1)!r}, a resource Ray sets itself; '
+            'use ray_cpus, gpus or ray_memory_mb')
+    if match.group(1) in dict(pairs):
+      _fail(f'{where} names {match.group(1)!r} twice')
+    pairs.append((match.group(1), amount))
+  return tuple(pairs)
+
+
 def _parse_tf_gpu(value: str, where: str) -> Tuple[str, int]:
   text = str(value).strip().lower()
   if text in ('none', 'growth'):
@@ -273,6 +313,12 @@ def _node_spec(fields: Mapping[str, Tuple[object, str]]) -> _NodeSpec:
       _fail(f'{where[name]} must be >= 0 (0 = library default), '
             f'got {value[name]}')
   tf_gpu, tf_limit_mb = _parse_tf_gpu(value['tf_gpu'], where['tf_gpu'])
+  ray_cpus = float(value['ray_cpus'])
+  if not 0 <= ray_cpus < float('inf'):
+    _fail(f'{where["ray_cpus"]} must be >= 0 and finite, got {ray_cpus:g}')
+  if int(value['ray_memory_mb']) < 0:
+    _fail(f'{where["ray_memory_mb"]} must be >= 0 (0 = none), '
+          f'got {value["ray_memory_mb"]}')
   return _NodeSpec(
       gpus=_check_gpus_field(value['gpus'], where['gpus']),
       jax_preallocate=bool(value['jax_preallocate']),
@@ -283,7 +329,11 @@ def _node_spec(fields: Mapping[str, Tuple[object, str]]) -> _NodeSpec:
       intra_op_threads=int(value['intra_op_threads']),
       inter_op_threads=int(value['inter_op_threads']),
       omp_threads=int(value['omp_threads']),
-      extra_env=_parse_extra_env(str(value['extra_env']), where['extra_env']))
+      extra_env=_parse_extra_env(str(value['extra_env']), where['extra_env']),
+      ray_cpus=ray_cpus,
+      ray_memory_mb=int(value['ray_memory_mb']),
+      ray_resources=_parse_ray_resources(value['ray_resources'],
+                                         where['ray_resources']))
 
 
 def _node_specs(node_names: Sequence[str], groups: Sequence[str],
@@ -479,7 +529,9 @@ def plan_resources(nodes: Sequence[Tuple[str, int]],
       NodePlacement(
           node=node, group=group, label=label, gpus=gpus, env=env,
           gpu_memory_mb=(_planned_mb(spec, by_index[gpus[0]], overhead_mb)
-                         if gpus else 0))
+                         if gpus else 0),
+          ray_cpus=spec.ray_cpus, ray_memory_mb=spec.ray_memory_mb,
+          ray_resources=spec.ray_resources)
       for node, group, label, gpus, env, spec in zip(
           node_names, groups, labels, assigned, envs, specs))
   return ResourcePlan(placements, usage)

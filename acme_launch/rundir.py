@@ -57,6 +57,11 @@ def config_path(run_dir: str) -> str:
   return os.path.join(run_dir, 'config.json')
 
 
+def stop_request_path(run_dir: str) -> str:
+  """Where lp.stop() in a node of a Ray run asks the launcher to stop."""
+  return os.path.join(run_dir, 'stop_request.json')
+
+
 def create(run_dir: str) -> None:
   """Makes the run directory and its folders, readable by the user only."""
   for path in (run_dir, checkpoints_dir(run_dir), logs_dir(run_dir),
@@ -69,9 +74,10 @@ def final_eval_path(run_dir: str) -> str:
 
 
 def clear_live_files(run_dir: str) -> None:
-  """Removes the previous launch's progress, summary and final evaluation."""
+  """Removes the previous launch's progress, summary, final evaluation and
+  stop request before a new one."""
   for path in (progress_path(run_dir), summary_path(run_dir),
-               final_eval_path(run_dir)):
+               final_eval_path(run_dir), stop_request_path(run_dir)):
     if os.path.exists(path):
       os.unlink(path)
 

@@ -32,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from absl import flags
 import launchpad as lp
@@ -109,8 +109,15 @@ def _die_with_parent() -> None:
 
 
 def _node_commands(built: program_lib.BuiltProgram,
-                   plan: resources.ResourcePlan):
-  """(node name, argv, env) for each node, as Launchpad's local_mp makes them."""
+                   plan: resources.ResourcePlan,
+                   program_stopper: Optional[Callable[[], None]] = None,
+                   bind_addresses: Optional[Callable[[str, Any], None]] = None):
+  """(node name, argv, env) for each node, as Launchpad's local_mp makes them.
+
+  The Ray launcher (ray_launch.py) passes its own `program_stopper` (what
+  lp.stop() calls in a node) and `bind_addresses(node name, lp node)`, which
+  gives the node's servers their cluster addresses instead of localhost.
+  """
   program = built.program
   env_by_label = plan.env_by_label()
   for label, lp_nodes in program.groups.items():
@@ -120,12 +127,20 @@ def _node_commands(built: program_lib.BuiltProgram,
       node._initialize_context(  # pylint: disable=protected-access
           lp_context.LaunchType.LOCAL_MULTI_PROCESSING,
           launch_config=launch_config)
+      if program_stopper is not None:
+        node.launch_context.initialize(
+            lp_context.LaunchType.LOCAL_MULTI_PROCESSING, launch_config,
+            program_stopper)
   for label, lp_nodes in program.groups.items():
     for node in lp_nodes:
       for handle in node.input_handles:
         handle.connect(node, label)
-  for node in program.get_all_nodes():
-    node.bind_addresses()
+  for label, lp_nodes in program.groups.items():
+    for name, node in zip(built.nodes_by_label[label], lp_nodes):
+      if bind_addresses is None:
+        node.bind_addresses()
+      else:
+        bind_addresses(name, node)
 
   for label, lp_nodes in program.groups.items():
     commands = lp_nodes[0].to_executables(lp_nodes, label,

@@ -19,6 +19,13 @@
  * every outbound connection stay as they were. Specific addresses pass
  * through untouched.
  *
+ * On a cluster (--launch_type=ray) each node's listeners must be reachable
+ * from the other hosts, and only there: ACME_LAUNCH_BIND_ADDRESS=A.B.C.D
+ * (the host's cluster address, IPv4) replaces 127.0.0.1 above, so 0.0.0.0
+ * -> A.B.C.D and a dual-stack [::] -> ::ffff:A.B.C.D; an IPv6-only [::]
+ * still becomes [::1]. A value that is not an IPv4 address makes every
+ * wildcard bind fail (EADDRNOTAVAIL) rather than listen on all interfaces.
+ *
  * ACME_LAUNCH_LOOPBACK_DEBUG=1 prints each rewrite to stderr.
  * Build: cc -shared -fPIC -O2 -o acme_launch_loopback.so loopback_bind.c -ldl
  */
@@ -36,6 +43,8 @@ typedef int (*bind_fn)(int, const struct sockaddr *, socklen_t);
 
 static bind_fn real_bind;
 static int debug;
+static in_addr_t target_v4;  /* Network order: loopback or the bind address. */
+static int target_invalid;   /* ACME_LAUNCH_BIND_ADDRESS set but unreadable. */
 
 /* Found by the Python side to tell that the shim is loaded in a process. */
 int acme_launch_loopback_active = 1;
@@ -44,6 +53,15 @@ __attribute__((constructor)) static void init(void) {
   real_bind = (bind_fn)dlsym(RTLD_NEXT, "bind");
   const char *value = getenv("ACME_LAUNCH_LOOPBACK_DEBUG");
   debug = value != NULL && value[0] == '1';
+  target_v4 = htonl(INADDR_LOOPBACK);
+  const char *address = getenv("ACME_LAUNCH_BIND_ADDRESS");
+  if (address != NULL && address[0] != '\0') {
+    struct in_addr parsed;
+    if (inet_pton(AF_INET, address, &parsed) == 1)
+      target_v4 = parsed.s_addr;
+    else
+      target_invalid = 1;
+  }
 }
 
 static void report(int fd, const struct sockaddr *before,
@@ -77,7 +95,8 @@ int bind(int fd, const struct sockaddr *addr, socklen_t len) {
     struct sockaddr_in local;
     memcpy(&local, addr, sizeof local);
     if (local.sin_addr.s_addr != htonl(INADDR_ANY)) return real_bind(fd, addr, len);
-    local.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (target_invalid) { errno = EADDRNOTAVAIL; return -1; }
+    local.sin_addr.s_addr = target_v4;
     if (debug) report(fd, addr, (struct sockaddr *)&local);
     return real_bind(fd, (struct sockaddr *)&local, sizeof local);
   }
@@ -89,6 +108,7 @@ int bind(int fd, const struct sockaddr *addr, socklen_t len) {
                      local.sin6_addr.s6_addr32[3] == htonl(INADDR_ANY);
     if (!IN6_IS_ADDR_UNSPECIFIED(&local.sin6_addr) && !mapped_any)
       return real_bind(fd, addr, len);
+    if (target_invalid) { errno = EADDRNOTAVAIL; return -1; }
     int v6only = 0;
     socklen_t size = sizeof v6only;
     if (!mapped_any &&
@@ -96,10 +116,10 @@ int bind(int fd, const struct sockaddr *addr, socklen_t len) {
         v6only) {
       local.sin6_addr = in6addr_loopback;                 /* [::1] */
     } else {
-      memset(&local.sin6_addr, 0, sizeof local.sin6_addr); /* ::ffff:127.0.0.1 */
+      memset(&local.sin6_addr, 0, sizeof local.sin6_addr); /* ::ffff:<target> */
       local.sin6_addr.s6_addr[10] = 0xff;
       local.sin6_addr.s6_addr[11] = 0xff;
-      local.sin6_addr.s6_addr32[3] = htonl(INADDR_LOOPBACK);
+      local.sin6_addr.s6_addr32[3] = target_v4;
     }
     local.sin6_scope_id = 0;
     if (debug) report(fd, addr, (struct sockaddr *)&local);

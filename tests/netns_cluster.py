@@ -1,0 +1,140 @@
+"""A Ray cluster of several hosts on this machine, one network namespace each.
+
+Each host is a network namespace (`ip netns`) with one veth into a bridge in
+the root namespace and its own address in a private /24; the bridge itself
+has no address, so nothing outside the namespaces reaches them. Ray's own
+CLI starts the head in the first namespace and a worker in each other one,
+with token authentication on (a token file of the test's own) and a custom
+resource `host_<name>` (100 units: a node asking 1 is pinned there, up to 100 nodes) per host. Needs root (CAP_NET_ADMIN).
+"""
+
+import os
+import random
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List, Sequence
+
+RAY_PORT = 6379
+
+
+def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+  return subprocess.run(argv, capture_output=True, text=True, check=check,
+                        timeout=120)
+
+
+def why_not_available() -> str:
+  """'' when namespaces can be made here, else the reason to skip."""
+  if os.geteuid() != 0:
+    return 'network namespaces need root'
+  if shutil.which('ip') is None:
+    return "no 'ip' command (iproute2)"
+  name = f'aclprobe{os.getpid() % 100000}'
+  result = _run('ip', 'netns', 'add', name, check=False)
+  if result.returncode != 0:
+    return f'cannot create a network namespace: {result.stderr.strip()}'
+  _run('ip', 'netns', 'del', name, check=False)
+  return ''
+
+
+class NetnsCluster:
+  """Hosts `names` (first = head) with `cpus[name]` Ray CPUs each."""
+
+  def __init__(self, names: Sequence[str], cpus: Dict[str, int]):
+    self.names = list(names)
+    self.cpus = cpus
+    self.tag = f'acl{os.getpid() % 10000}'
+    self.subnet = f'10.213.{random.randint(1, 250)}'
+    self.ips = {n: f'{self.subnet}.{i + 1}' for i, n in enumerate(self.names)}
+    self.temp = tempfile.mkdtemp(prefix='acl')  # Short: Ray's socket paths.
+    self.token_path = os.path.join(self.temp, 'auth_token')
+    self.env = dict(os.environ, RAY_AUTH_MODE='token',
+                    RAY_AUTH_TOKEN_PATH=self.token_path,
+                    RAY_USAGE_STATS_ENABLED='0')
+    self.env.pop('RAY_ADDRESS', None)
+    self._made: List[List[str]] = []  # Undo commands, run in reverse.
+
+  @property
+  def address(self) -> str:
+    return f'{self.ips[self.names[0]]}:{RAY_PORT}'
+
+  def namespace(self, name: str) -> str:
+    return f'{self.tag}_{name}'
+
+  def in_host(self, name: str, argv: Sequence[str]) -> List[str]:
+    return ['ip', 'netns', 'exec', self.namespace(name), *argv]
+
+  def pids(self, name: str) -> List[int]:
+    result = _run('ip', 'netns', 'pids', self.namespace(name), check=False)
+    return [int(p) for p in result.stdout.split()]
+
+  def _step(self, argv: Sequence[str], undo: Sequence[str] = ()) -> None:
+    _run(*argv)
+    if undo:
+      self._made.append(list(undo))
+
+  def up(self) -> None:
+    bridge = f'{self.tag}br'
+    self._step(['ip', 'link', 'add', bridge, 'type', 'bridge'],
+               ['ip', 'link', 'del', bridge])
+    self._step(['ip', 'link', 'set', bridge, 'up'])
+    for name in self.names:
+      ns, veth = self.namespace(name), f'{self.tag}{name}'
+      self._step(['ip', 'netns', 'add', ns], ['ip', 'netns', 'del', ns])
+      self._step(['ip', 'link', 'add', veth, 'type', 'veth', 'peer', 'name',
+                  veth + 'p'], ['ip', 'link', 'del', veth])
+      self._step(['ip', 'link', 'set', veth + 'p', 'netns', ns])
+      self._step(['ip', 'link', 'set', veth, 'master', bridge])
+      self._step(['ip', 'link', 'set', veth, 'up'])
+      self._step(self.in_host(name, ['ip', 'addr', 'add',
+                                     f'{self.ips[name]}/24', 'dev', veth + 'p']))
+      self._step(self.in_host(name, ['ip', 'link', 'set', veth + 'p', 'up']))
+      self._step(self.in_host(name, ['ip', 'link', 'set', 'lo', 'up']))
+    with open(os.open(self.token_path, os.O_WRONLY | os.O_CREAT, 0o600), 'w') as f:
+      f.write(secrets.token_hex(32))
+    for name in self.names:
+      self.start_ray(name)
+
+  def start_ray(self, name: str) -> None:
+    ray = os.path.join(os.path.dirname(sys.executable), 'ray')
+    head = name == self.names[0]
+    argv = [ray, 'start', f'--node-ip-address={self.ips[name]}',
+            f'--num-cpus={self.cpus[name]}', '--num-gpus=0',
+            f'--resources={{"host_{name}": 100}}',
+            '--object-store-memory=80000000', '--disable-usage-stats',
+            f'--temp-dir={os.path.join(self.temp, name)}']
+    argv += (['--head', f'--port={RAY_PORT}', '--include-dashboard=false']
+             if head else [f'--address={self.address}'])
+    result = subprocess.run(self.in_host(name, argv), env=self.env,
+                            capture_output=True, text=True, timeout=180,
+                            check=False)
+    if result.returncode != 0:
+      raise RuntimeError(f'ray start on {name} failed: '
+                         f'{(result.stderr or result.stdout)[-2000:]}')
+
+  def kill_hosts(self, names: Sequence[str], grace: float = 3.0) -> None:
+    """Ends every process in the hosts' namespaces: SIGTERM, then SIGKILL."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+      for name in names:
+        for pid in self.pids(name):
+          try:
+            os.kill(pid, sig)
+          except ProcessLookupError:
+            pass
+      deadline = time.time() + grace
+      while any(self.pids(n) for n in names) and time.time() < deadline:
+        time.sleep(0.2)
+
+  def down(self) -> None:
+    try:
+      self.kill_hosts(self.names)
+    except Exception:  # pylint: disable=broad-except
+      pass
+    for undo in reversed(self._made):
+      _run(*undo, check=False)
+    self._made = []
+    shutil.rmtree(self.temp, ignore_errors=True)

@@ -1,0 +1,319 @@
+"""--launch_type=ray on a real three-host Ray cluster made of network namespaces.
+
+Hosts a (head), b and c each live in their own network namespace with their
+own address (tests/netns_cluster.py); Ray's own CLI starts them, with token
+authentication on. The launcher runs in host a's namespace, as a user on the
+head would. Learner, replay, counter (and limiter) and evaluator are pinned
+to host a, actor/0 to b and actor/1 to c, through Ray custom resources.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from acme_launch import errors
+from acme_launch import ray_cluster
+from tests import netns_cluster
+from tests.conftest import REPO_ROOT, read_json, wait_for
+
+HOST_OF = {'replay/0': 'a', 'counter/0': 'a', 'limiter/0': 'a',
+           'learner/0': 'a', 'evaluator/0': 'a', 'actor/0': 'b',
+           'actor/1': 'c'}
+# Small Ray CPU demands: the namespaces share this machine's two cores.
+PLACEMENT = [f'--config.resources.{group}.{field}={value}'
+             for group in ('replay', 'counter', 'learner', 'evaluator')
+             for field, value in (('ray_cpus', 0.5), ('ray_resources', 'host_a:1'))
+             ] + ['--config.num_actors=2',
+                  '--config.resources.node_overrides='
+                  'actor/0:ray_resources=host_b:1;actor/1:ray_resources=host_c:1']
+
+
+@pytest.fixture(scope='module')
+def cluster():
+  reason = netns_cluster.why_not_available()
+  if reason:
+    pytest.skip(f'no network namespaces here: {reason}')
+  hosts = netns_cluster.NetnsCluster(['a', 'b', 'c'], {'a': 3, 'b': 1, 'c': 1})
+  try:
+    hosts.up()
+    yield hosts
+  finally:
+    hosts.down()
+
+
+def _launch(cluster, *args, run_dir='', budget=None):
+  argv = [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
+          '--config=smoke', '--launch_type=ray',
+          f'--ray_address={cluster.address}', '--progress_every=5', *args]
+  if run_dir:
+    argv += [f'--workdir={os.path.dirname(run_dir)}',
+             f'--run_name={os.path.basename(run_dir)}']
+  if budget:
+    argv.append(f'--config.max_actor_steps={budget}')
+  return subprocess.Popen(cluster.in_host('a', argv), cwd=REPO_ROOT,
+                          env=cluster.env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+
+
+def _run_processes(cluster):
+  """(host, pid, command) of every node process and NodeHost actor left."""
+  found = []
+  for host in cluster.names:
+    for pid in cluster.pids(host):
+      try:
+        with open(f'/proc/{pid}/cmdline', 'rb') as f:
+          command = f.read().replace(b'\0', b' ').decode(errors='replace')
+      except OSError:
+        continue
+      if 'acme_launch.node_entry' in command or 'NodeHost' in command:
+        found.append((host, pid, command[:120]))
+  return found
+
+
+def _listeners(cluster, host):
+  """pid -> [(ip, port)] of the TCP listeners in the host's namespace."""
+  out = subprocess.run(cluster.in_host(host, ['ss', '-ltnpH']),
+                       capture_output=True, text=True, check=True).stdout
+  by_pid = {}
+  for line in out.splitlines():
+    fields = line.split()
+    local = fields[3]
+    ip, port = local.rsplit(':', 1)
+    ip = ip.strip('[]')
+    ip = ip[len('::ffff:'):] if ip.startswith('::ffff:') else ip
+    for pid in re.findall(r'pid=(\d+)', line):
+      by_pid.setdefault(int(pid), []).append((ip, int(port)))
+  return by_pid
+
+
+def _node_records(run_dir):
+  nodes_dir = os.path.join(run_dir, 'nodes')
+  records = {}
+  for name in os.listdir(nodes_dir):
+    record = read_json(os.path.join(nodes_dir, name))
+    if 'node' in record:
+      records[record['node']] = record
+  return records
+
+
+def _steps(run_dir):
+  progress = os.path.join(run_dir, 'progress.json')
+  try:
+    return read_json(progress)['counts'].get('actor_steps', 0)
+  except (OSError, ValueError, KeyError):
+    return 0
+
+
+def test_ray_run_places_nodes_on_their_hosts_listens_only_on_cluster_addresses_and_reaches_budget(
+    cluster, tmp_path):
+  if not os.path.exists('/usr/bin/ss') and not os.path.exists('/bin/ss'):
+    pytest.skip("no 'ss' (iproute2) to list listening sockets")
+  run_dir = str(tmp_path / 'runs' / 'placed')
+  launcher = _launch(cluster, *PLACEMENT, run_dir=run_dir)
+  try:
+    # Once actors step, every server of the run is up.
+    wait_for(lambda: _steps(run_dir) > 0 or launcher.poll() is not None,
+             240, 'actor steps')
+    assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+    def every_server_listening():
+      records = _node_records(run_dir)
+      if set(records) != set(HOST_OF):
+        return None
+      listeners = {h: _listeners(cluster, h) for h in cluster.names}
+      for node, record in records.items():
+        ports = {p for _, p in listeners[HOST_OF[node]].get(record['pid'], [])}
+        if not all(int(a.rsplit(':', 1)[1]) in ports
+                   for a in record['server_addresses']):
+          return None
+      return records, listeners
+    records, listeners = wait_for(every_server_listening, 120,
+                                  'every server of the run listening')
+    for node, record in records.items():
+      host = HOST_OF[node]
+      assert record['server_addresses'], node
+      for address in record['server_addresses']:
+        assert address.rsplit(':', 1)[0] == cluster.ips[host], (node, address)
+      for ip, port in listeners[host][record['pid']]:
+        # Every listening socket of the node is on its host's address.
+        assert ip == cluster.ips[host], (node, ip, port)
+    _, stderr = launcher.communicate(timeout=300)
+  finally:
+    if launcher.poll() is None:
+      launcher.kill()
+  assert launcher.returncode == 0, stderr[-3000:]
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['learner_steps'] > 0 and summary['evaluator_episodes'] >= 1
+  by_host = {}
+  for node, record in _node_records(run_dir).items():
+    assert record['bind_address'] == cluster.ips[HOST_OF[node]], node
+    by_host.setdefault(HOST_OF[node], set()).add(record['ray_node_id'])
+  # One Ray node per host, a different one for each host.
+  assert all(len(ids) == 1 for ids in by_host.values())
+  assert len(set().union(*by_host.values())) == 3
+  for node in HOST_OF:
+    assert os.path.getsize(os.path.join(
+        run_dir, 'logs', node.replace('/', '_') + '.log')) > 0, node
+  assert os.listdir(os.path.join(run_dir, 'checkpoints', 'learner'))
+  wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
+
+
+def test_ray_ctrl_c_saves_checkpoints_and_leaves_no_process_on_any_host(
+    cluster, tmp_path):
+  run_dir = str(tmp_path / 'runs' / 'interrupted')
+  launcher = _launch(cluster, *PLACEMENT, run_dir=run_dir, budget=10**6)
+  try:
+    wait_for(lambda: _steps(run_dir) > 0 or launcher.poll() is not None,
+             240, 'actor steps')
+    assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+    assert {h for h, _, _ in _run_processes(cluster)} == {'a', 'b', 'c'}
+    launcher.send_signal(signal.SIGINT)
+    start = time.time()
+    _, stderr = launcher.communicate(timeout=60)
+    assert time.time() - start < 30
+  finally:
+    if launcher.poll() is None:
+      launcher.kill()
+  assert launcher.returncode == 130, stderr[-3000:]
+  assert read_json(os.path.join(run_dir, 'summary.json'))['exit_reason'] == 'interrupted'
+  assert os.listdir(os.path.join(run_dir, 'checkpoints', 'learner'))
+  assert os.listdir(os.path.join(run_dir, 'checkpoints', 'counter'))
+  wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
+
+
+def test_ray_node_killed_on_another_host_stops_the_run_naming_it(
+    cluster, tmp_path):
+  run_dir = str(tmp_path / 'runs' / 'killed')
+  launcher = _launch(cluster, *PLACEMENT, run_dir=run_dir, budget=10**6)
+  try:
+    wait_for(lambda: _steps(run_dir) > 0 or launcher.poll() is not None,
+             240, 'actor steps')
+    assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+    victim = _node_records(run_dir)['actor/1']['pid']
+    assert victim in cluster.pids('c')
+    os.kill(victim, signal.SIGKILL)
+    start = time.time()
+    _, stderr = launcher.communicate(timeout=90)
+    assert time.time() - start < 30
+  finally:
+    if launcher.poll() is None:
+      launcher.kill()
+  assert launcher.returncode == 1, stderr[-3000:]
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'node_failed'
+  assert summary['failed_node'] == 'actor/1'
+  wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
+
+
+def test_ray_dry_run_prints_a_host_for_each_node_and_starts_nothing(
+    cluster, tmp_path):
+  launcher = _launch(cluster, *PLACEMENT, '--dry_run',
+                     run_dir=str(tmp_path / 'never'))
+  stdout, stderr = launcher.communicate(timeout=120)
+  assert launcher.returncode == 0, stderr[-2000:]
+  for node, host in HOST_OF.items():
+    assert re.search(rf'^  {re.escape(node)} +-> {re.escape(cluster.ips[host])} ',
+                     stdout, re.M), (node, stdout[-3000:])
+  assert 'the cluster can hold the plan.' in stdout
+  assert not os.path.exists(tmp_path / 'never')
+  assert not _run_processes(cluster)
+
+
+def test_unreachable_ray_address_is_one_line_exit_2_within_10_seconds(
+    cluster, tmp_path):
+  nobody = f'{cluster.subnet}.250:6379'  # In the cluster's subnet, no host.
+  start = time.time()
+  result = subprocess.run(
+      cluster.in_host('a', [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
+                            '--config=smoke', '--launch_type=ray',
+                            f'--ray_address={nobody}',
+                            f'--workdir={tmp_path}', '--run_name=never']),
+      cwd=REPO_ROOT, env=cluster.env, capture_output=True, text=True,
+      timeout=60)
+  assert time.time() - start < 10
+  assert result.returncode == 2
+  errors_seen = [l for l in result.stderr.splitlines()
+                 if l.startswith('acme-launch: error:')]
+  assert len(errors_seen) == 1 and nobody in errors_seen[0], result.stderr[-2000:]
+  assert not os.path.exists(tmp_path / 'never')
+
+
+def test_plan_the_cluster_cannot_hold_is_one_line_naming_the_group_exit_2(
+    cluster, tmp_path):
+  launcher = _launch(cluster, '--config.resources.learner.ray_resources=gpu_host:1',
+                     run_dir=str(tmp_path / 'never'))
+  _, stderr = launcher.communicate(timeout=120)
+  assert launcher.returncode == 2
+  lines = [l for l in stderr.splitlines() if l.startswith('acme-launch: error:')]
+  assert len(lines) == 1, stderr[-2000:]
+  assert 'learner' in lines[0] and "'gpu_host'" in lines[0]
+  assert not os.path.exists(tmp_path / 'never')
+  assert not _run_processes(cluster)
+
+
+# The checks behind those lines, on made-up hosts (no cluster needed) ----------
+
+
+def _host(ip, **resources):
+  return ray_cluster.Host(ip, ip, resources)
+
+
+def test_fit_pins_by_custom_resource_and_names_what_is_missing():
+  hosts = [_host('10.0.0.1', CPU=4, gpu_host=100, GPU=1), _host('10.0.0.2', CPU=2)]
+  demands = [ray_cluster.Demand('learner/0', 'learner', 1, 1, 0, (('gpu_host', 1),)),
+             ray_cluster.Demand('actor/0', 'actor', 1, 0, 0, ()),
+             ray_cluster.Demand('actor/1', 'actor', 1, 0, 0, ())]
+  fit = ray_cluster.fit(demands, hosts)
+  assert fit['learner/0'] == '10.0.0.1'
+  with pytest.raises(errors.LaunchError, match=r"actor/2 \(group actor\) needs "
+                     r"1 of 'ssd', and no host has 'ssd'"):
+    ray_cluster.fit([ray_cluster.Demand('actor/2', 'actor', 1, 0, 0,
+                                        (('ssd', 1),))], hosts)
+  with pytest.raises(errors.LaunchError, match=r'learner/0 \(group learner\) '
+                     r'needs 2 GPUs, and the most any host has is 1 GPU'):
+    ray_cluster.fit([ray_cluster.Demand('learner/0', 'learner', 1, 2, 0, ())],
+                    hosts)
+  many = [ray_cluster.Demand(f'actor/{i}', 'actor', 1, 0, 0, ()) for i in range(7)]
+  with pytest.raises(errors.LaunchError, match='actor/6 .* are full'):
+    ray_cluster.fit(many, hosts)
+
+
+def test_public_cluster_addresses_are_refused_unless_allowed():
+  private = [_host(ip) for ip in ('10.1.2.3', '172.20.0.1', '192.168.1.1',
+                                  '127.0.0.1', '169.254.3.4')]
+  ray_cluster.check_addresses(private, allow_public=False)
+  with pytest.raises(errors.LaunchError, match='203.0.113.7 has a public address'):
+    ray_cluster.check_addresses([_host('203.0.113.7')], allow_public=False)
+  ray_cluster.check_addresses([_host('203.0.113.7')], allow_public=True)
+  with pytest.raises(errors.LaunchError, match='no IPv4 cluster address'):
+    ray_cluster.check_addresses([_host('fd00::1')], allow_public=True)
+
+
+def test_ray_address_comes_from_the_flag_or_ray_address(monkeypatch):
+  monkeypatch.setenv('RAY_ADDRESS', '10.9.9.9:6379')
+  assert ray_cluster.resolve_address('') == '10.9.9.9:6379'
+  assert ray_cluster.resolve_address('auto') == 'auto'
+  monkeypatch.delenv('RAY_ADDRESS')
+  with pytest.raises(errors.LaunchError, match='--ray_address'):
+    ray_cluster.resolve_address('')
+
+
+def test_bind_shim_puts_wildcard_binds_on_the_given_address_only():
+  from acme_launch import loopback  # pylint: disable=g-import-not-at-top
+  path = loopback.ensure()
+  # 127.0.0.2 is on `lo` (all of 127/8 is): wildcard binds land there.
+  loopback.verify(path, '127.0.0.2')
+  # An address no interface has: the bind fails, it never goes wildcard.
+  with pytest.raises(loopback.Unavailable, match='Cannot assign requested address'):
+    loopback.verify(path, '10.255.255.254')
+  env = dict(os.environ, LD_PRELOAD=path,
+             ACME_LAUNCH_BIND_ADDRESS='not-an-address')
+  probe = ("import socket; s = socket.socket(); s.bind(('0.0.0.0', 0))")
+  result = subprocess.run([sys.executable, '-S', '-c', probe], env=env,
+                          capture_output=True, text=True, check=False)
+  assert result.returncode != 0 and 'Cannot assign' in result.stderr
