@@ -3,6 +3,8 @@
     .venv/bin/python bench/throughput.py [--seconds=40] [--actors=1,2,4]
         [--envs=1,8,32] [--out=bench/out]
 
+(tests/test_bench.py runs it tiny: --seconds=5 --steps=6000 --warmup=0 ...)
+
 Everything runs in this one invocation on this machine:
   1. the ceiling: raw HalfCheetah-v4 env.step()/s on one core (random actions);
   2. stock Acme: `acme.agents.jax.ppo.DistributedPPO(...).build()`, its own
@@ -10,10 +12,11 @@ Everything runs in this one invocation on this machine:
   3. acme-launch: `launch.py --config=ppo_mujoco` with the same PPO settings
      and process count (no evaluator), for each actor count and
      envs_per_actor.
-Each program runs for --seconds plus a start-up allowance; env steps/s is
-measured from the counter's totals (progress.csv) from the first actor steps
-plus a warm-up to the end, so process start-up and JIT compilation are left
-out. Run it on an otherwise idle machine.
+Each program runs for --seconds plus a start-up allowance (or until --steps
+actor steps); env steps/s is measured from the counter's totals
+(progress.csv) from the first actor steps plus a warm-up to the end, so
+process start-up and JIT compilation are left out. The figures are also
+written to OUT/throughput.json. Run it on an otherwise idle machine.
 
 Both sides use the same light PPO settings (1 epoch, 4 minibatches, a replay
 queue of batch + 1000 sequences, as Acme sizes it) so the learner keeps up:
@@ -26,6 +29,7 @@ the stock program (plus one node that reads its counter).
 import argparse
 import csv
 import functools
+import json
 import os
 import shutil
 import subprocess
@@ -40,16 +44,12 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import acme_launch  # pylint: disable=g-import-not-at-top,unused-import
 
-WARMUP_SECONDS = 5.0
-# Start-up (imports, first episode, JIT) is not measured but must fit in the
-# wall time: each program runs STARTUP_ALLOWANCE + --seconds at most.
-STARTUP_ALLOWANCE_SECONDS = 60.0
 # Light learner so actors are what is measured; same for both sides.
 PPO_OVERRIDES = {'num_epochs': 1, 'num_minibatches': 4}
 STOCK_QUEUE_EXTRA = 1000  # Acme's PPOBuilder: queue of batch_size + 1000.
 
 
-def raw_env_steps_per_second(seconds: float = 5.0) -> float:
+def raw_env_steps_per_second(seconds: float) -> float:
   """One core's ceiling: env.step() with random actions, nothing else."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   from acme_launch import environments  # pylint: disable=g-import-not-at-top
@@ -66,7 +66,7 @@ def raw_env_steps_per_second(seconds: float = 5.0) -> float:
   return steps / (time.time() - start)
 
 
-def steady_rate(progress_csv: str) -> Optional[float]:
+def steady_rate(progress_csv: str, warmup: float) -> Optional[float]:
   """Actor env steps/s from the counter's totals, after start-up."""
   if not os.path.isfile(progress_csv):
     return None
@@ -75,41 +75,49 @@ def steady_rate(progress_csv: str) -> Optional[float]:
   moving = [i for i, (_, steps) in enumerate(rows) if steps > 0]
   if not moving:
     return None
-  start_time = rows[moving[0]][0] + WARMUP_SECONDS
+  start_time = rows[moving[0]][0] + warmup
   window = [r for r in rows if r[0] >= start_time]
   if len(window) < 2 or window[-1][0] <= window[0][0]:
     return None
   return (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
 
 
-def run_acme_launch(workdir: str, actors: int, envs: int, seconds: float) -> Optional[float]:
+def run_acme_launch(workdir: str, actors: int, envs: int,
+                    args: argparse.Namespace) -> Optional[float]:
   from configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
   batch_size = ppo_mujoco.get_config().ppo.batch_size
   queue_batches = -(-(batch_size + STOCK_QUEUE_EXTRA) // batch_size)
   run_name = f'acme_launch_a{actors}_e{envs}'
-  args = [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
-          '--config=ppo_mujoco', f'--workdir={workdir}', f'--run_name={run_name}',
-          f'--config.num_actors={actors}', f'--config.envs_per_actor={envs}',
-          '--config.num_evaluators=0',
-          f'--max_wall_time={seconds + STARTUP_ALLOWANCE_SECONDS}',
-          f'--config.ppo.max_queue_batches={queue_batches}',
-          '--config.max_actor_steps=100000000', '--progress_every=1000']
-  args += [f'--config.ppo.{k}={v}' for k, v in PPO_OVERRIDES.items()]
-  subprocess.run(args, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
-  return steady_rate(os.path.join(workdir, run_name, 'metrics', 'progress.csv'))
+  command = [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
+             '--config=ppo_mujoco', f'--workdir={workdir}',
+             f'--run_name={run_name}', f'--config.num_actors={actors}',
+             f'--config.envs_per_actor={envs}', '--config.num_evaluators=0',
+             f'--max_wall_time={args.seconds + args.startup_allowance}',
+             f'--config.ppo.max_queue_batches={queue_batches}',
+             f'--config.max_actor_steps={args.steps}', '--progress_every=1000']
+  command += [f'--config.ppo.{k}={v}' for k, v in PPO_OVERRIDES.items()]
+  subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+  return steady_rate(os.path.join(workdir, run_name, 'metrics', 'progress.csv'),
+                     args.warmup)
 
 
-def run_stock_acme(workdir: str, actors: int, seconds: float) -> Optional[float]:
+def run_stock_acme(workdir: str, actors: int,
+                   args: argparse.Namespace) -> Optional[float]:
   """Acme's own DistributedPPO program, plus a node that reads its counter."""
   from acme.agents.jax import ppo  # pylint: disable=g-import-not-at-top
   import launchpad as lp  # pylint: disable=g-import-not-at-top
   from configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
   from acme_launch import environments, nodes, program as program_lib  # pylint: disable=g-import-not-at-top,multiple-imports
   from acme_launch import resources, rundir, supervisor  # pylint: disable=g-import-not-at-top,multiple-imports
+  from acme_launch.agents import ppo as ppo_adapter  # pylint: disable=g-import-not-at-top
 
   config = ppo_mujoco.get_config()
+  config.max_actor_steps = args.steps
   fields = config.ppo.to_dict()
   fields.pop('max_queue_batches')
+  # Ours, not PPOConfig's: the same schedule acme-launch's PPO adapter uses.
+  if fields.pop('anneal_learning_rate', False):
+    fields['learning_rate'] = ppo_adapter.annealed_learning_rate(config)
   fields.update(PPO_OVERRIDES)
   run_dir = os.path.join(workdir, f'stock_acme_a{actors}')
   rundir.create(run_dir)
@@ -125,7 +133,8 @@ def run_stock_acme(workdir: str, actors: int, seconds: float) -> Optional[float]
   program = agent.build()
   counter = program.groups['counter'][0].create_handle()
   with program.group('monitor'):
-    program.add_node(lp.CourierNode(nodes.StepsLimiter, counter, 10**9, run_dir))
+    program.add_node(lp.CourierNode(nodes.StepsLimiter, counter, args.steps,
+                                    run_dir))
 
   names = {'replay': ['replay/0'], 'counter': ['counter/0'],
            'learner': ['learner/0'], 'actor': [f'actor/{i}' for i in range(actors)],
@@ -138,9 +147,10 @@ def run_stock_acme(workdir: str, actors: int, seconds: float) -> Optional[float]
                               plan.placement('counter/0').env),))
   built = program_lib.BuiltProgram(program, names)
   supervisor.Supervisor(
-      run_dir, max_wall_time=seconds + STARTUP_ALLOWANCE_SECONDS,
+      run_dir, max_wall_time=args.seconds + args.startup_allowance,
   ).run_multiprocess(built, plan)
-  return steady_rate(os.path.join(run_dir, 'metrics', 'progress.csv'))
+  return steady_rate(os.path.join(run_dir, 'metrics', 'progress.csv'),
+                     args.warmup)
 
 
 def _fmt(rate: Optional[float]) -> str:
@@ -180,7 +190,15 @@ def print_tables(stock: Dict[int, Optional[float]],
 
 def main(argv: List[str]) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('--seconds', type=float, default=40.0)
+  parser.add_argument('--seconds', type=float, default=40.0,
+                      help='measured seconds per program')
+  parser.add_argument('--warmup', type=float, default=5.0,
+                      help='seconds after the first actor steps left out')
+  parser.add_argument('--startup_allowance', type=float, default=60.0,
+                      help='seconds allowed for start-up, not measured')
+  parser.add_argument('--steps', type=int, default=100_000_000,
+                      help='actor step budget: a program also stops there')
+  parser.add_argument('--ceiling_seconds', type=float, default=5.0)
   parser.add_argument('--actors', default='1,2,4')
   parser.add_argument('--envs', default='1,8,32')
   parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
@@ -191,23 +209,31 @@ def main(argv: List[str]) -> int:
   shutil.rmtree(workdir, ignore_errors=True)
   os.makedirs(workdir)
 
-  ceiling = raw_env_steps_per_second()
+  ceiling = raw_env_steps_per_second(args.ceiling_seconds)
   print(f'machine: {os.cpu_count()} cores; {args.seconds:.0f} s per program')
   print(f'ceiling: raw HalfCheetah-v4 env.step() on one core: {ceiling:,.0f} steps/s\n')
 
   stock: Dict[int, Optional[float]] = {}
   ours: Dict[tuple, Optional[float]] = {}
   for actors in actor_counts:
-    stock[actors] = run_stock_acme(workdir, actors, args.seconds)
+    stock[actors] = run_stock_acme(workdir, actors, args)
     print(f'stock Acme DistributedPPO, {actors} actor(s): {_fmt(stock[actors])} env steps/s',
           flush=True)
     for envs in env_counts:
-      ours[actors, envs] = run_acme_launch(workdir, actors, envs, args.seconds)
+      ours[actors, envs] = run_acme_launch(workdir, actors, envs, args)
       print(f'acme-launch, {actors} actor(s) x {envs} env(s): '
             f'{_fmt(ours[actors, envs])} env steps/s', flush=True)
 
   print_tables(stock, ours, ceiling, actor_counts, env_counts,
                os.cpu_count() or 1)
+  with open(os.path.join(args.out, 'throughput.json'), 'w') as f:
+    json.dump({'cores': os.cpu_count(), 'seconds': args.seconds,
+               'ceiling': ceiling,
+               'stock_acme': [{'actors': a, 'env_steps_per_second': r}
+                              for a, r in stock.items()],
+               'acme_launch': [{'actors': a, 'envs_per_actor': e,
+                                'env_steps_per_second': r}
+                               for (a, e), r in ours.items()]}, f, indent=1)
   return 0
 
 
