@@ -22,7 +22,7 @@ discount 1).
 """
 
 import dataclasses
-import importlib.util
+import importlib
 import os
 from typing import List, Optional, Sequence
 
@@ -38,7 +38,8 @@ FAMILIES = ('gym', 'gymnasium', 'dmc')
 BACKENDS = ('gym', 'envpool')
 # The Python package each backend needs beyond the gym family's own.
 _BACKEND_PACKAGES = {'envpool': 'envpool'}
-_FAMILY_PACKAGES = {'gym': 'gym', 'gymnasium': 'gymnasium', 'dmc': 'dm_control'}
+_FAMILY_PACKAGES = {'gym': 'gym', 'gymnasium': 'gymnasium',
+                    'dmc': 'dm_control'}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,10 +90,16 @@ def check_task(env_name: str, backend: str) -> Task:
   task = parse_task(env_name)
   for package in (_FAMILY_PACKAGES[task.family],
                   _BACKEND_PACKAGES.get(backend)):
-    if package and importlib.util.find_spec(package) is None:
+    if not package:
+      continue
+    try:
+      importlib.import_module(package)
+    except ImportError as e:  # Missing, or a library it links is missing.
       raise errors.LaunchError(
-          f'{package} is not installed (needed for {env_name!r} on the '
-          f'{backend} backend); run scripts/setup.sh, which installs the lock')
+          f'{package} cannot be imported ({" ".join(str(e).split())[:200]}); '
+          f'it runs {env_name!r} on the {backend} backend: run '
+          'scripts/setup.sh, which installs the lock, or choose '
+          f'config.env_backend from: {", ".join(BACKENDS)}') from None
   known = _family_tasks(task.family)
   if task.name not in known:
     raise errors.LaunchError(
