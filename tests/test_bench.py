@@ -22,9 +22,12 @@ def _bench(script: str, *args: str, timeout: float = 300):
 
 def test_throughput_measures_stock_acme_and_acme_launch(tmp_path):
   _bench('throughput.py', '--seconds=5', '--warmup=0', '--steps=6000',
-         '--ceiling_seconds=1', '--actors=1', '--envs=2', f'--out={tmp_path}')
+         '--ceiling_seconds=1', '--cells=1x2', '--backends=envpool',
+         f'--out={tmp_path}')
   results = read_json(os.path.join(tmp_path, 'throughput.json'))
-  assert results['ceiling'] > 0
+  assert results['ceilings']['gym'] > 0 and results['ceilings']['envpool'] > 0
+  assert [(r['backend'], r['actors'], r['envs_per_actor'])
+          for r in results['acme_launch']] == [('envpool', 1, 2)]
   rates = ([r['env_steps_per_second'] for r in results['stock_acme']] +
            [r['env_steps_per_second'] for r in results['acme_launch']])
   assert len(rates) == 2 and all(r and r > 0 for r in rates), results
