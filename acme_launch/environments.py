@@ -35,6 +35,7 @@ import numpy as np
 from acme_launch import errors
 
 FAMILIES = ('gym', 'gymnasium', 'dmc')
+_STEP_TYPES = tuple(dm_env.StepType)  # By value: FIRST, MID, LAST.
 BACKENDS = ('gym', 'envpool')
 # The Python package each backend needs beyond the gym family's own.
 _BACKEND_PACKAGES = {'envpool': 'envpool'}
@@ -328,7 +329,7 @@ class EnvPoolEnvironments:
               (self._elapsed >= self._limit)] = 1.0
     observations = np.asarray(batch.observation.obs, np.float32)
     rewards = np.asarray(batch.reward, np.float32)
-    return [dm_env.TimeStep(dm_env.StepType(step_types[i]),
+    return [dm_env.TimeStep(_STEP_TYPES[step_types[i]],
                             None if first[i] else rewards[i],
                             None if first[i] else discounts[i],
                             observations[i])

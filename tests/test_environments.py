@@ -190,10 +190,57 @@ def test_envpool_with_an_off_policy_agent_reaches_the_budget(workdir):
        '--config.log_every_seconds=1', budget=1200)
 
 
+@pytest.fixture(scope='module')
+def cli_module():
+  # As launch.py does: the launcher's own JAX stays on the CPU.
+  saved = os.environ.get('JAX_PLATFORMS')
+  os.environ['JAX_PLATFORMS'] = 'cpu'
+  from acme_launch import cli  # pylint: disable=g-import-not-at-top
+  yield cli
+  if saved is None:
+    os.environ.pop('JAX_PLATFORMS', None)
+  else:
+    os.environ['JAX_PLATFORMS'] = saved
+
+
+@pytest.mark.parametrize('config, env_name, backend', [
+    (config, env_name, backend)
+    for config in ('ppo_mujoco', 'sac_mujoco', 'td3_mujoco', 'd4pg_mujoco')
+    for env_name, backend in (('Walker2d-v4', 'envpool'),
+                              ('gymnasium:Walker2d-v5', 'gym'),
+                              ('dmc:walker-walk', 'gym'))] + [
+    ('dqn_cartpole', 'CartPole-v1', 'envpool')])
+def test_every_agent_plans_every_family_and_backend(cli_module, config,
+                                                    env_name, backend):
+  """What --dry_run decides, in process: the program builds, with the spec
+  of the task (gym and Gymnasium Walker: 17 observations; 6 actions)."""
+  launch = cli_module.check_arguments(
+      ['launch.py', f'--config={config}', f'--config.env_name={env_name}',
+       f'--config.env_backend={backend}'])
+  identity = launch.built.identity
+  assert identity['env_name'] == env_name
+  if config != 'dqn_cartpole':
+    mujoco = env_name.startswith(('Walker2d', 'gymnasium:'))
+    # dm_control's walker: orientations 14 + height 1 + velocity 9.
+    assert identity['observation_shapes'] == ([[17]] if mujoco else [[24]])
+    assert identity['action_shapes'] == [[6]]
+  assert any(node.startswith('evaluator') for nodes in
+             launch.built.nodes_by_label.values() for node in nodes)
+
+
 @pytest.mark.parametrize('args, expected', [
-    (['--config.env_backend=gpu'], 'choose one of: gym, envpool'),
     (['--config.env_name=atari:Pong'], 'gymnasium:TASK or dmc:DOMAIN-TASK'),
     (['--config.env_name=dmc:walker-fly'], 'known: acrobot-swingup'),
+    (['--config.env_name=gymnasium:NoSuchTask-v5'], 'unknown gymnasium task'),
+])
+def test_bad_env_names_are_refused_before_launch(cli_module, args, expected):
+  from acme_launch import errors  # pylint: disable=g-import-not-at-top
+  with pytest.raises(errors.LaunchError, match=expected):
+    cli_module.check_arguments(['launch.py', '--config=smoke', *args])
+
+
+@pytest.mark.parametrize('args, expected', [
+    (['--config.env_backend=gpu'], 'choose one of: gym, envpool'),
     (['--config.env_name=gymnasium:Hopper-v5', '--config.env_backend=envpool'],
      'envpool does not run'),
 ])
