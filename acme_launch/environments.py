@@ -3,7 +3,8 @@
 A task is named `FAMILY:NAME`, the family prefix optional for gym:
 
   family      example                   library
-  gym         HalfCheetah-v4            gym 0.25 (v4 tasks, as published results)
+  gym         HalfCheetah-v4            gym 0.25 (v4 tasks, as published results;
+                                        gym's MODULE:ID form too)
   gymnasium   gymnasium:HalfCheetah-v5  Gymnasium 1.x (v5 tasks), our adapter
   dmc         dmc:walker-walk           dm_control suite, Acme's wrappers
 
@@ -23,6 +24,7 @@ discount 1).
 
 import dataclasses
 import importlib
+import importlib.util
 import os
 from typing import List, Optional, Sequence
 
@@ -54,11 +56,20 @@ def parse_task(env_name: str) -> Task:
   family, sep, name = env_name.partition(':')
   if not sep:
     return Task('gym', env_name)
+  if family not in FAMILIES and _is_module(family):
+    return Task('gym', env_name)  # gym's own MODULE:ID form.
   if family not in FAMILIES or not name:
     raise errors.LaunchError(
         f'config.env_name {env_name!r}: unknown task family {family!r}; '
         f'name a task as TASK (gym), gymnasium:TASK or dmc:DOMAIN-TASK')
   return Task(family, name)
+
+
+def _is_module(name: str) -> bool:
+  try:
+    return importlib.util.find_spec(name) is not None
+  except (ImportError, ValueError):
+    return False
 
 
 def _dmc_domain_task(name: str):
@@ -101,8 +112,18 @@ def check_task(env_name: str, backend: str) -> Task:
           f'it runs {env_name!r} on the {backend} backend: run '
           'scripts/setup.sh, which installs the lock, or choose '
           f'config.env_backend from: {", ".join(BACKENDS)}') from None
+  name = task.name
+  if task.family == 'gym' and ':' in name:
+    # gym's MODULE:ID: importing the module registers ID, as gym.make does.
+    module, _, name = name.partition(':')
+    try:
+      importlib.import_module(module)
+    except Exception as e:  # pylint: disable=broad-except
+      raise errors.LaunchError(
+          f'config.env_name {env_name!r}: importing {module} failed: '
+          f'{type(e).__name__}: {" ".join(str(e).split())[:200]}') from None
   known = _family_tasks(task.family)
-  if task.name not in known:
+  if name not in known:
     raise errors.LaunchError(
         f'config.env_name {env_name!r}: unknown {task.family} task; known: '
         f'{", ".join(known)}')
