@@ -37,8 +37,8 @@ import numpy as np
 from acme_launch import errors
 
 FAMILIES = ('gym', 'gymnasium', 'dmc')
-_STEP_TYPES = tuple(dm_env.StepType)  # By value: FIRST, MID, LAST.
 BACKENDS = ('gym', 'envpool')
+_STEP_TYPES = tuple(dm_env.StepType)  # By value: FIRST, MID, LAST.
 # The Python package each backend needs beyond the gym family's own.
 _BACKEND_PACKAGES = {'envpool': 'envpool'}
 _FAMILY_PACKAGES = {'gym': 'gym', 'gymnasium': 'gymnasium',
