@@ -13,7 +13,7 @@ second and at every episode end.
 """
 
 import time
-from typing import Callable, List, Sequence, Union
+from typing import Callable, List, Union
 
 from acme import core
 from acme.jax import variable_utils
@@ -51,15 +51,20 @@ def actions_and_extras(policy_output):
 
 
 class BatchedEnvironmentLoop(core.Worker):
-  """Runs N environments in lockstep against one batched policy."""
+  """Runs N environments in lockstep against one batched policy.
 
-  def __init__(self, environments: Sequence[dm_env.Environment],
-               policy: BatchedPolicy,
+  `environments` is environments.PythonEnvironments (N dm_env objects) or
+  environments.EnvPoolEnvironments (one EnvPool stepping all N). An ended
+  environment restarts either at once (`reset_one`) or, with EnvPool, on
+  the next step, which then returns its first timestep and is not counted.
+  """
+
+  def __init__(self, environments, policy: BatchedPolicy,
                variable_client: variable_utils.VariableClient,
                adder: BatchedAdder, random_key,
                counter: counting.Counter, logger: loggers.Logger,
                max_actor_steps: int = 0):
-    self._environments = list(environments)
+    self._environments = environments
     def policy_step(params, key, observations):
       key, policy_key = jax.random.split(key)
       return key, policy(params, policy_key, observations)
@@ -90,11 +95,11 @@ class BatchedEnvironmentLoop(core.Worker):
 
   def _run(self) -> None:
     self._variable_client.update_and_wait()
-    timesteps: List[dm_env.TimeStep] = []
     budget_reached = False
-    for i, environment in enumerate(self._environments):
-      timesteps.append(environment.reset())
-      self._adder.add_first(i, timesteps[-1])
+    environments = self._environments
+    timesteps: List[dm_env.TimeStep] = environments.reset()
+    for i, timestep in enumerate(timesteps):
+      self._adder.add_first(i, timestep)
     num_envs = len(timesteps)
     returns = np.zeros(num_envs)
     lengths = np.zeros(num_envs, np.int64)
@@ -105,12 +110,22 @@ class BatchedEnvironmentLoop(core.Worker):
       observations = tree.map_structure(
           lambda *xs: np.stack(xs), *[t.observation for t in timesteps])
       actions, extras = self._select_actions(observations)
-      timesteps = [environment.step(action) for environment, action
-                   in zip(self._environments, actions)]
-      self._adder.add(actions, timesteps, extras)
-      returns += [t.reward for t in timesteps]
-      lengths += 1
-      unreported_steps += num_envs
+      timesteps = environments.step(actions)
+      restarted = np.array([t.first() for t in timesteps])
+      if restarted.any():  # EnvPool: these reset instead of stepping.
+        stepped = ~restarted
+        self._adder.add(actions, timesteps, extras, active=stepped)
+        for i in np.flatnonzero(restarted):
+          self._adder.add_first(i, timesteps[i])
+          returns[i], lengths[i], starts[i] = 0.0, 0, time.time()
+      else:
+        stepped = None
+        self._adder.add(actions, timesteps, extras)
+      for i, timestep in enumerate(timesteps):
+        if stepped is None or stepped[i]:
+          returns[i] += timestep.reward
+          lengths[i] += 1
+          unreported_steps += 1
       for i, timestep in enumerate(timesteps):
         if not timestep.last():
           continue
@@ -124,9 +139,10 @@ class BatchedEnvironmentLoop(core.Worker):
             'steps_per_second': float(lengths[i]) / elapsed if elapsed else 0.0,
             **counts,
         })
-        timesteps[i] = self._environments[i].reset()
-        self._adder.add_first(i, timesteps[i])
-        returns[i], lengths[i], starts[i] = 0.0, 0, time.time()
+        if not environments.auto_reset:
+          timesteps[i] = environments.reset_one(i)
+          self._adder.add_first(i, timesteps[i])
+          returns[i], lengths[i], starts[i] = 0.0, 0, time.time()
       if time.time() - last_report >= _REPORT_EVERY_SECONDS:
         budget_reached = self._budget_reached(
             self._counter.increment(steps=unreported_steps))

@@ -36,8 +36,12 @@ class PerEnvAdders:
     self._adders[index].add_first(timestep)
 
   def add(self, actions: np.ndarray, timesteps: Sequence[dm_env.TimeStep],
-          extras: Optional[types.NestedArray] = None) -> None:
+          extras: Optional[types.NestedArray] = None,
+          active: Optional[np.ndarray] = None) -> None:
+    """`active[i]` False: environment i did not step (EnvPool reset it)."""
     for i, (adder, timestep) in enumerate(zip(self._adders, timesteps)):
+      if active is not None and not active[i]:
+        continue
       if extras is None:
         adder.add(actions[i], timestep)
       else:
@@ -90,29 +94,45 @@ class BatchedSequenceAdder:
     self._opened[index] = True
 
   def add(self, actions: np.ndarray, timesteps: Sequence[dm_env.TimeStep],
-          extras: Optional[types.NestedArray] = None) -> None:
-    """One step of every environment: `timesteps[i]` followed `actions[i]`."""
-    if not self._opened.all():
+          extras: Optional[types.NestedArray] = None,
+          active: Optional[np.ndarray] = None) -> None:
+    """One step of every environment: `timesteps[i]` followed `actions[i]`.
+
+    With `active`, only environments i with `active[i]` stepped (EnvPool
+    resets an ended environment on the next step instead of stepping it).
+    """
+    if active is None:
+      index = self._env_index
+      pick = lambda x: x
+    else:
+      index = np.flatnonzero(active)
+      pick = lambda x: np.asarray(x)[index]
+      timesteps = [timesteps[i] for i in index]
+      if not index.size:
+        return
+    if not self._opened[index].all():
       raise ValueError('add_first must be called for every environment first.')
-    rows = self._env_index, self._fill
+    rows = index, self._fill[index]
     buffers = self._buffers
-    tree.map_structure(lambda buf, x: buf.__setitem__(rows, x),
+    tree.map_structure(lambda buf, x: buf.__setitem__(rows, pick(x)),
                        buffers.observation, self._open_observation)
-    buffers.start_of_episode[rows] = self._open_start
-    tree.map_structure(lambda buf, x: buf.__setitem__(rows, x),
+    buffers.start_of_episode[rows] = self._open_start[index]
+    tree.map_structure(lambda buf, x: buf.__setitem__(rows, pick(x)),
                        buffers.action, actions)
     buffers.reward[rows] = [t.reward for t in timesteps]
     buffers.discount[rows] = [t.discount for t in timesteps]
     if self._has_extras:
-      tree.map_structure(lambda buf, x: buf.__setitem__(rows, x),
+      tree.map_structure(lambda buf, x: buf.__setitem__(rows, pick(x)),
                          buffers.extras, extras)
-    self._fill += 1
-    self._open_observation = tree.map_structure(
+    self._fill[index] += 1
+    observations = tree.map_structure(
         lambda *xs: np.stack(xs), *[t.observation for t in timesteps])
-    self._open_start[:] = False
+    tree.map_structure(lambda buf, x: buf.__setitem__(index, x),
+                       self._open_observation, observations)
+    self._open_start[index] = False
     self._write_full()
 
-    for i, timestep in enumerate(timesteps):
+    for i, timestep in zip(index, timesteps):
       if timestep.last():
         self._add_final_row(i)
         self._opened[i] = False

@@ -9,7 +9,10 @@ Every process must import it before acme: the launcher does so in
 `acme_launch.node_entry`, which imports it before unpickling the program.
 """
 
+import contextlib
+import io
 import os
+import warnings
 
 # The launcher itself never needs an accelerator; child processes get their
 # own JAX_PLATFORMS from the resource plan before this module runs.
@@ -44,3 +47,18 @@ def apply() -> None:
 
 
 apply()
+
+
+def import_gym_quietly() -> None:
+  """`import gym` without the banner gym-notices prints to stderr.
+
+  gym 0.25 prints it at import; acme's wrappers and envpool import gym, so
+  every process imports it here first (acme_launch/__init__.py).
+  """
+  # gym also installs a 'once' filter for every DeprecationWarning at import:
+  # catch_warnings puts the process's filters back afterwards.
+  try:
+    with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+      import gym  # pylint: disable=g-import-not-at-top,unused-import
+  except ImportError:
+    pass

@@ -24,7 +24,10 @@ def base_config(*, agent: str, env_name: str, max_actor_steps: int,
   """Returns the shared fields with an agent's defaults filled in."""
   config = ml_collections.ConfigDict()
   config.agent = agent                      # Adapter in acme_launch/agents/.
-  config.env_name = env_name                # Any gym MuJoCo v4 task, say.
+  config.env_name = env_name                # TASK (gym), gymnasium:TASK or
+                                            # dmc:DOMAIN-TASK (environments.py).
+  config.env_backend = 'gym'                # gym: a Python env object per
+                                            # env; envpool: one EnvPool per actor.
   config.env_max_episode_steps = 0          # 0 keeps the task's own limit.
   config.seed = 0                           # Per-node seeds derive from it.
   config.max_actor_steps = max_actor_steps  # Step budget (actor env steps).
@@ -82,6 +85,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
     if config[name] > most:
       raise errors.LaunchError(
           f'config.{name} must be at most {most}, got {config[name]}')
+  # Task family, backend and their packages; imported here, not at CLI start.
+  from acme_launch import environments  # pylint: disable=g-import-not-at-top
+  environments.check_task(config.env_name, config.get('env_backend', 'gym'))
   if config.seed < 0:
     raise errors.LaunchError(f'config.seed must be >= 0, got {config.seed}')
   if config.env_max_episode_steps < 0:

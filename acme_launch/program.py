@@ -78,9 +78,10 @@ def make_program(config: ml_collections.ConfigDict,
                  plan: resources.ResourcePlan, run_dir: str) -> BuiltProgram:
   """Returns the program; nothing runs until it is launched."""
   adapter = agents.get_adapter(config.agent)
+  backend = config.get('env_backend', 'gym')  # Runs saved before it: gym.
   make_env = functools.partial(
       environments.make_environment, config.env_name,
-      max_episode_steps=config.env_max_episode_steps)
+      max_episode_steps=config.env_max_episode_steps, backend=backend)
   try:
     environment_spec = specs.make_environment_spec(make_env(seed=0))
   except Exception as e:  # pylint: disable=broad-except
@@ -137,6 +138,9 @@ def make_program(config: ml_collections.ConfigDict,
           max_actor_steps=config.max_actor_steps)
     env_seeds = [seed] + [environments.node_seed(seed, 'env', j)
                           for j in range(1, config.envs_per_actor)]
+    # EnvPool's worker threads: the actor's omp_threads (0, unset: 1).
+    num_threads = int(plan.placement(f'actor/{index}').env.get(
+        'OMP_NUM_THREADS', 1))
     if hasattr(builder, 'make_batched_adder'):  # PPO: bulk sequence writes.
       adder = builder.make_batched_adder(replay, environment_spec,
                                          len(env_seeds))
@@ -144,7 +148,9 @@ def make_program(config: ml_collections.ConfigDict,
       adder = batched_adders.PerEnvAdders(
           [builder.make_adder(replay) for _ in env_seeds])
     return batched_actor.BatchedEnvironmentLoop(
-        [make_env(seed=s) for s in env_seeds], policy,
+        environments.make_environments(
+            config.env_name, env_seeds, config.env_max_episode_steps,
+            backend, num_threads), policy,
         # The builder's own variable client: the agent's parameter names and
         # fetch period, whatever the agent (GenericActor keeps it private).
         actor._variable_client,  # pylint: disable=protected-access

@@ -8,11 +8,13 @@ seconds from launch to the first actor step and the first learner step (from
 the counter totals in metrics/progress.csv; with envs_per_actor=1 Acme counts
 actor steps at the end of each episode, so "first actor step" is the end of
 the first episode) and each node process's resident
-memory (psutil, sampled once every node is stepping).
+memory (psutil, sampled once every node is stepping); also written to
+OUT/startup.json.
 """
 
 import argparse
 import csv
+import json
 import os
 import shutil
 import signal
@@ -82,6 +84,14 @@ def main(argv: List[str]) -> int:
     print(f'  {node:<14} {mib:8.0f}')
   if memory:
     print(f'  {"total":<14} {sum(memory.values()):8.0f}')
+  os.makedirs(args.out, exist_ok=True)
+  with open(os.path.join(args.out, 'startup.json'), 'w') as f:
+    json.dump({'config': args.config, 'cores': os.cpu_count(),
+               'first_actor_step_seconds':
+                   first_actor - started if first_actor else None,
+               'first_learner_step_seconds':
+                   first_learner - started if first_learner else None,
+               'resident_mib': memory}, f, indent=1)
   return 0
 
 

@@ -1,19 +1,25 @@
 """Actor throughput: stock Acme DistributedPPO against acme-launch, side by side.
 
-    .venv/bin/python bench/throughput.py [--seconds=40] [--actors=1,2,4]
-        [--envs=1,8,32] [--out=bench/out]
+    .venv/bin/python bench/throughput.py [--seconds=40]
+        [--cells=1x1,1x16,1x64,2x16] [--backends=gym,envpool] [--out=bench/out]
+
+(tests/test_bench.py runs it tiny: --seconds=5 --steps=6000 --warmup=0 ...)
 
 Everything runs in this one invocation on this machine:
-  1. the ceiling: raw HalfCheetah-v4 env.step()/s on one core (random actions);
+  1. the ceilings, env steps/s on one core with random actions: gym's
+     HalfCheetah-v4 env.step() through our wrappers, and one EnvPool of 16
+     HalfCheetah-v4 environments on one thread;
   2. stock Acme: `acme.agents.jax.ppo.DistributedPPO(...).build()`, its own
-     program and actors, for each actor count (no evaluator);
+     program and actors (gym environments), for each actor count (no
+     evaluator);
   3. acme-launch: `launch.py --config=ppo_mujoco` with the same PPO settings
-     and process count (no evaluator), for each actor count and
-     envs_per_actor.
-Each program runs for --seconds plus a start-up allowance; env steps/s is
-measured from the counter's totals (progress.csv) from the first actor steps
-plus a warm-up to the end, so process start-up and JIT compilation are left
-out. Run it on an otherwise idle machine.
+     and process count (no evaluator), for each cell (ACTORSxENVS_PER_ACTOR)
+     and env backend (config.env_backend).
+Each program runs for --seconds plus a start-up allowance (or until --steps
+actor steps); env steps/s is measured from the counter's totals
+(progress.csv) from the first actor steps plus a warm-up to the end, so
+process start-up and JIT compilation are left out. The figures are also
+written to OUT/throughput.json. Run it on an otherwise idle machine.
 
 Both sides use the same light PPO settings (1 epoch, 4 minibatches, a replay
 queue of batch + 1000 sequences, as Acme sizes it) so the learner keeps up:
@@ -26,12 +32,13 @@ the stock program (plus one node that reads its counter).
 import argparse
 import csv
 import functools
+import json
 import os
 import shutil
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
@@ -40,16 +47,27 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import acme_launch  # pylint: disable=g-import-not-at-top,unused-import
 
-WARMUP_SECONDS = 5.0
-# Start-up (imports, first episode, JIT) is not measured but must fit in the
-# wall time: each program runs STARTUP_ALLOWANCE + --seconds at most.
-STARTUP_ALLOWANCE_SECONDS = 60.0
 # Light learner so actors are what is measured; same for both sides.
 PPO_OVERRIDES = {'num_epochs': 1, 'num_minibatches': 4}
 STOCK_QUEUE_EXTRA = 1000  # Acme's PPOBuilder: queue of batch_size + 1000.
 
 
-def raw_env_steps_per_second(seconds: float = 5.0) -> float:
+def raw_envpool_steps_per_second(seconds: float, num_envs: int = 16) -> float:
+  """EnvPool's ceiling: one instance, one thread, random actions."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from acme_launch import environments  # pylint: disable=g-import-not-at-top
+  envs = environments.EnvPoolEnvironments('HalfCheetah-v4', num_envs, seed=0)
+  shape = (num_envs,) + envs.action_spec().shape
+  rng = np.random.default_rng(0)
+  envs.reset()
+  steps, start = 0, time.time()
+  while time.time() - start < seconds:
+    envs.step(rng.uniform(-1, 1, shape).astype(np.float32))
+    steps += num_envs
+  return steps / (time.time() - start)
+
+
+def raw_env_steps_per_second(seconds: float) -> float:
   """One core's ceiling: env.step() with random actions, nothing else."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   from acme_launch import environments  # pylint: disable=g-import-not-at-top
@@ -66,7 +84,7 @@ def raw_env_steps_per_second(seconds: float = 5.0) -> float:
   return steps / (time.time() - start)
 
 
-def steady_rate(progress_csv: str) -> Optional[float]:
+def steady_rate(progress_csv: str, warmup: float) -> Optional[float]:
   """Actor env steps/s from the counter's totals, after start-up."""
   if not os.path.isfile(progress_csv):
     return None
@@ -75,41 +93,50 @@ def steady_rate(progress_csv: str) -> Optional[float]:
   moving = [i for i, (_, steps) in enumerate(rows) if steps > 0]
   if not moving:
     return None
-  start_time = rows[moving[0]][0] + WARMUP_SECONDS
+  start_time = rows[moving[0]][0] + warmup
   window = [r for r in rows if r[0] >= start_time]
   if len(window) < 2 or window[-1][0] <= window[0][0]:
     return None
   return (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
 
 
-def run_acme_launch(workdir: str, actors: int, envs: int, seconds: float) -> Optional[float]:
+def run_acme_launch(workdir: str, actors: int, envs: int, backend: str,
+                    args: argparse.Namespace) -> Optional[float]:
   from configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
   batch_size = ppo_mujoco.get_config().ppo.batch_size
   queue_batches = -(-(batch_size + STOCK_QUEUE_EXTRA) // batch_size)
-  run_name = f'acme_launch_a{actors}_e{envs}'
-  args = [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
-          '--config=ppo_mujoco', f'--workdir={workdir}', f'--run_name={run_name}',
-          f'--config.num_actors={actors}', f'--config.envs_per_actor={envs}',
-          '--config.num_evaluators=0',
-          f'--max_wall_time={seconds + STARTUP_ALLOWANCE_SECONDS}',
-          f'--config.ppo.max_queue_batches={queue_batches}',
-          '--config.max_actor_steps=100000000', '--progress_every=1000']
-  args += [f'--config.ppo.{k}={v}' for k, v in PPO_OVERRIDES.items()]
-  subprocess.run(args, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
-  return steady_rate(os.path.join(workdir, run_name, 'metrics', 'progress.csv'))
+  run_name = f'acme_launch_{backend}_a{actors}_e{envs}'
+  command = [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
+             '--config=ppo_mujoco', f'--workdir={workdir}',
+             f'--run_name={run_name}', f'--config.num_actors={actors}',
+             f'--config.envs_per_actor={envs}', '--config.num_evaluators=0',
+             f'--config.env_backend={backend}',
+             f'--max_wall_time={args.seconds + args.startup_allowance}',
+             f'--config.ppo.max_queue_batches={queue_batches}',
+             f'--config.max_actor_steps={args.steps}', '--progress_every=1000']
+  command += [f'--config.ppo.{k}={v}' for k, v in PPO_OVERRIDES.items()]
+  subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+  return steady_rate(os.path.join(workdir, run_name, 'metrics', 'progress.csv'),
+                     args.warmup)
 
 
-def run_stock_acme(workdir: str, actors: int, seconds: float) -> Optional[float]:
+def run_stock_acme(workdir: str, actors: int,
+                   args: argparse.Namespace) -> Optional[float]:
   """Acme's own DistributedPPO program, plus a node that reads its counter."""
   from acme.agents.jax import ppo  # pylint: disable=g-import-not-at-top
   import launchpad as lp  # pylint: disable=g-import-not-at-top
   from configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
   from acme_launch import environments, nodes, program as program_lib  # pylint: disable=g-import-not-at-top,multiple-imports
   from acme_launch import resources, rundir, supervisor  # pylint: disable=g-import-not-at-top,multiple-imports
+  from acme_launch.agents import ppo as ppo_adapter  # pylint: disable=g-import-not-at-top
 
   config = ppo_mujoco.get_config()
+  config.max_actor_steps = args.steps
   fields = config.ppo.to_dict()
   fields.pop('max_queue_batches')
+  # Ours, not PPOConfig's: the same schedule acme-launch's PPO adapter uses.
+  if fields.pop('anneal_learning_rate', False):
+    fields['learning_rate'] = ppo_adapter.annealed_learning_rate(config)
   fields.update(PPO_OVERRIDES)
   run_dir = os.path.join(workdir, f'stock_acme_a{actors}')
   rundir.create(run_dir)
@@ -125,7 +152,8 @@ def run_stock_acme(workdir: str, actors: int, seconds: float) -> Optional[float]
   program = agent.build()
   counter = program.groups['counter'][0].create_handle()
   with program.group('monitor'):
-    program.add_node(lp.CourierNode(nodes.StepsLimiter, counter, 10**9, run_dir))
+    program.add_node(lp.CourierNode(nodes.StepsLimiter, counter, args.steps,
+                                    run_dir))
 
   names = {'replay': ['replay/0'], 'counter': ['counter/0'],
            'learner': ['learner/0'], 'actor': [f'actor/{i}' for i in range(actors)],
@@ -138,76 +166,98 @@ def run_stock_acme(workdir: str, actors: int, seconds: float) -> Optional[float]
                               plan.placement('counter/0').env),))
   built = program_lib.BuiltProgram(program, names)
   supervisor.Supervisor(
-      run_dir, max_wall_time=seconds + STARTUP_ALLOWANCE_SECONDS,
+      run_dir, max_wall_time=args.seconds + args.startup_allowance,
   ).run_multiprocess(built, plan)
-  return steady_rate(os.path.join(run_dir, 'metrics', 'progress.csv'))
+  return steady_rate(os.path.join(run_dir, 'metrics', 'progress.csv'),
+                     args.warmup)
 
 
 def _fmt(rate: Optional[float]) -> str:
   return 'failed' if rate is None else f'{rate:,.0f}'
 
 
-def print_tables(stock: Dict[int, Optional[float]],
-                 ours: Dict[tuple, Optional[float]], ceiling: float,
-                 actor_counts: List[int], env_counts: List[int],
-                 cores: int) -> None:
-  """env steps/s with ratios to stock Acme, then % of the one-core ceiling."""
-  print('\nenv steps/s (actor experience produced, learner running); '
-        'ratio = acme-launch / stock Acme at the same actor count')
-  header = f'{"actors":>6} {"stock Acme":>11}' + ''.join(
-      f' {f"envs={e}":>10} {"ratio":>6}' for e in env_counts)
+def print_table(stock: Dict[int, Optional[float]],
+                ours: Dict[Tuple[str, int, int], Optional[float]],
+                ceilings: Dict[str, float], cells: List[Tuple[int, int]],
+                backends: List[str], cores: int) -> None:
+  """env steps/s per cell and backend, ratios to stock Acme and to gym."""
+  print('\nenv steps/s (actor experience produced, learner running); x = '
+        'ratio to stock Acme at the same actor count; % = of the backend\'s '
+        f'one-core ceiling per actor core (min(actors, {cores}) cores; the '
+        f'learner, replay and counter share the same {cores} cores)')
+  header = f'{"actors x envs":>13} {"stock Acme":>11}'
+  for backend in backends:
+    header += f' {backend:>9} {"x":>5} {"%":>4}'
+  if {'gym', 'envpool'} <= set(backends):
+    header += f' {"envpool/gym":>11}'
   print(header)
-  for actors in actor_counts:
-    line = f'{actors:>6} {_fmt(stock[actors]):>11}'
-    for envs in env_counts:
-      rate = ours[actors, envs]
-      ratio = (f'{rate / stock[actors]:.1f}x'
-               if rate and stock[actors] else '-')
-      line += f' {_fmt(rate):>10} {ratio:>6}'
+  for actors, envs in cells:
+    line = f'{f"{actors} x {envs}":>13} {_fmt(stock[actors]):>11}'
+    for backend in backends:
+      rate = ours[backend, actors, envs]
+      ratio = f'{rate / stock[actors]:.1f}x' if rate and stock[actors] else '-'
+      percent = (f'{100 * rate / min(actors, cores) / ceilings[backend]:.0f}%'
+                 if rate else '-')
+      line += f' {_fmt(rate):>9} {ratio:>5} {percent:>4}'
+    if {'gym', 'envpool'} <= set(backends):
+      gym, pool = ours['gym', actors, envs], ours['envpool', actors, envs]
+      line += f' {f"{pool / gym:.1f}x" if gym and pool else "-":>11}'
     print(line)
-  print(f'\n% of the one-core ceiling ({ceiling:,.0f} steps/s) per actor core '
-        f'(min(actors, {cores}) cores counted; the learner, replay and counter '
-        f'share the same {cores} cores)')
-  print(f'{"actors":>6} {"stock Acme":>11}' + ''.join(
-      f' {f"envs={e}":>10}' for e in env_counts))
-  for actors in actor_counts:
-    actor_cores = min(actors, cores)
-    percent = lambda rate, n=actor_cores: (
-        '-' if not rate else f'{100 * rate / n / ceiling:.0f}%')
-    print(f'{actors:>6} {percent(stock[actors]):>11}' + ''.join(
-        f' {percent(ours[actors, e]):>10}' for e in env_counts))
 
 
 def main(argv: List[str]) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('--seconds', type=float, default=40.0)
-  parser.add_argument('--actors', default='1,2,4')
-  parser.add_argument('--envs', default='1,8,32')
+  parser.add_argument('--seconds', type=float, default=40.0,
+                      help='measured seconds per program')
+  parser.add_argument('--warmup', type=float, default=5.0,
+                      help='seconds after the first actor steps left out')
+  parser.add_argument('--startup_allowance', type=float, default=60.0,
+                      help='seconds allowed for start-up, not measured')
+  parser.add_argument('--steps', type=int, default=100_000_000,
+                      help='actor step budget: a program also stops there')
+  parser.add_argument('--ceiling_seconds', type=float, default=5.0)
+  parser.add_argument('--cells', default='1x1,1x16,1x64,2x16',
+                      help='ACTORSxENVS_PER_ACTOR, comma-separated')
+  parser.add_argument('--backends', default='gym,envpool',
+                      help='config.env_backend values to measure')
   parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
   args = parser.parse_args(argv)
-  actor_counts = [int(x) for x in args.actors.split(',')]
-  env_counts = [int(x) for x in args.envs.split(',')]
+  cells = [tuple(int(x) for x in cell.split('x'))
+           for cell in args.cells.split(',')]
+  backends = args.backends.split(',')
   workdir = os.path.join(args.out, 'throughput')
   shutil.rmtree(workdir, ignore_errors=True)
   os.makedirs(workdir)
 
-  ceiling = raw_env_steps_per_second()
+  ceilings = {'gym': raw_env_steps_per_second(args.ceiling_seconds),
+              'envpool': raw_envpool_steps_per_second(args.ceiling_seconds)}
   print(f'machine: {os.cpu_count()} cores; {args.seconds:.0f} s per program')
-  print(f'ceiling: raw HalfCheetah-v4 env.step() on one core: {ceiling:,.0f} steps/s\n')
+  print('ceilings, HalfCheetah-v4 on one core with random actions: gym '
+        f'env.step() {ceilings["gym"]:,.0f} steps/s; EnvPool (16 envs, one '
+        f'thread) {ceilings["envpool"]:,.0f} steps/s\n')
 
   stock: Dict[int, Optional[float]] = {}
-  ours: Dict[tuple, Optional[float]] = {}
-  for actors in actor_counts:
-    stock[actors] = run_stock_acme(workdir, actors, args.seconds)
-    print(f'stock Acme DistributedPPO, {actors} actor(s): {_fmt(stock[actors])} env steps/s',
-          flush=True)
-    for envs in env_counts:
-      ours[actors, envs] = run_acme_launch(workdir, actors, envs, args.seconds)
-      print(f'acme-launch, {actors} actor(s) x {envs} env(s): '
-            f'{_fmt(ours[actors, envs])} env steps/s', flush=True)
+  ours: Dict[Tuple[str, int, int], Optional[float]] = {}
+  for actors, envs in cells:
+    if actors not in stock:
+      stock[actors] = run_stock_acme(workdir, actors, args)
+      print(f'stock Acme DistributedPPO, {actors} actor(s): '
+            f'{_fmt(stock[actors])} env steps/s', flush=True)
+    for backend in backends:
+      ours[backend, actors, envs] = run_acme_launch(workdir, actors, envs,
+                                                    backend, args)
+      print(f'acme-launch {backend}, {actors} actor(s) x {envs} env(s): '
+            f'{_fmt(ours[backend, actors, envs])} env steps/s', flush=True)
 
-  print_tables(stock, ours, ceiling, actor_counts, env_counts,
-               os.cpu_count() or 1)
+  print_table(stock, ours, ceilings, cells, backends, os.cpu_count() or 1)
+  with open(os.path.join(args.out, 'throughput.json'), 'w') as f:
+    json.dump({'cores': os.cpu_count(), 'seconds': args.seconds,
+               'ceilings': ceilings,
+               'stock_acme': [{'actors': a, 'env_steps_per_second': r}
+                              for a, r in stock.items()],
+               'acme_launch': [{'backend': b, 'actors': a, 'envs_per_actor': e,
+                                'env_steps_per_second': r}
+                               for (b, a, e), r in ours.items()]}, f, indent=1)
   return 0
 
 
