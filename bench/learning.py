@@ -1,88 +1,227 @@
-"""Learning benchmark: PPO on HalfCheetah-v4 for 1M env steps.
+"""Learning results matrix: configs x tasks x seeds, to their step budgets.
 
-    .venv/bin/python bench/learning.py [--steps=1000000] [--seeds=0,1,2]
-        [--config=ppo_mujoco] [--out=bench/out]
-        [-- extra launch.py flags, e.g. --config.num_actors=2]
+    .venv/bin/python bench/learning.py [--configs=ppo_mujoco] \
+        [--envs=HalfCheetah-v4,Hopper-v4] [--seeds=0,1,2] [--steps=1000000] \
+        [--out=bench/out] [--name=learning] [-- extra launch.py flags]
 
-Runs `launch.py --config=ppo_mujoco` to the step budget once per seed, each
-in its own run directory, then prints each run's final evaluation return
-(the last evaluation, every 50k actor steps), wall time and env steps/s, and
-the mean over seeds, and writes each learning curve (evaluation return
-against actor steps) as PNG with acme_launch.plot; the table is also
-written to OUT/learning.json. Reference point: a well-known
-single-file PPO reaches about 1,440 at 1M steps in about 25 minutes on CPU.
+Each cell (config, task) runs `launch.py` once per seed, one after the other,
+each in its own run directory under OUT/NAME/CONFIG/TASK/seedN, then
+prints one table: the final evaluation (the evaluator's episodes at the
+budget, with the final parameters) as mean +- std over seeds, wall time and
+env steps/s per seed; and writes OUT/NAME.json and one PNG per task,
+OUT/NAME_TASK.png (each config's mean evaluation return over seeds
+against actor steps, min-max over seeds shaded). A run that already reached
+its budget is not run again, so an interrupted matrix resumes cell by cell;
+compare variants (extra launch flags) under different `--name`s.
+`--steps` defaults to each config's own budget; `--envs` to its own task.
+An unknown config or task in the lists is one line and exit 2, before
+anything runs.
 """
 
 import argparse
 import json
 import os
-import shutil
+import statistics
 import subprocess
 import sys
-from typing import List
+from typing import Dict, List, Optional
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+
+EXIT_BAD_INPUT = 2
 
 
-def run_one(config: str, seed: int, steps: int, workdir: str, out: str,
-            launch_flags: List[str]) -> dict:
-  """One launch to the step budget; its summary, with the curve drawn."""
-  run_name = f'{config}_seed{seed}'
-  shutil.rmtree(os.path.join(workdir, run_name), ignore_errors=True)
-  command = [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
-             f'--config={config}', f'--config.max_actor_steps={steps}',
-             f'--config.seed={seed}', f'--workdir={workdir}',
-             f'--run_name={run_name}', '--progress_every=60', *launch_flags]
-  print('running:', ' '.join(command[1:]), flush=True)
-  result = subprocess.run(command, cwd=REPO_ROOT, check=False)
-  run_dir = os.path.join(workdir, run_name)
-  with open(os.path.join(run_dir, 'summary.json')) as f:
-    summary = json.load(f)
-  summary['returncode'] = result.returncode
-  plot_dir = os.path.join(out, run_name)
-  subprocess.run([sys.executable, '-m', 'acme_launch.plot', run_dir,
-                  '--out', plot_dir], cwd=REPO_ROOT, check=False)
-  summary['curve'] = os.path.join(plot_dir, 'eval_return.png')
-  return summary
+def _fail(message: str) -> None:
+  print(f'bench/learning.py: error: {message}', file=sys.stderr)
+  sys.exit(EXIT_BAD_INPUT)
+
+
+def _load_config(name: str):
+  """The registry config `name`, or a one-line exit 2."""
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  from acme_launch import registry  # pylint: disable=g-import-not-at-top
+  path = registry.resolve(name)
+  if path is None:
+    _fail(f'unknown config {name!r}; choose from: '
+          f'{", ".join(registry.available())}')
+  spec = importlib.util.spec_from_file_location(f'config_{name}', path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config()
+
+
+def _check_task(config, task: str) -> None:
+  from acme_launch import environments  # pylint: disable=g-import-not-at-top
+  from acme_launch import errors  # pylint: disable=g-import-not-at-top
+  try:
+    environments.check_task(task, config.get('env_backend', 'gym'))
+  except errors.LaunchError as e:
+    _fail(str(e))
+
+
+def _finished(run_dir: str, steps: int) -> Optional[dict]:
+  """The summary of a run that already reached `steps`, else None."""
+  try:
+    with open(os.path.join(run_dir, 'summary.json')) as f:
+      summary = json.load(f)
+  except (OSError, ValueError):
+    return None
+  if summary.get('exit_reason') == 'budget_reached' and (
+      summary.get('actor_steps', 0) >= steps):
+    return summary
+  return None
+
+
+def run_seed(config_name: str, task: str, seed: int, steps: int,
+             workdir: str, launch_flags: List[str]) -> dict:
+  """One launch to the budget (or its finished summary); summary + run_dir."""
+  run_dir = os.path.join(workdir, config_name, task.replace(':', '_'),
+                         f'seed{seed}')
+  summary = _finished(run_dir, steps)
+  if summary is None:
+    # A run cut short resumes from its checkpoints (same run directory).
+    command = [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
+               f'--config={config_name}', f'--config.env_name={task}',
+               f'--config.max_actor_steps={steps}', f'--config.seed={seed}',
+               f'--workdir={os.path.dirname(run_dir)}',
+               f'--run_name={os.path.basename(run_dir)}',
+               '--progress_every=60', *launch_flags]
+    print('running:', ' '.join(command[1:]), flush=True)
+    subprocess.run(command, cwd=REPO_ROOT, check=False)
+    summary = _finished(run_dir, steps) or {'exit_reason': 'did_not_finish'}
+  else:
+    print(f'finished before: {run_dir}', flush=True)
+  return {**summary, 'seed': seed, 'run_dir': run_dir}
+
+
+def _final_return(summary: dict) -> Optional[float]:
+  value = summary.get('final_eval_return_mean')
+  return summary.get('last_eval_return') if value is None else value
+
+
+def summarize_cell(config_name: str, task: str, steps: int,
+                   runs: List[dict]) -> Dict:
+  finals = [_final_return(r) for r in runs if _final_return(r) is not None]
+  finished = [r for r in runs if r['exit_reason'] == 'budget_reached']
+  mean = lambda xs: statistics.fmean(xs) if xs else None
+  return {
+      'config': config_name, 'env': task, 'steps': steps,
+      'seeds': [r['seed'] for r in runs],
+      'final_returns': finals,
+      'final_return_mean': mean(finals),
+      'final_return_std': statistics.pstdev(finals) if finals else None,
+      'wall_time_minutes': mean([r['wall_time_seconds'] / 60 for r in finished]),
+      'env_steps_per_second': mean([r['env_steps_per_second'] for r in finished]),
+      'runs': [{k: r.get(k) for k in ('seed', 'run_dir', 'exit_reason',
+                                      'actor_steps', 'wall_time_seconds',
+                                      'env_steps_per_second',
+                                      'final_eval_return_mean',
+                                      'final_eval_return_std',
+                                      'last_eval_return')} for r in runs],
+  }
+
+
+def plot_task(task: str, cells: List[Dict], path: str) -> None:
+  """Each config's mean evaluation curve over its seeds, min-max shaded."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from acme_launch import summary as summary_lib  # pylint: disable=g-import-not-at-top
+  figure, axes = plt.subplots(figsize=(7, 4))
+  for cell in cells:
+    curves = []
+    for run in cell['runs']:
+      rows = summary_lib.evaluation_rows(run['run_dir'])
+      if rows:
+        curves.append(([r['actor_steps'] for r in rows],
+                       [r['episode_return'] for r in rows]))
+    if not curves:
+      continue
+    # Seeds evaluate at slightly different steps: put them on one grid.
+    grid = np.linspace(0, max(max(s) for s, _ in curves), 50)
+    values = np.array([np.interp(grid, s, r) for s, r in curves])
+    axes.plot(grid, values.mean(axis=0),
+              label=f'{cell["config"]} ({len(curves)} seeds)')
+    axes.fill_between(grid, values.min(axis=0), values.max(axis=0), alpha=0.2)
+  axes.set_xlabel('actor steps')
+  axes.set_ylabel('evaluation return')
+  axes.set_title(task)
+  axes.grid(alpha=0.3)
+  axes.legend()
+  figure.tight_layout()
+  figure.savefig(path, dpi=100)
+  plt.close(figure)
+
+
+def _format(value: Optional[float], spec: str = ',.0f') -> str:
+  return '-' if value is None else format(value, spec)
 
 
 def main(argv: List[str]) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('--steps', type=int, default=1_000_000)
+  parser.add_argument('--configs', default='ppo_mujoco',
+                      help='comma-separated registry configs')
+  parser.add_argument('--envs', default='',
+                      help="comma-separated tasks (default: each config's own)")
   parser.add_argument('--seeds', default='0',
                       help='comma-separated config seeds, one run each')
-  parser.add_argument('--config', default='ppo_mujoco')
+  parser.add_argument('--steps', type=int, default=0,
+                      help="actor steps per run (default: each config's budget)")
   parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
+  parser.add_argument('--name', default='learning',
+                      help='the matrix: its runs, table and plots are named so')
   args, launch_flags = parser.parse_known_args(argv)
   launch_flags = [f for f in launch_flags if f != '--']
-  workdir = os.path.join(args.out, 'learning')
-  seeds = [int(s) for s in args.seeds.split(',')]
-  summaries = [run_one(args.config, seed, args.steps, workdir, args.out,
-                       launch_flags) for seed in seeds]
-  os.makedirs(args.out, exist_ok=True)
-  with open(os.path.join(args.out, 'learning.json'), 'w') as f:
-    json.dump({'config': args.config, 'launch_flags': launch_flags,
-               'runs': [{'seed': seed, **summary}
-                        for seed, summary in zip(seeds, summaries)]},
-              f, indent=1)
+  try:
+    seeds = [int(s) for s in args.seeds.split(',')]
+  except ValueError:
+    _fail(f'--seeds must be comma-separated integers, got {args.seeds!r}')
+  if args.steps < 0:
+    _fail(f'--steps must be positive, got {args.steps}')
 
-  print(f'\n{args.config} on {os.cpu_count()} cores; launch flags: '
+  # Every config and task is checked before anything runs.
+  plan = []
+  for config_name in [c for c in args.configs.split(',') if c]:
+    config = _load_config(config_name)
+    tasks = [t for t in args.envs.split(',') if t] or [config.env_name]
+    for task in tasks:
+      _check_task(config, task)
+      plan.append((config_name, task, args.steps or config.max_actor_steps))
+
+  workdir = os.path.join(args.out, args.name)
+  cells = []
+  for config_name, task, steps in plan:
+    runs = [run_seed(config_name, task, seed, steps, workdir, launch_flags)
+            for seed in seeds]
+    cells.append(summarize_cell(config_name, task, steps, runs))
+  os.makedirs(args.out, exist_ok=True)
+  plots = {}
+  for task in dict.fromkeys(cell['env'] for cell in cells):
+    plots[task] = os.path.join(args.out,
+                               f'{args.name}_{task.replace(":", "_")}.png')
+    plot_task(task, [c for c in cells if c['env'] == task], plots[task])
+  with open(os.path.join(args.out, f'{args.name}.json'), 'w') as f:
+    json.dump({'launch_flags': launch_flags, 'cores': os.cpu_count(),
+               'cells': cells, 'plots': plots}, f, indent=1)
+
+  print(f'\n{os.cpu_count()} cores; launch flags: '
         f'{" ".join(launch_flags) or "(config defaults)"}')
-  print(f'{"seed":>4} {"actor steps":>12} {"final eval return":>18} '
-        f'{"wall time":>10} {"env steps/s":>12}  curve')
-  for seed, summary in zip(seeds, summaries):
-    final = summary['last_eval_return']
-    print(f'{seed:>4} {summary["actor_steps"]:>12,} '
-          f'{"-" if final is None else f"{final:,.0f}":>18} '
-          f'{summary["wall_time_seconds"] / 60:>8.1f} m '
-          f'{summary["env_steps_per_second"]:>12,.0f}  {summary["curve"]}')
-  finals = [s['last_eval_return'] for s in summaries
-            if s['last_eval_return'] is not None]
-  if finals:
-    print(f'mean final evaluation return {sum(finals) / len(finals):,.0f} '
-          f'(min {min(finals):,.0f}, max {max(finals):,.0f}) over '
-          f'{len(finals)} seed(s)')
-  return max(s['returncode'] for s in summaries)
+  print(f'{"config":<14} {"task":<22} {"steps":>10} {"seeds":>5} '
+        f'{"final return (mean +- std)":>27} {"wall time":>10} {"env steps/s":>12}')
+  for cell in cells:
+    final = (f'{_format(cell["final_return_mean"])} +- '
+             f'{_format(cell["final_return_std"])}')
+    print(f'{cell["config"]:<14} {cell["env"]:<22} {cell["steps"]:>10,} '
+          f'{len(cell["final_returns"]):>5} {final:>27} '
+          f'{_format(cell["wall_time_minutes"], ".1f"):>8} m '
+          f'{_format(cell["env_steps_per_second"]):>12}')
+  for task, path in plots.items():
+    print(f'curves {task}: {path}')
+  finished = all(r['exit_reason'] == 'budget_reached'
+                 for c in cells for r in c['runs'])
+  return 0 if finished else 1
 
 
 if __name__ == '__main__':

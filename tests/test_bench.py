@@ -8,14 +8,14 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import REPO_ROOT, read_json
+from tests.conftest import REPO_ROOT, read_json, user_env
 
 
 def _bench(script: str, *args: str, timeout: float = 300):
   result = subprocess.run(
       [sys.executable, os.path.join(REPO_ROOT, 'bench', script), *args],
       cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
-      check=False)
+      env=user_env(), check=False)
   assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
   return result
 
@@ -33,15 +33,32 @@ def test_throughput_measures_stock_acme_and_acme_launch(tmp_path):
   assert len(rates) == 2 and all(r and r > 0 for r in rates), results
 
 
-def test_learning_runs_each_seed_to_its_budget(tmp_path):
-  _bench('learning.py', '--config=smoke', '--steps=2000', '--seeds=0',
-         f'--out={tmp_path}')
-  runs = read_json(os.path.join(tmp_path, 'learning.json'))['runs']
-  assert [r['seed'] for r in runs] == [0]
-  assert runs[0]['exit_reason'] == 'budget_reached'
-  assert runs[0]['actor_steps'] >= 2000
-  assert runs[0]['last_eval_return'] is not None
-  assert os.path.isfile(runs[0]['curve'])
+def test_learning_matrix_runs_each_cell_once_and_resumes_cell_by_cell(tmp_path):
+  args = ('--configs=smoke', '--envs=HalfCheetah-v4', '--steps=2000',
+          '--seeds=0', f'--out={tmp_path}')
+  _bench('learning.py', *args)
+  results = read_json(os.path.join(tmp_path, 'learning.json'))
+  [cell] = results['cells']
+  assert (cell['config'], cell['env'], cell['steps']) == ('smoke', 'HalfCheetah-v4', 2000)
+  [run] = cell['runs']
+  assert run['exit_reason'] == 'budget_reached' and run['actor_steps'] >= 2000
+  assert cell['final_return_mean'] == run['final_eval_return_mean'] is not None
+  assert os.path.getsize(results['plots']['HalfCheetah-v4']) > 0
+  # Run again: the finished cell is read back, not run.
+  again = _bench('learning.py', *args)
+  assert 'finished before' in again.stdout and 'running:' not in again.stdout
+
+
+def test_learning_refuses_an_unknown_config_or_task_before_running(tmp_path):
+  for bad in ('--configs=no_such_config', '--envs=NoSuchTask-v9'):
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, 'bench', 'learning.py'),
+         '--configs=smoke', bad, f'--out={tmp_path}'],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 2
+    lines = [l for l in result.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and 'error' in lines[0], lines
+    assert not os.path.exists(os.path.join(tmp_path, 'learning'))
 
 
 def test_startup_reports_first_steps_and_memory(tmp_path):
@@ -50,3 +67,15 @@ def test_startup_reports_first_steps_and_memory(tmp_path):
   assert 0 < results['first_actor_step_seconds'] < 300
   assert 0 < results['first_learner_step_seconds'] < 300
   assert {'learner/0', 'actor/0'} <= set(results['resident_mib'])
+
+
+def test_soak_samples_every_node_and_reports_growth(tmp_path):
+  result = _bench('soak.py', '--config=smoke', '--minutes=1', '--every=1',
+                  '--settle_minutes=0.1', f'--out={tmp_path}')
+  soak = read_json(os.path.join(tmp_path, 'soak.json'))
+  assert {'learner/0', 'actor/0', 'replay/0', 'counter/0'} <= set(soak['nodes'])
+  for node in soak['nodes'].values():
+    assert node['rss_mib_end'] > 50 and node['fds_end'] > 0
+  assert soak['actor_steps_end'] > soak['actor_steps_settled'] >= 0
+  assert os.path.getsize(os.path.join(tmp_path, 'soak_rss.png')) > 0
+  assert 'largest growth' in result.stdout
