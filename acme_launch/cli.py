@@ -70,7 +70,7 @@ _DEBUG_NODE = flags.DEFINE_string(
     'instead of ending the run. (Under local_mt, --pdb alone does this for '
     'every node.)')
 _MAX_NODE_RESTARTS = flags.DEFINE_integer(
-    'max_node_restarts', 3, 'local_mp: an actor or evaluator that exits '
+    'max_node_restarts', 3, 'local_mp and ray: an actor or evaluator that exits '
     'non-zero or is killed is started again, up to this many times per node, '
     'and the run goes on; past that, or when the learner, replay, counter or '
     'limiter dies, the run stops (see --auto_resume).', lower_bound=0)
@@ -500,7 +500,8 @@ def _run_until_done(launch: Launch, built, reporter):
       from acme_launch import ray_launch  # pylint: disable=g-import-not-at-top
       runner = ray_launch.RaySupervisor(
           launch.run_dir, launch.cluster,
-          allow_public_address=_ALLOW_PUBLIC_CLUSTER_ADDRESS.value, **options)
+          allow_public_address=_ALLOW_PUBLIC_CLUSTER_ADDRESS.value,
+          max_node_restarts=_MAX_NODE_RESTARTS.value, **options)
       try:
         outcome = runner.run_cluster(built, launch.plan)
       except errors.LaunchError as e:  # A node Ray could not place, a host

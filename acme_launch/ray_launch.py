@@ -36,6 +36,7 @@ from acme_launch import program as program_lib
 from acme_launch import ray_cluster
 from acme_launch import ray_host
 from acme_launch import resources
+from acme_launch import restarts
 from acme_launch import rundir
 from acme_launch import supervisor
 
@@ -55,6 +56,7 @@ class RaySupervisor(supervisor.Supervisor):
     self._actors: Dict[str, object] = {}    # Node name -> NodeHost handle.
     self._where: Dict[str, Dict] = {}       # Node name -> NodeHost.describe().
     self._started: List[str] = []
+    self._commands: Dict[str, tuple] = {}   # Node name -> its start() args.
     self._echo_stop = threading.Event()
 
   # Launch --------------------------------------------------------------------
@@ -79,6 +81,7 @@ class RaySupervisor(supervisor.Supervisor):
       for s, handler in previous.items():
         signal.signal(s, handler)
     outcome.wall_time = time.time() - start
+    outcome.restarts = dict(self._restarts.restarts)
     return outcome
 
   def _place(self, built: program_lib.BuiltProgram) -> None:
@@ -180,9 +183,9 @@ class RaySupervisor(supervisor.Supervisor):
       })
       # The program's bytes as a top-level ObjectRef: Ray hands the actor
       # the bytes, fetched once per host.
-      starts.append(self._actors[node].start.remote(
-          argv, env, data_file, program_refs[data_file],
-          rundir.log_path(self._run_dir, node)))
+      self._commands[node] = (argv, env, data_file, program_refs[data_file],
+                              rundir.log_path(self._run_dir, node))
+      starts.append(self._actors[node].start.remote(*self._commands[node]))
       self._started.append(node)
     ray.get(starts, timeout=CALL_TIMEOUT_SECONDS + 60)
 
@@ -233,17 +236,37 @@ class RaySupervisor(supervisor.Supervisor):
           how = (f'was killed by signal {-code}' if code < 0
                  else f'exited with code {code}')
           where = self._where[node]['ip']
+          decision = self._restarts.on_death(node)
+          if decision.restart:
+            self._restart_on_host(node, f'on host {where} {how}',
+                                  decision.attempt)
+            codes[node] = None
+            continue
           return supervisor.Outcome(
               supervisor.EXIT_NODE_FAILED, 'node_failed', failed_node=node,
               failed_log_tail=supervisor._tail(  # pylint: disable=protected-access
                   rundir.log_path(self._run_dir, node)) +
-              f'\n(node {node} on host {where} {how})')
+              f'\n(node {node} on host {where} {how}; {decision.reason})')
       if codes and all(code is not None for code in codes.values()):
         return supervisor.Outcome(supervisor.EXIT_OK, 'all_nodes_exited')
       if self._wall_time_exceeded():
         return supervisor.Outcome(supervisor.EXIT_OK, 'max_wall_time')
       self._report()
       time.sleep(0.5)
+
+  def _restart_on_host(self, node: str, how: str, attempt: int) -> None:
+    """restarts.RestartPolicy's restart, by the node's Ray actor, on its host."""
+    import ray  # pylint: disable=g-import-not-at-top
+    line = (f'acme-launch: node {node} {how}; restarting it ({attempt} of at '
+            f'most {self._restarts.max_restarts})')
+    print(line, flush=True)
+    argv, env, data_file, program_ref, log_path = self._commands[node]
+    with open(log_path, 'a') as f:
+      f.write(f'\n{line}\n')
+    env = {**env, restarts.RESTART_ENV: str(attempt)}
+    ray.get(self._actors[node].start.remote(argv, env, data_file, program_ref,
+                                            log_path),
+            timeout=CALL_TIMEOUT_SECONDS + 60)
 
   def _stopped_outcome(self) -> supervisor.Outcome:
     progress = rundir.read_json(rundir.progress_path(self._run_dir), {})

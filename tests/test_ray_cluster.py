@@ -186,10 +186,40 @@ def test_ray_ctrl_c_saves_checkpoints_and_leaves_no_process_on_any_host(
   wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
 
 
-def test_ray_node_killed_on_another_host_stops_the_run_naming_it(
+def test_ray_actor_killed_on_another_host_is_restarted_there_and_the_run_finishes(
+    cluster, tmp_path):
+  run_dir = str(tmp_path / 'runs' / 'restarted')
+  launcher = _launch(cluster, *PLACEMENT, run_dir=run_dir, budget=4000)
+  try:
+    wait_for(lambda: _steps(run_dir) > 0 or launcher.poll() is not None,
+             240, 'actor steps')
+    assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+    first = _node_records(run_dir)['actor/1']
+    victim = first['pid']
+    assert victim in cluster.pids('c')
+    os.kill(victim, signal.SIGKILL)
+    stdout, stderr = launcher.communicate(timeout=300)
+  finally:
+    if launcher.poll() is None:
+      launcher.kill()
+  assert launcher.returncode == 0, stderr[-3000:]
+  assert 'restarting it (1 of at most 3)' in stdout
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['node_restarts'] == {'actor/1': 1}
+  # Started again by its Ray actor on the same host, with new seeds.
+  record = _node_records(run_dir)['actor/1']
+  assert record['pid'] != victim
+  assert record['env']['ACME_LAUNCH_NODE_RESTART'] == '1'
+  assert record['ray_node_id'] == first['ray_node_id']
+  wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
+
+
+def test_ray_node_killed_on_another_host_without_restarts_stops_the_run_naming_it(
     cluster, tmp_path):
   run_dir = str(tmp_path / 'runs' / 'killed')
-  launcher = _launch(cluster, *PLACEMENT, run_dir=run_dir, budget=10**6)
+  launcher = _launch(cluster, *PLACEMENT, '--max_node_restarts=0',
+                     run_dir=run_dir, budget=10**6)
   try:
     wait_for(lambda: _steps(run_dir) > 0 or launcher.poll() is not None,
              240, 'actor steps')
