@@ -3,8 +3,9 @@
     .venv/bin/python bench/soak.py [--config=ppo_mujoco] [--minutes=30] \
         [--every=5] [--settle_minutes=5] [--out=bench/out] [-- launch.py flags]
 
-Runs one program for a fixed wall time (`--max_wall_time`, an unreachable
-step budget) and samples every few seconds, from outside: each node
+Runs one program for a fixed wall time (`--max_wall_time`, a step budget of
+10^9 it does not reach: larger ones overflow the learning-rate schedule's
+int32 step count) and samples every few seconds, from outside: each node
 process's resident memory (RSS) and open file descriptors (pids from the run
 directory's nodes/*.json, so restarted nodes are followed), the run
 directory's size and the counter's actor steps. Then prints per node the RSS
@@ -148,7 +149,7 @@ def main(argv: List[str]) -> int:
   run_dir = os.path.join(workdir, args.config)
   subprocess.run(['rm', '-rf', run_dir], check=False)
   command = [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
-             f'--config={args.config}', '--config.max_actor_steps=1000000000000',
+             f'--config={args.config}', '--config.max_actor_steps=1000000000',
              f'--max_wall_time={args.minutes * 60}', f'--workdir={workdir}',
              f'--run_name={args.config}', '--progress_every=60', *launch_flags]
   print('running:', ' '.join(command[1:]), flush=True)
