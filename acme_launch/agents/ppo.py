@@ -18,6 +18,7 @@ import optax
 import reverb
 
 from acme_launch import batched_adders
+from acme_launch import errors
 
 
 class BoundedQueuePPOBuilder(ppo.PPOBuilder):
@@ -93,6 +94,12 @@ def annealed_learning_rate(config: ml_collections.ConfigDict) -> optax.Schedule:
   env_steps_per_learner_step = config.ppo.batch_size * config.ppo.unroll_length
   learner_steps = -(-config.max_actor_steps // env_steps_per_learner_step)
   updates = learner_steps * config.ppo.num_epochs * config.ppo.num_minibatches
+  if updates >= 2**31:  # optax counts in int32: the learner would overflow.
+    raise errors.LaunchError(
+        f'config.max_actor_steps={config.max_actor_steps:,} makes '
+        f'{updates:,} optimizer updates, more than the annealed learning '
+        'rate can count (2**31); lower it or set '
+        'config.ppo.anneal_learning_rate=False')
   return optax.linear_schedule(config.ppo.learning_rate, 0.0, max(updates, 1))
 
 
