@@ -1,5 +1,6 @@
 """Shared helpers: run the real launcher as a user would, in a subprocess."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -43,6 +44,17 @@ def start_launcher(*args: str) -> subprocess.Popen:
       [sys.executable, os.path.join(REPO_ROOT, 'launch.py'), *args],
       cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
       env=user_env())
+
+
+@contextlib.contextmanager
+def killed_on_exit(launcher: subprocess.Popen):
+  """Yields `launcher`; kills it on the way out if a test left it running."""
+  try:
+    yield launcher
+  finally:
+    if launcher.poll() is None:
+      launcher.kill()
+      launcher.communicate()
 
 
 def wait_for(condition, timeout: float, what: str, interval: float = 0.5):

@@ -19,7 +19,7 @@ import pytest
 from acme_launch import errors
 from acme_launch import ray_cluster
 from tests import netns_cluster
-from tests.conftest import REPO_ROOT, read_json, wait_for
+from tests.conftest import REPO_ROOT, killed_on_exit, read_json, wait_for
 
 HOST_OF = {'replay/0': 'a', 'counter/0': 'a', 'limiter/0': 'a',
            'learner/0': 'a', 'evaluator/0': 'a', 'actor/0': 'b',
@@ -115,7 +115,7 @@ def test_ray_run_places_nodes_on_their_hosts_listens_only_on_cluster_addresses_a
     pytest.skip("no 'ss' (iproute2) to list listening sockets")
   run_dir = str(tmp_path / 'runs' / 'placed')
   launcher = _launch(cluster, *PLACEMENT, run_dir=run_dir)
-  try:
+  with killed_on_exit(launcher):
     # Once actors step, every server of the run is up.
     wait_for(lambda: _steps(run_dir) > 0 or launcher.poll() is not None,
              240, 'actor steps')
@@ -142,9 +142,6 @@ def test_ray_run_places_nodes_on_their_hosts_listens_only_on_cluster_addresses_a
         # Every listening socket of the node is on its host's address.
         assert ip == cluster.ips[host], (node, ip, port)
     _, stderr = launcher.communicate(timeout=300)
-  finally:
-    if launcher.poll() is None:
-      launcher.kill()
   assert launcher.returncode == 0, stderr[-3000:]
   summary = read_json(os.path.join(run_dir, 'summary.json'))
   assert summary['exit_reason'] == 'budget_reached'
@@ -167,7 +164,7 @@ def test_ray_ctrl_c_saves_checkpoints_and_leaves_no_process_on_any_host(
     cluster, tmp_path):
   run_dir = str(tmp_path / 'runs' / 'interrupted')
   launcher = _launch(cluster, *PLACEMENT, run_dir=run_dir, budget=10**6)
-  try:
+  with killed_on_exit(launcher):
     wait_for(lambda: _steps(run_dir) > 0 or launcher.poll() is not None,
              240, 'actor steps')
     assert launcher.poll() is None, launcher.communicate()[1][-3000:]
@@ -176,9 +173,6 @@ def test_ray_ctrl_c_saves_checkpoints_and_leaves_no_process_on_any_host(
     start = time.time()
     _, stderr = launcher.communicate(timeout=60)
     assert time.time() - start < 30
-  finally:
-    if launcher.poll() is None:
-      launcher.kill()
   assert launcher.returncode == 130, stderr[-3000:]
   assert read_json(os.path.join(run_dir, 'summary.json'))['exit_reason'] == 'interrupted'
   assert os.listdir(os.path.join(run_dir, 'checkpoints', 'learner'))
@@ -190,7 +184,7 @@ def test_ray_actor_killed_on_another_host_is_restarted_there_and_the_run_finishe
     cluster, tmp_path):
   run_dir = str(tmp_path / 'runs' / 'restarted')
   launcher = _launch(cluster, *PLACEMENT, run_dir=run_dir, budget=4000)
-  try:
+  with killed_on_exit(launcher):
     wait_for(lambda: _steps(run_dir) > 0 or launcher.poll() is not None,
              240, 'actor steps')
     assert launcher.poll() is None, launcher.communicate()[1][-3000:]
@@ -199,9 +193,6 @@ def test_ray_actor_killed_on_another_host_is_restarted_there_and_the_run_finishe
     assert victim in cluster.pids('c')
     os.kill(victim, signal.SIGKILL)
     stdout, stderr = launcher.communicate(timeout=300)
-  finally:
-    if launcher.poll() is None:
-      launcher.kill()
   assert launcher.returncode == 0, stderr[-3000:]
   assert 'restarting it (1 of at most 3)' in stdout
   summary = read_json(os.path.join(run_dir, 'summary.json'))
@@ -220,7 +211,7 @@ def test_ray_node_killed_on_another_host_without_restarts_stops_the_run_naming_i
   run_dir = str(tmp_path / 'runs' / 'killed')
   launcher = _launch(cluster, *PLACEMENT, '--max_node_restarts=0',
                      run_dir=run_dir, budget=10**6)
-  try:
+  with killed_on_exit(launcher):
     wait_for(lambda: _steps(run_dir) > 0 or launcher.poll() is not None,
              240, 'actor steps')
     assert launcher.poll() is None, launcher.communicate()[1][-3000:]
@@ -230,9 +221,6 @@ def test_ray_node_killed_on_another_host_without_restarts_stops_the_run_naming_i
     start = time.time()
     _, stderr = launcher.communicate(timeout=90)
     assert time.time() - start < 30
-  finally:
-    if launcher.poll() is None:
-      launcher.kill()
   assert launcher.returncode == 1, stderr[-3000:]
   summary = read_json(os.path.join(run_dir, 'summary.json'))
   assert summary['exit_reason'] == 'node_failed'

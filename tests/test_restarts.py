@@ -13,8 +13,9 @@ import time
 import pytest
 
 from acme_launch import restarts
-from tests.conftest import (actor_steps, alive, node_pids, read_json,
-                            run_launcher, start_launcher, wait_for)
+from tests.conftest import (actor_steps, alive, killed_on_exit, node_pids,
+                            read_json, run_launcher, start_launcher,
+                            wait_for)
 
 FAULTY = '--config.env_name=tests.faulty_env:RaisingHalfCheetah-v4'
 
@@ -44,14 +45,11 @@ def test_a_killed_actor_is_restarted_and_the_run_reaches_its_budget(workdir):
   run_dir = os.path.join(workdir, 'restart')
   launcher = start_launcher('--config=smoke', '--config.max_actor_steps=5000',
                             f'--workdir={workdir}', '--run_name=restart')
-  try:
+  with killed_on_exit(launcher):
     wait_for(lambda: actor_steps(run_dir) >= 500, 180, 'actor steps')
     first_pid = node_pids(run_dir)['actor/0']
     os.kill(first_pid, signal.SIGKILL)
     stdout, stderr = launcher.communicate(timeout=240)
-  finally:
-    if launcher.poll() is None:
-      launcher.kill()
   assert launcher.returncode == 0, stderr[-3000:]
   summary = read_json(os.path.join(run_dir, 'summary.json'))
   assert summary['exit_reason'] == 'budget_reached'
@@ -86,15 +84,12 @@ def test_a_killed_learner_with_auto_resume_resumes_and_finishes(workdir):
                             '--config.checkpoint.interval_minutes=0.02',
                             '--auto_resume=1', f'--workdir={workdir}',
                             '--run_name=resume')
-  try:
+  with killed_on_exit(launcher):
     learner_dir = os.path.join(run_dir, 'checkpoints', 'learner')
     wait_for(lambda: glob.glob(os.path.join(learner_dir, 'ckpt-*.index')),
              180, 'a learner checkpoint')
     os.kill(node_pids(run_dir)['learner/0'], signal.SIGKILL)
     _, stderr = launcher.communicate(timeout=300)
-  finally:
-    if launcher.poll() is None:
-      launcher.kill()
   assert launcher.returncode == 0, stderr[-3000:]
   assert '--auto_resume: 1 of 1' in stderr
   summary = read_json(os.path.join(run_dir, 'summary.json'))
@@ -150,7 +145,7 @@ def test_a_filling_disk_stops_the_run_with_its_checkpoints_saved(workdir):
     run_dir = os.path.join(disk, 'run')
     launcher = start_launcher('--config=smoke', '--config.max_actor_steps=10000000',
                               f'--workdir={disk}', '--run_name=run')
-    try:
+    with killed_on_exit(launcher):
       wait_for(lambda: actor_steps(run_dir) >= 500, 180, 'actor steps')
       # Leave about 40 MB: under the 64 MB guard, room for checkpoints.
       filler = os.path.join(disk, 'filler')
@@ -158,9 +153,6 @@ def test_a_filling_disk_stops_the_run_with_its_checkpoints_saved(workdir):
       with open(filler, 'wb') as f:
         f.write(b'\0' * max(free - 40 * 2**20, 0))
       _, stderr = launcher.communicate(timeout=120)
-    finally:
-      if launcher.poll() is None:
-        launcher.kill()
     assert launcher.returncode == 1, stderr[-3000:]
     assert 'MB free on the filesystem of' in stderr
     summary = read_json(os.path.join(run_dir, 'summary.json'))
@@ -186,7 +178,7 @@ def test_chaos_actors_killed_at_random_the_counts_stay_exact(workdir):
                             f'--workdir={workdir}', '--run_name=chaos')
   rng = random.Random(7)
   killed = []
-  try:
+  with killed_on_exit(launcher):
     for _ in range(4):
       wait_for(lambda: actor_steps(run_dir) >= 300 * (len(killed) + 1), 180,
                'actor steps')
@@ -199,9 +191,6 @@ def test_chaos_actors_killed_at_random_the_counts_stay_exact(workdir):
       os.kill(pid, signal.SIGKILL)
       killed.append(pid)
     _, stderr = launcher.communicate(timeout=300)
-  finally:
-    if launcher.poll() is None:
-      launcher.kill()
   assert launcher.returncode == 0, stderr[-3000:]
   summary = read_json(os.path.join(run_dir, 'summary.json'))
   assert summary['exit_reason'] == 'budget_reached'
