@@ -180,12 +180,14 @@ def test_chaos_actors_killed_at_random_the_counts_stay_exact(workdir):
   killed = []
   with killed_on_exit(launcher):
     for _ in range(4):
-      wait_for(lambda: actor_steps(run_dir) >= 300 * (len(killed) + 1), 180,
+      wait_for(lambda: actor_steps(run_dir) >= 300 * (len(killed) + 1), 300,
                'actor steps')
-      # Both actors up again (a restarted one has recorded its new pid).
+      # Both actors up again (a restarted one has recorded its new pid; on a
+      # loaded machine its imports alone can take a minute).
       wait_for(lambda: all(node_pids(run_dir)[n] not in killed
-                           for n in ('actor/0', 'actor/1')), 120,
+                           for n in ('actor/0', 'actor/1')), 300,
                'restarted actors')
+      assert launcher.poll() is None, launcher.communicate()[1][-3000:]
       time.sleep(rng.uniform(0.0, 2.0))
       pid = node_pids(run_dir)[rng.choice(['actor/0', 'actor/1'])]
       os.kill(pid, signal.SIGKILL)
