@@ -237,6 +237,7 @@ class Launch:
   resume: Any = None         # checkpointing.ResumeState; None on a dry run
   preload: str = ''          # The loopback shim, preloaded into node processes.
   exposed_reason: str = ''   # Why not, with --allow_exposed_listeners.
+  notes: List[str] = dataclasses.field(default_factory=list)  # Lines to show.
   debug_node: str = ''       # Runs in the foreground of this terminal.
   pdb: bool = False          # Post-mortem debugger on a node's exception.
   cluster: Any = None        # ray_cluster.Cluster for --launch_type=ray.
@@ -310,6 +311,7 @@ def prepare_launch(dry_run: bool, connected_cluster=None) -> Launch:
   from acme_launch import checkpointing  # pylint: disable=g-import-not-at-top
   from acme_launch import disk_space  # pylint: disable=g-import-not-at-top
   from acme_launch import program as program_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch import gpu_inventory  # pylint: disable=g-import-not-at-top
   from acme_launch import resources  # pylint: disable=g-import-not-at-top
   from acme_launch import rundir  # pylint: disable=g-import-not-at-top
 
@@ -324,8 +326,25 @@ def prepare_launch(dry_run: bool, connected_cluster=None) -> Launch:
         f'config.agent {config.agent!r} is unknown; known agents: '
         f'{", ".join(agents.ADAPTERS)}')
   inventory = resources.read_inventory(_GPU_INVENTORY.value)
+  learner_devices = agents.get_adapter(config.agent).LEARNER_DEVICES
   plan = resources.plan_resources(program_lib.node_list(config),
-                                  config.resources, inventory)
+                                  config.resources, inventory, learner_devices)
+  notes = []
+  if plan.gpu_usage and launch_type != 'ray':
+    # GPU nodes need a jaxlib that opens them (setup installs the CPU build
+    # unless it finds a GPU). On a Ray cluster the GPU hosts are elsewhere.
+    opens, why = gpu_inventory.jax_opens_gpus()
+    if not opens:
+      if dry_run:
+        notes.append('note: this machine\'s jaxlib cannot open these GPUs '
+                     f'({why}); a run here would plan every node on the CPU')
+      else:
+        notes.append(
+            f'warning: the installed jaxlib cannot open the GPUs ({why}); '
+            'every node runs on the CPU. For the GPUs: '
+            'ACME_LAUNCH_JAX=cuda12 scripts/setup.sh')
+        plan = resources.plan_resources(program_lib.node_list(config),
+                                        config.resources, (), learner_devices)
   run_dir = _run_dir_path(config_name)
   built = program_lib.make_program(config, plan, run_dir)
   node_names = [n for names in built.nodes_by_label.values() for n in names]
@@ -338,7 +357,7 @@ def prepare_launch(dry_run: bool, connected_cluster=None) -> Launch:
         '--auto_resume works with --launch_type=local_mp only (under local_mt '
         'and test_mt a failure ends this process; on Ray it is not built yet)')
   launch = Launch(config, config_name, launch_type, plan, built, run_dir,
-                  debug_node=_DEBUG_NODE.value, pdb=pdb)
+                  debug_node=_DEBUG_NODE.value, pdb=pdb, notes=notes)
   if launch_type == 'ray':
     node_demands = ray_cluster.demands(
         [(node, plan.placement(built.placement_node(node)))
@@ -424,11 +443,15 @@ def main(argv: List[str]) -> int:
     print(_describe_nodes(built, launch_type))
     print('\nresource placement:')
     print(resources.format_plan(plan))
+    for note in launch.notes:
+      print(note)
     if launch.cluster is not None:
       from acme_launch import ray_cluster  # pylint: disable=g-import-not-at-top
       print('\n' + ray_cluster.format_fit(launch.cluster))
     print('\ndry run: nothing was started.')
     return 0
+  for note in launch.notes:
+    print(f'acme-launch: {note}', file=sys.stderr)
   if launch.exposed_reason:
     print(f'acme-launch: warning: {launch.exposed_reason}; '
           '--allow_exposed_listeners: Reverb and Courier servers listen on '

@@ -12,7 +12,9 @@ so plans for machines we are not on can be made and tested.
 
 import dataclasses
 import json
+import os
 import subprocess
+import sys
 from typing import Optional, Tuple
 
 from absl import logging
@@ -132,3 +134,28 @@ def parse_nvidia_smi(output: str) -> Tuple[GpuInfo, ...]:
     except ValueError:
       logging.warning('nvidia-smi: cannot read GPU line %r; skipping it', line)
   return _check(tuple(gpus), 'from nvidia-smi')
+
+
+def jax_opens_gpus(timeout_seconds: float = 90.0) -> Tuple[bool, str]:
+  """(whether the installed jaxlib can open this machine's GPUs, why not).
+
+  Asked once per launch, in a child process, so the launcher's own JAX
+  stays on the CPU: an NVIDIA GPU with the CPU-only jaxlib (the lock's
+  default) would otherwise be planned, and its nodes would die at start with
+  "Unable to initialize backend 'cuda'".
+  """
+  env = {k: v for k, v in os.environ.items() if k != 'CUDA_VISIBLE_DEVICES'}
+  env['JAX_PLATFORMS'] = 'cuda'
+  try:
+    result = subprocess.run(
+        [sys.executable, '-c',
+         'import jax; print(len(jax.devices("cuda")))'],
+        env=env, capture_output=True, text=True, timeout=timeout_seconds,
+        check=False)
+  except subprocess.TimeoutExpired:
+    return False, f'jax did not open the GPUs within {timeout_seconds:.0f} s'
+  if result.returncode == 0 and result.stdout.strip() not in ('', '0'):
+    return True, ''
+  lines = [l.strip() for l in result.stderr.splitlines() if l.strip()]
+  reason = lines[-1] if lines else f'exit code {result.returncode}'
+  return False, ' '.join(reason.split())[:200]

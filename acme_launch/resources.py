@@ -44,8 +44,11 @@ can be overridden, e.g. `--config.resources.learner.jax_mem_fraction=0.5`):
   cuda_context_overhead_mb  int   500: MB a process's CUDA context takes on
                             each GPU it sees.
 
-GPU choice. 'auto' for the learner: the largest set of identical GPUs (same
-model name; ties go to more memory, then lower indices). 'auto' for any other
+GPU choice. 'auto' for the learner: as many GPUs as its learner uses (the
+agent adapter's LEARNER_DEVICES: 1 for every shipped agent, none of which
+pmaps), of one model, from the model with the most GPUs (ties go to more
+memory, then lower indices); the GPUs left over stay idle unless a group
+asks for them. 'auto' for any other
 node: one GPU each, round-robin in node order over the GPUs no learner uses,
 or over all GPUs when the learner uses every one. An empty inventory (no GPU,
 no driver) puts every node on the CPU. One process never sees two GPU models
@@ -120,6 +123,7 @@ class GpuUsage:
 class ResourcePlan:
   placements: Tuple[NodePlacement, ...]
   gpu_usage: Tuple[GpuUsage, ...] = ()
+  idle_gpus: Tuple[GpuInfo, ...] = ()   # In the inventory, used by no node.
 
   def placement(self, node: str) -> NodePlacement:
     for placement in self.placements:
@@ -133,6 +137,9 @@ class ResourcePlan:
 
 
 # Config ---------------------------------------------------------------------
+
+
+_DEFAULT_ACTOR_FRACTION = 0.1   # JAX's GPU memory cap, every group but the learner.
 
 
 def _group_defaults(gpus: str, jax_mem_fraction: float) -> ml_collections.ConfigDict:
@@ -158,7 +165,7 @@ def default_resources_config() -> ml_collections.ConfigDict:
   for group in GROUPS:
     learner = group == 'learner'
     config[group] = _group_defaults('auto' if learner else 'none',
-                                    0.75 if learner else 0.1)
+                                    0.75 if learner else _DEFAULT_ACTOR_FRACTION)
   config.node_overrides = ''
   config.cuda_context_overhead_mb = 500
   return config
@@ -372,17 +379,26 @@ def _describe(gpus: Sequence[GpuInfo]) -> str:
   return ', '.join(f'{g.index} ({g.name})' for g in gpus)
 
 
-def _largest_identical_set(inventory: Sequence[GpuInfo]) -> Tuple[int, ...]:
-  """The learner's 'auto': most GPUs of one model, then most memory."""
+def _describe_by_model(gpus: Sequence[GpuInfo]) -> str:
+  by_model: Dict[str, List[int]] = {}
+  for gpu in gpus:
+    by_model.setdefault(gpu.name, []).append(gpu.index)
+  return '; '.join(f'{", ".join(map(str, indices))} ({name})'
+                   for name, indices in by_model.items())
+
+
+def _learner_gpus(inventory: Sequence[GpuInfo], devices: int) -> Tuple[int, ...]:
+  """The learner's 'auto': `devices` GPUs of one model (fewer if no model has
+  that many), from the model with the most of them, then the most memory."""
   by_model: Dict[str, List[GpuInfo]] = {}
   for gpu in inventory:
     by_model.setdefault(gpu.name, []).append(gpu)
   if not by_model:
     return ()
   best = max(by_model.values(),
-             key=lambda gs: (len(gs), min(g.memory_mb for g in gs),
+             key=lambda gs: (min(len(gs), devices), min(g.memory_mb for g in gs),
                              -min(g.index for g in gs)))
-  return tuple(sorted(g.index for g in best))
+  return tuple(sorted(g.index for g in best))[:devices]
 
 
 def _explicit_gpus(node: str, text: str, by_index: Mapping[int, GpuInfo]
@@ -403,15 +419,15 @@ def _explicit_gpus(node: str, text: str, by_index: Mapping[int, GpuInfo]
 
 
 def _assign_gpus(node_names: Sequence[str], groups: Sequence[str],
-                 specs: Sequence[_NodeSpec], inventory: Sequence[GpuInfo]
-                 ) -> List[Tuple[int, ...]]:
+                 specs: Sequence[_NodeSpec], inventory: Sequence[GpuInfo],
+                 learner_devices: int) -> List[Tuple[int, ...]]:
   by_index = {g.index: g for g in inventory}
   assigned: List[Optional[Tuple[int, ...]]] = []
   for node, group, spec in zip(node_names, groups, specs):
     if spec.gpus == 'none':
       assigned.append(())
     elif spec.gpus == 'auto':
-      assigned.append(_largest_identical_set(inventory)
+      assigned.append(_learner_gpus(inventory, learner_devices)
                       if group == 'learner' else None)
     else:
       assigned.append(_explicit_gpus(node, spec.gpus, by_index))
@@ -508,8 +524,12 @@ def _labels(groups: Sequence[str], envs: Sequence[Dict[str, str]],
 
 def plan_resources(nodes: Sequence[Tuple[str, int]],
                    resources_config: ml_collections.ConfigDict,
-                   inventory: Sequence[GpuInfo] = ()) -> ResourcePlan:
-  """Places each (group, index) node; raises LaunchError on bad input."""
+                   inventory: Sequence[GpuInfo] = (),
+                   learner_devices: int = 1) -> ResourcePlan:
+  """Places each (group, index) node; raises LaunchError on bad input.
+
+  `learner_devices`: how many devices the agent's learner uses (its
+  adapter's LEARNER_DEVICES)."""
   groups = [group for group, _ in nodes]
   node_names = [f'{group}/{index}' for group, index in nodes]
   for group in groups:
@@ -520,7 +540,8 @@ def plan_resources(nodes: Sequence[Tuple[str, int]],
     _fail('config.resources.cuda_context_overhead_mb must be >= 0, '
           f'got {overhead_mb}')
   specs = _node_specs(node_names, groups, resources_config)
-  assigned = _assign_gpus(node_names, groups, specs, inventory)
+  assigned = _assign_gpus(node_names, groups, specs, inventory,
+                          learner_devices)
   usage = _gpu_usage(node_names, specs, assigned, inventory, overhead_mb)
   envs = [_env(spec, gpus) for spec, gpus in zip(specs, assigned)]
   labels = _labels(groups, envs, assigned)
@@ -534,7 +555,9 @@ def plan_resources(nodes: Sequence[Tuple[str, int]],
           ray_resources=spec.ray_resources)
       for node, group, label, gpus, env, spec in zip(
           node_names, groups, labels, assigned, envs, specs))
-  return ResourcePlan(placements, usage)
+  used = {i for gpus in assigned for i in gpus}
+  return ResourcePlan(placements, usage,
+                      tuple(g for g in inventory if g.index not in used))
 
 
 # Display ------------------------------------------------------------------------
@@ -573,6 +596,13 @@ def format_plan(plan: ResourcePlan) -> str:
                    f'{u.gpu.memory_mb} MB ({", ".join(u.nodes)})')
   else:
     lines.append('\nno GPU used: every node runs on the CPU.')
+  if plan.idle_gpus:
+    lines.append(
+        f'idle GPUs: {_describe_by_model(plan.idle_gpus)}. The learner gets '
+        'the devices its learner uses (its adapter\'s LEARNER_DEVICES, 1 for '
+        'every shipped agent); to run the actors\' batched policy on the idle '
+        'ones: --config.resources.actor.gpus=auto (one GPU each, round-robin, '
+        f'jax_mem_fraction {_DEFAULT_ACTOR_FRACTION:g} each).')
   lines.append('\nenvironment per label:')
   nodes_by_label: Dict[str, List[str]] = {}
   for p in plan.placements:

@@ -7,7 +7,16 @@ cd "$(dirname "$0")/.."
 
 VENV=${ACME_LAUNCH_VENV:-.venv}
 STAMP="$VENV/.acme-launch-lock.sha256"
-lock_hash=$(cat requirements.txt requirements-nodeps.txt | sha256sum | cut -d' ' -f1)
+
+# Which JAX build: CUDA 12 where an NVIDIA GPU is, CPU elsewhere
+# (scripts/choose_jax.sh; ACME_LAUNCH_JAX=cpu|cuda12 overrides).
+choice=$(scripts/choose_jax.sh) || exit $?
+jax_build=${choice%%$'\t'*}
+echo "acme-launch: JAX build: $jax_build (${choice#*$'\t'})" >&2
+cuda_lock=/dev/null
+[ "$jax_build" = cuda12 ] && cuda_lock=docker/requirements-cuda12.txt
+lock_hash=$( (cat requirements.txt requirements-nodeps.txt "$cuda_lock"; echo "jax=$jax_build") \
+  | sha256sum | cut -d' ' -f1)
 
 # The loopback shim (acme_launch/loopback.py): an LD_PRELOAD library, built
 # with the system C compiler into $VENV/lib when missing or its source changed.
@@ -33,5 +42,15 @@ fi
 echo "acme-launch: installing the locked requirements into $VENV" >&2
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements.txt
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-nodeps.txt
+if [ "$jax_build" = cuda12 ]; then
+  # Pinned as in the Docker image; requirements.txt as constraints, so
+  # nothing else moves.
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+    -r docker/requirements-cuda12.txt -c requirements.txt
+else
+  # A switch back from cuda12: the CPU jaxlib alone.
+  "$VENV/bin/python" -m pip uninstall --quiet --yes jax-cuda12-plugin \
+    jax-cuda12-pjrt >/dev/null 2>&1 || true
+fi
 echo "$lock_hash" > "$STAMP"
 build_loopback_shim

@@ -24,7 +24,7 @@ def inventory(name):
   return resources.read_inventory(os.path.join(INVENTORIES, name + '.json'))
 
 
-def plan(inventory_name=None, nodes=NODES, **settings):
+def plan(inventory_name=None, nodes=NODES, learner_devices=1, **settings):
   """A plan for the default config with `group__field=value` settings."""
   config = resources.default_resources_config()
   for key, value in settings.items():
@@ -34,7 +34,7 @@ def plan(inventory_name=None, nodes=NODES, **settings):
     else:
       config[key] = value
   gpus = inventory(inventory_name) if inventory_name else ()
-  return resources.plan_resources(nodes, config, gpus)
+  return resources.plan_resources(nodes, config, gpus, learner_devices)
 
 
 def test_shipped_inventories_read():
@@ -44,10 +44,10 @@ def test_shipped_inventories_read():
   assert [g.index for g in inventory('h100x8')] == list(range(8))
 
 
-def test_learner_gets_the_two_a100s_not_the_t4():
+def test_learner_gets_one_a100_not_the_t4():
   p = plan('a100x2_t4')
-  assert p.placement('learner/0').gpus == (0, 2)
-  assert p.placement('learner/0').env['CUDA_VISIBLE_DEVICES'] == '0,2'
+  assert p.placement('learner/0').gpus == (0,)
+  assert p.placement('learner/0').env['CUDA_VISIBLE_DEVICES'] == '0'
   assert p.placement('learner/0').env['JAX_PLATFORMS'] == 'cuda,cpu'
   for node in ('replay/0', 'counter/0', 'actor/0', 'actor/1', 'evaluator/0'):
     assert p.placement(node).gpus == ()
@@ -60,14 +60,30 @@ def test_3080_and_3080ti_learner_gets_one_gpu_the_larger():
   assert p.placement('learner/0').gpus == (1,)
 
 
-def test_eight_h100_all_go_to_the_learner():
+def test_every_shipped_learner_gets_one_h100_and_seven_stay_idle():
+  from acme_launch import agents  # pylint: disable=g-import-not-at-top
+  for agent in agents.ADAPTERS:
+    assert agents.get_adapter(agent).LEARNER_DEVICES == 1, agent
   p = plan('h100x8')
-  assert p.placement('learner/0').gpus == tuple(range(8))
+  assert p.placement('learner/0').gpus == (0,)
+  assert [g.index for g in p.idle_gpus] == list(range(1, 8))
+  text = resources.format_plan(p)
+  assert 'idle GPUs: 1, 2, 3, 4, 5, 6, 7 (NVIDIA H100' in text
+  assert '--config.resources.actor.gpus=auto' in text
   learner_env = p.placement('learner/0').env
   assert learner_env['XLA_PYTHON_CLIENT_MEM_FRACTION'] == '0.75'
   assert learner_env['XLA_PYTHON_CLIENT_PREALLOCATE'] == 'false'
   assert learner_env['XLA_PYTHON_CLIENT_ALLOCATOR'] == 'default'
-  assert len(p.gpu_usage) == 8
+  assert len(p.gpu_usage) == 1
+
+
+def test_a_learner_that_pmaps_gets_that_many_identical_gpus():
+  p = resources.plan_resources(NODES, resources.default_resources_config(),
+                               inventory('h100x8'), learner_devices=4)
+  assert p.placement('learner/0').gpus == (0, 1, 2, 3)
+  p = resources.plan_resources(NODES, resources.default_resources_config(),
+                               inventory('a100x2_t4'), learner_devices=4)
+  assert p.placement('learner/0').gpus == (0, 2)  # No model has 4: both A100s.
 
 
 def test_empty_inventory_puts_everything_on_the_cpu():
@@ -84,12 +100,14 @@ def test_empty_inventory_puts_everything_on_the_cpu():
 def test_auto_actors_use_gpus_the_learner_leaves_free():
   p = plan('a100x2_t4', actor__gpus='auto')
   assert p.placement('actor/0').gpus == (1,)   # The T4.
-  assert p.placement('actor/1').gpus == (1,)
-  assert p.placement('actor/0').label == 'actor'  # Same env: one label.
+  assert p.placement('actor/1').gpus == (2,)   # The other A100.
+  assert p.idle_gpus == ()
 
 
 def test_auto_actors_share_the_learners_gpus_round_robin_when_none_free():
-  p = plan('h100x8', actor__gpus='auto', evaluator__gpus='auto')
+  # A learner that pmaps over all eight leaves none free.
+  p = plan('h100x8', learner_devices=8, actor__gpus='auto',
+           evaluator__gpus='auto')
   assert [p.placement(n).gpus for n in ('actor/0', 'actor/1', 'evaluator/0')
           ] == [(0,), (1,), (2,)]
   assert {p.placement(n).label for n in ('actor/0', 'actor/1')} == {
@@ -249,7 +267,7 @@ def test_format_plan_lists_every_node_label_gpu_and_env():
   text = resources.format_plan(p)
   for placement in p.placements:
     assert placement.node in text and placement.label in text
-  assert 'Tesla T4' in text and 'CUDA_VISIBLE_DEVICES=0,2' in text
+  assert 'Tesla T4' in text and 'CUDA_VISIBLE_DEVICES=0 ' in text
   assert "CUDA_VISIBLE_DEVICES=''" in text
   assert 'XLA_PYTHON_CLIENT_MEM_FRACTION=0.75' in text
   assert 'no GPU used' in resources.format_plan(plan())
@@ -405,3 +423,26 @@ def test_configure_process_after_tf_started_is_a_clear_error():
   assert result.returncode == 0, result.stderr[-2000:]
   assert 'LaunchError: TF GPU/thread settings must be applied before' in (
       result.stdout)
+
+
+def test_gpus_this_jaxlib_cannot_open_give_a_warning_and_a_cpu_run(workdir):
+  # The lock's jaxlib is CPU-only: an 8 x H100 inventory (as nvidia-smi would
+  # report on a GPU host set up without ACME_LAUNCH_JAX=cuda12) must not put
+  # the learner on a GPU it would die opening.
+  from tests.conftest import read_json, run_launcher  # pylint: disable=g-import-not-at-top
+  result = run_launcher('--config=smoke', '--config.max_actor_steps=2000',
+                        '--gpu_inventory=tests/inventories/h100x8.json',
+                        f'--workdir={workdir}', '--run_name=gpu')
+  assert result.returncode == 0, result.stderr[-3000:]
+  warnings = [l for l in result.stderr.splitlines() if 'warning:' in l]
+  assert len(warnings) == 1, result.stderr[-2000:]
+  assert 'cannot open the GPUs' in warnings[0]
+  assert 'ACME_LAUNCH_JAX=cuda12' in warnings[0]
+  run_dir = os.path.join(workdir, 'gpu')
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  for name in os.listdir(os.path.join(run_dir, 'nodes')):
+    record = read_json(os.path.join(run_dir, 'nodes', name))
+    if 'jax_platform' in record:
+      assert record['jax_platform'] == 'cpu', name
+      assert record['env']['CUDA_VISIBLE_DEVICES'] == '', name

@@ -10,6 +10,11 @@ An adapter module exposes three functions and nothing else is agent-specific:
       -> the policy `builder.make_actor` takes: the actors' behaviour policy,
          or the evaluator's when `evaluation` is true
 
+Each adapter module also declares `LEARNER_DEVICES`: how many devices its
+learner uses (1 for every agent here: dm-acme 0.4.0's learners do not pmap);
+the resource planner gives the learner that many GPUs and leaves the rest
+free.
+
 A builder may also have `make_batched_adder(replay_client, environment_spec,
 num_envs)` (see batched_adders.py) for actors with `envs_per_actor` > 1;
 otherwise each of their environments gets `builder.make_adder(...)`.

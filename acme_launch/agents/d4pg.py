@@ -9,6 +9,10 @@ import ml_collections
 
 from acme_launch.agents import replay_fields
 
+# Devices its learner uses: dm-acme 0.4.0's learning.py has no pmap, so one
+# (the resource planner gives the learner this many GPUs, no more).
+LEARNER_DEVICES = 1
+
 
 def make_builder(config: ml_collections.ConfigDict,
                  learner_logger_fn: Callable[[], loggers.Logger],

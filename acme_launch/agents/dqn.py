@@ -20,6 +20,10 @@ import rlax
 from acme_launch import errors
 from acme_launch.agents import replay_fields
 
+# Devices its learner uses: dm-acme 0.4.0's learning.py has no pmap, so one
+# (the resource planner gives the learner this many GPUs, no more).
+LEARNER_DEVICES = 1
+
 # Fields of `config.dqn` that are not DQNConfig fields: the adapter maps them.
 _ADAPTER_FIELDS = ('eval_epsilon',)
 

@@ -20,6 +20,10 @@ import reverb
 from acme_launch import batched_adders
 from acme_launch import errors
 
+# Devices its learner uses: dm-acme 0.4.0's learning.py has no pmap, so one
+# (the resource planner gives the learner this many GPUs, no more).
+LEARNER_DEVICES = 1
+
 
 class BoundedQueuePPOBuilder(ppo.PPOBuilder):
   """PPOBuilder whose replay queue holds at most `max_queue_size` sequences.

@@ -14,6 +14,10 @@ import ml_collections
 
 from acme_launch.agents import replay_fields
 
+# Devices its learner uses: dm-acme 0.4.0's learning.py has no pmap, so one
+# (the resource planner gives the learner this many GPUs, no more).
+LEARNER_DEVICES = 1
+
 # Fields of `config.sac` that are not SACConfig fields: the adapter maps them.
 _ADAPTER_FIELDS = ('target_entropy_per_dimension', 'adaptive_entropy',
                    'entropy_coefficient')

@@ -15,6 +15,10 @@ import optax
 
 from acme_launch.agents import replay_fields
 
+# Devices its learner uses: dm-acme 0.4.0's learning.py has no pmap, so one
+# (the resource planner gives the learner this many GPUs, no more).
+LEARNER_DEVICES = 1
+
 
 class TD3Builder(td3.TD3Builder):
   """Acme's TD3Builder, with `delay` and `tau` reaching the learner."""
