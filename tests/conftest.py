@@ -82,6 +82,8 @@ def node_pids(run_dir: str) -> dict:
   nodes_dir = os.path.join(run_dir, 'nodes')
   pids = {}
   for name in os.listdir(nodes_dir):
+    if name.startswith('.') or not name.endswith('.json'):
+      continue  # A record being written (write_json_atomic's temp file).
     record = read_json(os.path.join(nodes_dir, name))
     if 'pid' in record:
       pids[record['node']] = record['pid']

@@ -95,6 +95,8 @@ def _node_records(run_dir):
   nodes_dir = os.path.join(run_dir, 'nodes')
   records = {}
   for name in os.listdir(nodes_dir):
+    if name.startswith('.') or not name.endswith('.json'):
+      continue  # A record being written (write_json_atomic's temp file).
     record = read_json(os.path.join(nodes_dir, name))
     if 'node' in record:
       records[record['node']] = record
@@ -183,7 +185,7 @@ def test_ray_ctrl_c_saves_checkpoints_and_leaves_no_process_on_any_host(
 def test_ray_actor_killed_on_another_host_is_restarted_there_and_the_run_finishes(
     cluster, tmp_path):
   run_dir = str(tmp_path / 'runs' / 'restarted')
-  launcher = _launch(cluster, *PLACEMENT, run_dir=run_dir, budget=4000)
+  launcher = _launch(cluster, *PLACEMENT, run_dir=run_dir, budget=12000)
   with killed_on_exit(launcher):
     wait_for(lambda: _steps(run_dir) > 0 or launcher.poll() is not None,
              240, 'actor steps')
@@ -192,6 +194,11 @@ def test_ray_actor_killed_on_another_host_is_restarted_there_and_the_run_finishe
     victim = first['pid']
     assert victim in cluster.pids('c')
     os.kill(victim, signal.SIGKILL)
+    # The restarted actor records itself once its imports are done, well
+    # before the other actor alone reaches the budget.
+    wait_for(lambda: _node_records(run_dir)['actor/1']['pid'] != victim or
+             launcher.poll() is not None, 240, 'the restarted actor')
+    assert launcher.poll() is None, launcher.communicate()[1][-3000:]
     stdout, stderr = launcher.communicate(timeout=300)
   assert launcher.returncode == 0, stderr[-3000:]
   assert 'restarting it (1 of at most 3)' in stdout
