@@ -2,18 +2,19 @@
 # Packs a self-contained archive for hosts without network: the CPython 3.10
 # that the venv was made from (the whole prefix, less tests, IDLE and
 # tkinter), the venv with the locked packages (CPU or CUDA build, whichever
-# it holds) and the project's tracked files, as one tar stream, xz-compressed
-# and split into parts of a chosen size, with MANIFEST.sha256 (one sha256 per
-# part) and install_bundle.sh next to them. On the target:
+# it holds) and the project's files (git's tracked and untracked, not
+# ignored), as one tar stream, xz-compressed and split into parts of a chosen
+# size, with MANIFEST.sha256 (one sha256 per part) and install_bundle.sh next
+# to them. On the target:
 #
 #   bash OUT/install_bundle.sh DEST     # checks every part, then installs
 #
 #   scripts/bundle.sh [--venv=.venv] [--part_size=60M] [--xz_level=9] OUT
 #
 # --part_size: split(1) sizes (K, M, G are powers of 1024). --xz_level: 0-9
-# (9 is the smallest and slowest: about 10 minutes for the CPU build on 2
-# cores; 0 is fast and about 30% larger) or `none` (tar only). For the CUDA
-# build on a machine without a GPU:
+# (9, the default, is the smallest and slowest; 0 packed the 2.7 GB CPU venv
+# to 878 MB in 265 s on a loaded 2-core machine) or `none` (a plain tar).
+# For the CUDA build on a machine without a GPU:
 #   ACME_LAUNCH_JAX=cuda12 ACME_LAUNCH_VENV=.venv-cuda12 scripts/setup.sh
 #   scripts/bundle.sh --venv=.venv-cuda12 OUT
 # The interpreter must be self-contained (pyenv's, uv's): a system Python
@@ -32,7 +33,7 @@ for arg in "$@"; do
     --venv=*) venv=${arg#*=} ;;
     --part_size=*) part_size=${arg#*=} ;;
     --xz_level=*) xz_level=${arg#*=} ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     -*) fail "unknown option $arg (see scripts/bundle.sh --help)" ;;
     *) [ -z "$out" ] || fail "one output directory, not '$out' and '$arg'"
        out=$arg ;;

@@ -21,7 +21,7 @@ dest=
 for arg in "$@"; do
   case "$arg" in
     --parts=*) parts_dir=${arg#*=} ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     -*) fail "unknown option $arg (see install_bundle.sh --help)" ;;
     *) [ -z "$dest" ] || fail "one destination, not '$dest' and '$arg'"; dest=$arg ;;
   esac

@@ -162,6 +162,9 @@ def install(root: str, new_root: str) -> None:
         for old, new in mapping:
           line = line.replace(old, new)
       f.write(line + '\n')
+  # scripts/setup.sh then leaves this venv as it is (no index to install from).
+  with open(os.path.join(venv, '.acme-launch-bundle'), 'w') as f:
+    f.write(f'JAX build: {info["jax_build"]}, made {info["created"]}\n')
   info.update(python_prefix=new_python, venv=new_venv)
   with open(info_path, 'w') as f:
     json.dump(info, f, indent=2)

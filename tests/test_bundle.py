@@ -109,13 +109,15 @@ def test_the_full_bundle_installs_into_a_fresh_directory_and_runs_the_smoke_conf
     assert prefix == str(dest / 'acme-launch' / '.venv')
     assert libpython.startswith(str(dest / 'python') + '/lib/')
 
+    # README's command there: setup keeps the bundled venv, then the launch.
     runs = base / 'runs'
     result = subprocess.run(
-        [*hide, venv_python, 'launch.py', '--config=smoke',
+        [*hide, 'scripts/run.sh', '--config=smoke',
          '--config.max_actor_steps=2000', f'--workdir={runs}', '--run_name=s'],
         cwd=dest / 'acme-launch', capture_output=True, text=True, check=False,
         env=user_env(), timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
+    assert 'came from an offline bundle (JAX build: cpu' in result.stderr
     summary = read_json(runs / 's' / 'summary.json')
     assert summary['exit_reason'] == 'budget_reached'
     assert summary['actor_steps'] == 2000 and summary['learner_steps'] > 0
