@@ -51,13 +51,16 @@ mkdir -p "$(dirname "$out")"
 out=$(cd "$(dirname "$out")" && pwd)/$(basename "$out")
 
 # What the venv is made of, in the venv's own words.
-read -r venv_prefix base_prefix version jax_build < <("$venv/bin/python" - <<'EOF'
+info=$("$venv/bin/python" - <<'EOF'
 import importlib.util, sys
 build = 'cuda12' if importlib.util.find_spec('jax_cuda12_plugin') else 'cpu'
-print(sys.prefix, sys.base_prefix, '.'.join(map(str, sys.version_info[:3])), build)
+print(sys.prefix, sys.base_prefix, '.'.join(map(str, sys.version_info[:3])), build,
+      sep='\n')
 EOF
-)
-case "$version" in 3.10.*) ;; *) fail "the venv's Python is $version, not 3.10" ;; esac
+) || info=
+{ read -r venv_prefix; read -r base_prefix; read -r version; read -r jax_build; } \
+  <<< "$info" || true
+case "${version:-}" in 3.10.*) ;; *) fail "the venv's Python ($venv/bin/python) is not a working CPython 3.10" ;; esac
 case "$base_prefix" in
   /|/usr|/usr/local)
     fail "the venv's interpreter is a system Python ($base_prefix): make the venv with a self-contained CPython 3.10 (pyenv's or uv's; ACME_LAUNCH_PYTHON=PATH scripts/setup.sh)" ;;

@@ -47,7 +47,7 @@ done < "$manifest"
 decompress=(cat)
 case "${names[0]}" in
   *.tar.xz.*) command -v xz >/dev/null || fail "xz is needed to unpack this bundle"
-              decompress=(xz -dc) ;;
+              decompress=(xz -dc -T0) ;;
 esac
 
 # 2. Unpack beside DEST, relocate, try the imports, rename.
