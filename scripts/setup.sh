@@ -8,6 +8,15 @@ cd "$(dirname "$0")/.."
 VENV=${ACME_LAUNCH_VENV:-.venv}
 STAMP="$VENV/.acme-launch-lock.sha256"
 
+# A venv installed from an offline bundle (scripts/install_bundle.sh) has no
+# package index to install from: it is kept as it is.
+if [ -f "$VENV/.acme-launch-bundle" ]; then
+  echo "acme-launch: $VENV came from an offline bundle" \
+    "($(cat "$VENV/.acme-launch-bundle")); nothing to install" >&2
+  "$VENV/bin/python" acme_launch/loopback.py
+  exit 0
+fi
+
 # Which JAX build: CUDA 12 where an NVIDIA GPU is, CPU elsewhere
 # (scripts/choose_jax.sh; ACME_LAUNCH_JAX=cpu|cuda12 overrides).
 choice=$(scripts/choose_jax.sh) || exit $?

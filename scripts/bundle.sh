@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Packs a self-contained archive for hosts without network: the CPython 3.10
+# that the venv was made from (the whole prefix, less tests, IDLE and
+# tkinter), the venv with the locked packages (CPU or CUDA build, whichever
+# it holds) and the project's files (git's tracked and untracked, not
+# ignored), as one tar stream, xz-compressed and split into parts of a chosen
+# size, with MANIFEST.sha256 (one sha256 per part) and install_bundle.sh next
+# to them. On the target:
+#
+#   bash OUT/install_bundle.sh DEST     # checks every part, then installs
+#
+#   scripts/bundle.sh [--venv=.venv] [--part_size=60M] [--xz_level=9] OUT
+#
+# --part_size: split(1) sizes (K, M, G are powers of 1024). --xz_level: 0-9
+# (9, the default, is the smallest and slowest; 0 packed the 2.7 GB CPU venv
+# to 878 MB in 265 s on a loaded 2-core machine) or `none` (a plain tar).
+# For the CUDA build on a machine without a GPU:
+#   ACME_LAUNCH_JAX=cuda12 ACME_LAUNCH_VENV=.venv-cuda12 scripts/setup.sh
+#   scripts/bundle.sh --venv=.venv-cuda12 OUT
+# The interpreter must be self-contained (pyenv's, uv's): a system Python
+# under /usr cannot be carried over. See README "GPU hosts".
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+fail() { echo "acme-launch: error: $*" >&2; exit 2; }
+
+venv=${ACME_LAUNCH_VENV:-.venv}
+part_size=60M
+xz_level=9
+out=
+for arg in "$@"; do
+  case "$arg" in
+    --venv=*) venv=${arg#*=} ;;
+    --part_size=*) part_size=${arg#*=} ;;
+    --xz_level=*) xz_level=${arg#*=} ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    -*) fail "unknown option $arg (see scripts/bundle.sh --help)" ;;
+    *) [ -z "$out" ] || fail "one output directory, not '$out' and '$arg'"
+       out=$arg ;;
+  esac
+done
+[ -n "$out" ] || fail "usage: scripts/bundle.sh [--venv=PATH] [--part_size=60M] [--xz_level=0-9|none] OUT"
+[[ "$part_size" =~ ^[1-9][0-9]*[KMG]?$ ]] || \
+  fail "--part_size must be a number with an optional K, M or G suffix, not '$part_size'"
+[[ "$xz_level" =~ ^([0-9]|none)$ ]] || fail "--xz_level must be 0-9 or none, not '$xz_level'"
+[ "$xz_level" = none ] || command -v xz >/dev/null || fail "xz is not installed (or pass --xz_level=none)"
+case "$venv" in /*) ;; *) venv="$root/$venv" ;; esac
+[ -x "$venv/bin/python" ] || fail "no venv at $venv: run scripts/setup.sh first"
+[ ! -e "$out" ] || fail "$out already exists: choose a new directory"
+mkdir -p "$(dirname "$out")"
+out=$(cd "$(dirname "$out")" && pwd)/$(basename "$out")
+
+# What the venv is made of, in the venv's own words.
+info=$("$venv/bin/python" - <<'EOF'
+import importlib.util, sys
+build = 'cuda12' if importlib.util.find_spec('jax_cuda12_plugin') else 'cpu'
+print(sys.prefix, sys.base_prefix, '.'.join(map(str, sys.version_info[:3])), build,
+      sep='\n')
+EOF
+) || info=
+{ read -r venv_prefix; read -r base_prefix; read -r version; read -r jax_build; } \
+  <<< "$info" || true
+case "${version:-}" in 3.10.*) ;; *) fail "the venv's Python ($venv/bin/python) is not a working CPython 3.10" ;; esac
+case "$base_prefix" in
+  /|/usr|/usr/local)
+    fail "the venv's interpreter is a system Python ($base_prefix): make the venv with a self-contained CPython 3.10 (pyenv's or uv's; ACME_LAUNCH_PYTHON=PATH scripts/setup.sh)" ;;
+esac
+[ -f "$base_prefix/lib/python3.10/os.py" ] || fail "no standard library under $base_prefix/lib/python3.10"
+
+work=$(mktemp -d "$out.partial.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+stage="$work/.stage"
+mkdir -p "$stage/python"
+
+# 1. The interpreter, stripped, its RUNPATHs made relative (scripts/relocate.py).
+tar -C "$base_prefix" -cf - --anchored --wildcards \
+  --exclude=./lib/python3.10/test --exclude=./lib/python3.10/idlelib \
+  --exclude=./lib/python3.10/tkinter --exclude=./lib/python3.10/turtledemo \
+  --exclude=./lib/python3.10/lib2to3/tests --exclude=./lib/python3.10/distutils/tests \
+  --exclude=./lib/python3.10/ctypes/test --exclude=./lib/python3.10/sqlite3/test \
+  --exclude=./lib/python3.10/unittest/test --exclude='./lib/python3.10/lib-dynload/_tkinter*' \
+  --exclude='./lib/python3.10/config-3.10-*/libpython3.10*.a' --exclude='./bin/idle*' \
+  --exclude='./lib/libtcl*' --exclude='./lib/libtk*' --exclude='./lib/tcl8*' --exclude='./lib/tk8*' \
+  . | tar -C "$stage/python" -xf -
+"$venv/bin/python" "$root/scripts/relocate.py" runpath "$stage/python" "$base_prefix"
+
+commit=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
+"$venv/bin/python" - "$stage/bundle.json" "$base_prefix" "$venv_prefix" "$version" \
+  "$jax_build" "$commit" <<'EOF'
+import json, sys, time
+path, prefix, venv, version, jax_build, commit = sys.argv[1:]
+with open(path, 'w') as f:
+  json.dump({'python_prefix': prefix, 'venv': venv, 'python_version': version,
+             'jax_build': jax_build, 'project_commit': commit,
+             'created': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())},
+            f, indent=2)
+EOF
+
+# 2. The project's files: git's tracked and untracked-but-not-ignored ones
+# (a checkout without git: all but venvs, runs and caches).
+files="$work/.files"
+if git -C "$root" rev-parse --git-dir >/dev/null 2>&1; then
+  (cd "$root" && git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do
+     [ -e "$f" ] && printf './%s\0' "$f"; done) > "$files"
+else
+  (cd "$root" && find . \( -name '.venv*' -o -name runs -o -name .git -o -name __pycache__ \
+     -o -path ./bench/out \) -prune -o -type f -print0) > "$files"
+fi
+
+# 3. One tar stream: bundle.json, python/, acme-launch/ (with .venv), split.
+name=acme-launch-bundle.tar
+compress=(cat)
+if [ "$xz_level" != none ]; then name=$name.xz; compress=(xz -T0 "-$xz_level" -c); fi
+venv_real=$(cd "$venv" && pwd -P)
+venv_rel=${venv_real#/}
+venv_pattern=$(printf '%s' "$venv_rel" | sed 's/[][\.*^$|]/\\&/g')
+echo "acme-launch: packing Python $version ($base_prefix), the $jax_build venv" \
+  "($venv_real) and the project into $out ($name, parts of $part_size)" >&2
+tar -cf - --owner=0 --group=0 \
+  -C "$stage" bundle.json python \
+  -C / --transform="s|^$venv_pattern|acme-launch/.venv|S" "$venv_rel" \
+  -C "$root" --transform='s|^\./|acme-launch/|S' --null -T "$files" \
+  | "${compress[@]}" | split -b "$part_size" -d -a 3 - "$work/$name."
+rm -rf "$stage" "$files"
+
+(cd "$work" && sha256sum "$name".* > MANIFEST.sha256)
+cp "$root/scripts/install_bundle.sh" "$work/install_bundle.sh"
+chmod 755 "$work"
+parts=$(wc -l < "$work/MANIFEST.sha256")
+size=$(du -sh "$work" | cut -f1)
+mv "$work" "$out"
+trap - EXIT
+echo "acme-launch: $out: $parts part(s), $size; on the target:" \
+  "bash $(basename "$out")/install_bundle.sh DEST" >&2
