@@ -77,17 +77,22 @@ def actor_steps(run_dir: str) -> int:
     return 0
 
 
-def node_pids(run_dir: str) -> dict:
-  """Node name -> pid, as each node process recorded itself in nodes/."""
+def node_records(run_dir: str) -> dict:
+  """Node name -> what its process recorded in nodes/<node>.json."""
   nodes_dir = os.path.join(run_dir, 'nodes')
-  pids = {}
+  records = {}
   for name in os.listdir(nodes_dir):
     if name.startswith('.') or not name.endswith('.json'):
       continue  # A record being written (write_json_atomic's temp file).
     record = read_json(os.path.join(nodes_dir, name))
-    if 'pid' in record:
-      pids[record['node']] = record['pid']
-  return pids
+    if 'pid' in record and 'node' in record:
+      records[record['node']] = record
+  return records
+
+
+def node_pids(run_dir: str) -> dict:
+  """Node name -> pid, as each node process recorded itself in nodes/."""
+  return {node: record['pid'] for node, record in node_records(run_dir).items()}
 
 
 def alive(pids) -> list:

@@ -19,7 +19,8 @@ import pytest
 from acme_launch import errors
 from acme_launch import ray_cluster
 from tests import netns_cluster
-from tests.conftest import REPO_ROOT, killed_on_exit, read_json, wait_for
+from tests.conftest import (REPO_ROOT, killed_on_exit, node_records, read_json,
+                            wait_for)
 
 HOST_OF = {'replay/0': 'a', 'counter/0': 'a', 'limiter/0': 'a',
            'learner/0': 'a', 'evaluator/0': 'a', 'actor/0': 'b',
@@ -91,18 +92,6 @@ def _listeners(cluster, host):
   return by_pid
 
 
-def _node_records(run_dir):
-  nodes_dir = os.path.join(run_dir, 'nodes')
-  records = {}
-  for name in os.listdir(nodes_dir):
-    if name.startswith('.') or not name.endswith('.json'):
-      continue  # A record being written (write_json_atomic's temp file).
-    record = read_json(os.path.join(nodes_dir, name))
-    if 'node' in record:
-      records[record['node']] = record
-  return records
-
-
 def _steps(run_dir):
   progress = os.path.join(run_dir, 'progress.json')
   try:
@@ -123,7 +112,7 @@ def test_ray_run_places_nodes_on_their_hosts_listens_only_on_cluster_addresses_a
              240, 'actor steps')
     assert launcher.poll() is None, launcher.communicate()[1][-3000:]
     def every_server_listening():
-      records = _node_records(run_dir)
+      records = node_records(run_dir)
       if set(records) != set(HOST_OF):
         return None
       listeners = {h: _listeners(cluster, h) for h in cluster.names}
@@ -149,7 +138,7 @@ def test_ray_run_places_nodes_on_their_hosts_listens_only_on_cluster_addresses_a
   assert summary['exit_reason'] == 'budget_reached'
   assert summary['learner_steps'] > 0 and summary['evaluator_episodes'] >= 1
   by_host = {}
-  for node, record in _node_records(run_dir).items():
+  for node, record in node_records(run_dir).items():
     assert record['bind_address'] == cluster.ips[HOST_OF[node]], node
     by_host.setdefault(HOST_OF[node], set()).add(record['ray_node_id'])
   # One Ray node per host, a different one for each host.
@@ -190,13 +179,13 @@ def test_ray_actor_killed_on_another_host_is_restarted_there_and_the_run_finishe
     wait_for(lambda: _steps(run_dir) > 0 or launcher.poll() is not None,
              240, 'actor steps')
     assert launcher.poll() is None, launcher.communicate()[1][-3000:]
-    first = _node_records(run_dir)['actor/1']
+    first = node_records(run_dir)['actor/1']
     victim = first['pid']
     assert victim in cluster.pids('c')
     os.kill(victim, signal.SIGKILL)
     # The restarted actor records itself once its imports are done, well
     # before the other actor alone reaches the budget.
-    wait_for(lambda: _node_records(run_dir)['actor/1']['pid'] != victim or
+    wait_for(lambda: node_records(run_dir)['actor/1']['pid'] != victim or
              launcher.poll() is not None, 240, 'the restarted actor')
     assert launcher.poll() is None, launcher.communicate()[1][-3000:]
     stdout, stderr = launcher.communicate(timeout=300)
@@ -206,7 +195,7 @@ def test_ray_actor_killed_on_another_host_is_restarted_there_and_the_run_finishe
   assert summary['exit_reason'] == 'budget_reached'
   assert summary['node_restarts'] == {'actor/1': 1}
   # Started again by its Ray actor on the same host, with new seeds.
-  record = _node_records(run_dir)['actor/1']
+  record = node_records(run_dir)['actor/1']
   assert record['pid'] != victim
   assert record['env']['ACME_LAUNCH_NODE_RESTART'] == '1'
   assert record['ray_node_id'] == first['ray_node_id']
@@ -222,7 +211,7 @@ def test_ray_node_killed_on_another_host_without_restarts_stops_the_run_naming_i
     wait_for(lambda: _steps(run_dir) > 0 or launcher.poll() is not None,
              240, 'actor steps')
     assert launcher.poll() is None, launcher.communicate()[1][-3000:]
-    victim = _node_records(run_dir)['actor/1']['pid']
+    victim = node_records(run_dir)['actor/1']['pid']
     assert victim in cluster.pids('c')
     os.kill(victim, signal.SIGKILL)
     start = time.time()
