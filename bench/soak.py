@@ -69,8 +69,10 @@ def sample(run_dir: str, started: float) -> Dict:
       process = psutil.Process(pid)
       if process.status() == psutil.STATUS_ZOMBIE:
         continue  # Exited, not yet reaped.
-      nodes[node] = {'rss_mib': process.memory_info().rss / 2**20,
-                     'fds': process.num_fds()}
+      rss = process.memory_info().rss
+      if not rss:
+        continue  # Exiting: its memory is already released.
+      nodes[node] = {'rss_mib': rss / 2**20, 'fds': process.num_fds()}
     except psutil.Error:
       continue  # Gone (restarting, or the run is stopping).
   return {'seconds': time.time() - started, 'nodes': nodes,
