@@ -45,9 +45,14 @@ class MetricsLogger(loggers.Logger):
     self._summary_writer = tf.summary.create_file_writer(
         os.path.join(rundir.tensorboard_dir(run_dir), node.replace('/', '_')))
 
-  def write(self, data: loggers.LoggingData) -> None:
+  def write(self, data: loggers.LoggingData, force: bool = False) -> None:
+    """Writes a row, unless one was written under `time_delta` ago.
+
+    `force` writes it regardless: a row that must not be lost, such as the
+    totals at the step budget.
+    """
     now = time.time()
-    if now - self._last_write < self._time_delta:
+    if not force and now - self._last_write < self._time_delta:
       return
     self._last_write = now
     row = {k: _scalar(v) for k, v in loggers.to_numpy(data).items()}
@@ -122,6 +127,7 @@ class StepsLimiter:
   def run(self) -> None:
     stop = lp.stop_event()
     history = MetricsLogger(self._run_dir, 'progress', time_delta=1.0)
+    budget_row_written = False
     while not stop.is_set():
       counts = self._counter.get_counts()
       budget_reached = counts.get('actor_steps', 0) >= self._max_actor_steps
@@ -129,7 +135,11 @@ class StepsLimiter:
           rundir.progress_path(self._run_dir),
           {'time': time.time(), 'counts': counts,
            'budget_reached': budget_reached})
-      history.write({key: counts.get(key, 0) for key in _PROGRESS_KEYS})
+      # The totals at the budget always get their row: plots and rates end
+      # at the budget, not up to a second before it.
+      history.write({key: counts.get(key, 0) for key in _PROGRESS_KEYS},
+                    force=budget_reached and not budget_row_written)
+      budget_row_written = budget_row_written or budget_reached
       if budget_reached and self._stop_at_budget:
         lp.stop()
         return

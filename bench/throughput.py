@@ -3,7 +3,7 @@
     .venv/bin/python bench/throughput.py [--seconds=40]
         [--cells=1x1,1x16,1x64,2x16] [--backends=gym,envpool] [--out=bench/out]
 
-(tests/test_bench.py runs it tiny: --seconds=5 --steps=6000 --warmup=0 ...)
+(tests/test_bench.py runs it tiny: --seconds=5 --steps=8000 --warmup=0 ...)
 
 Everything runs in this one invocation on this machine:
   1. the ceilings, env steps/s on one core with random actions: gym's
@@ -115,9 +115,15 @@ def run_acme_launch(workdir: str, actors: int, envs: int, backend: str,
              f'--config.ppo.max_queue_batches={queue_batches}',
              f'--config.max_actor_steps={args.steps}', '--progress_every=1000']
   command += [f'--config.ppo.{k}={v}' for k, v in PPO_OVERRIDES.items()]
-  subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
-  return steady_rate(os.path.join(workdir, run_name, 'metrics', 'progress.csv'),
+  result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True,
+                          text=True, check=False)
+  rate = steady_rate(os.path.join(workdir, run_name, 'metrics', 'progress.csv'),
                      args.warmup)
+  if rate is None:  # Say why, rather than print 'failed' alone.
+    print(f'{run_name}: no steady rate (launch exit {result.returncode}); '
+          f'its output ends:\n{result.stdout[-1500:]}{result.stderr[-1500:]}',
+          file=sys.stderr)
+  return rate
 
 
 def run_stock_acme(workdir: str, actors: int,

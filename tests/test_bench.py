@@ -21,7 +21,7 @@ def _bench(script: str, *args: str, timeout: float = 300):
 
 
 def test_throughput_measures_stock_acme_and_acme_launch(tmp_path):
-  _bench('throughput.py', '--seconds=5', '--warmup=0', '--steps=6000',
+  _bench('throughput.py', '--seconds=5', '--warmup=0', '--steps=8000',
          '--ceiling_seconds=1', '--cells=1x2', '--backends=envpool',
          f'--out={tmp_path}')
   results = read_json(os.path.join(tmp_path, 'throughput.json'))

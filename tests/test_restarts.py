@@ -205,4 +205,5 @@ def test_chaos_actors_killed_at_random_the_counts_stay_exact(workdir):
   with open(os.path.join(run_dir, 'metrics', 'progress.csv'), newline='') as f:
     history = [float(row['actor_steps']) for row in csv.DictReader(f)]
   assert history == sorted(history)
+  assert history[-1] >= budget  # The budget's totals always get their row.
   assert alive(list(node_pids(run_dir).values()) + killed) == []
