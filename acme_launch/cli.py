@@ -185,7 +185,7 @@ def _write_run_config(run_dir, config_name, config, built, plan, seeds,
       'node_seeds': seeds,
       'resource_plan': [
           {'node': p.node, 'group': p.group, 'label': p.label,
-           'gpus': list(p.gpus), 'env': dict(p.env)}
+           'gpus': list(p.gpus), 'cores': list(p.cores), 'env': dict(p.env)}
           for p in plan.placements],
       'python': sys.version,
       'packages': _package_versions(),
@@ -327,8 +327,13 @@ def prepare_launch(dry_run: bool, connected_cluster=None) -> Launch:
         f'{", ".join(agents.ADAPTERS)}')
   inventory = resources.read_inventory(_GPU_INVENTORY.value)
   learner_devices = agents.get_adapter(config.agent).LEARNER_DEVICES
+  # Only local_mp starts a process per node on this host: pin them within
+  # the cores this launcher may use (a sweep or `taskset` gives it a slice).
+  host_cores = (sorted(os.sched_getaffinity(0)) if launch_type == 'local_mp'
+                else None)
   plan = resources.plan_resources(program_lib.node_list(config),
-                                  config.resources, inventory, learner_devices)
+                                  config.resources, inventory, learner_devices,
+                                  host_cores)
   notes = []
   if plan.gpu_usage and launch_type != 'ray':
     # GPU nodes need a jaxlib that opens them (setup installs the CPU build
@@ -344,7 +349,8 @@ def prepare_launch(dry_run: bool, connected_cluster=None) -> Launch:
             'every node runs on the CPU. For the GPUs: '
             'ACME_LAUNCH_JAX=cuda12 scripts/setup.sh')
         plan = resources.plan_resources(program_lib.node_list(config),
-                                        config.resources, (), learner_devices)
+                                        config.resources, (), learner_devices,
+                                        host_cores)
   run_dir = _run_dir_path(config_name)
   built = program_lib.make_program(config, plan, run_dir)
   node_names = [n for names in built.nodes_by_label.values() for n in names]

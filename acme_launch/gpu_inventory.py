@@ -30,13 +30,36 @@ class GpuInfo:
 
 
 def read_inventory(inventory_path: str = '') -> Tuple[GpuInfo, ...]:
-  """GPUs of this machine, or those listed in the JSON file at the path."""
+  """GPUs of this machine, or those listed in the JSON file at the path.
+
+  Only those in the launcher's own CUDA_VISIBLE_DEVICES, when it is set: a
+  sweep (or a user) hands a launcher a slice of the host's GPUs that way.
+  """
   if inventory_path:
-    return _from_file(inventory_path)
-  gpus = _from_nvml()
-  if gpus is None:
-    gpus = _from_nvidia_smi()
-  return gpus or ()
+    gpus = _from_file(inventory_path)
+  else:
+    gpus = _from_nvml()
+    if gpus is None:
+      gpus = _from_nvidia_smi()
+  return visible_to_launcher(gpus or (), os.environ.get('CUDA_VISIBLE_DEVICES'))
+
+
+def visible_to_launcher(gpus: Tuple[GpuInfo, ...],
+                        visible: Optional[str]) -> Tuple[GpuInfo, ...]:
+  """The GPUs among `gpus` that CUDA_VISIBLE_DEVICES=`visible` names.
+
+  Read as nvidia-smi indices (the planner sets CUDA_DEVICE_ORDER=PCI_BUS_ID
+  in every node, so they mean the same GPUs there). None keeps all.
+  """
+  if visible is None:
+    return gpus
+  entries = [e.strip() for e in visible.split(',') if e.strip()]
+  if not all(e.isdigit() for e in entries):
+    raise errors.LaunchError(
+        f'CUDA_VISIBLE_DEVICES={visible!r}: the launcher reads GPU indices '
+        "(nvidia-smi numbering) such as '0,1'; set those or unset it")
+  wanted = {int(e) for e in entries}
+  return tuple(g for g in gpus if g.index in wanted)
 
 
 def _check(gpus: Tuple[GpuInfo, ...], source: str) -> Tuple[GpuInfo, ...]:

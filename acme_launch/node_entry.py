@@ -42,6 +42,8 @@ def record_received(run_dir: str, node: str) -> None:
           'ray_node_id': os.environ.get('ACME_LAUNCH_RAY_NODE_ID', ''),
           'env': {k: v for k, v in sorted(os.environ.items())
                   if k.startswith(_RECORDED_ENV_PREFIXES)},
+          # The cores it may run on (pinned by the plan, or the launcher's).
+          'cpu_affinity': resources.format_cores(os.sched_getaffinity(0)),
           'jax_devices': [str(d) for d in jax.devices()],
           'jax_platform': jax.default_backend(),
           'tf_visible_devices': [d.name for d in tf.config.get_visible_devices()],

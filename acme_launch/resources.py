@@ -23,6 +23,12 @@ can be overridden, e.g. `--config.resources.learner.jax_mem_fraction=0.5`):
     intra_op_threads  int   0 = TF's default; else tf.config.threading.
     inter_op_threads  int   0 = TF's default.
     omp_threads       int   0 = unset; else OMP_NUM_THREADS.
+    cpus              str   'auto': which cores the node's process may run
+                            on: 'auto' (see CPU placement), 'all' (any core
+                            the launcher may use, i.e. not pinned), a count
+                            such as '2' (the planner picks that many free
+                            cores) or a core list such as '0-3,8' (one
+                            core: '5-5', since '5' is a count).
     extra_env         str   '' or 'KEY=VALUE,KEY2=VALUE2' (a comma followed
                             by `NAME=` starts the next pair; variables the
                             planner sets are refused, TF_CPP_MIN_LOG_LEVEL
@@ -43,6 +49,23 @@ can be overridden, e.g. `--config.resources.learner.jax_mem_fraction=0.5`):
                             (Launchpad would silently ignore them).
   cuda_context_overhead_mb  int   500: MB a process's CUDA context takes on
                             each GPU it sees.
+  oversubscribe_cpus        bool  False: allow core lists that overlap and
+                            counts beyond the free cores (else refused).
+
+CPU placement (--launch_type=local_mp; the host's cores are those the
+launcher itself may use, os.sched_getaffinity, so a sweep or `taskset`
+hands it a slice). Core lists are taken as given, then counts get free
+cores in order. 'auto' nodes then share what is left: the learner, the
+replay and each actor a core of its own, the counter (with the steps
+limiter) and the evaluators one core between them (the replay's when no core
+is left for them), and the learner every core left over. When fewer cores
+are left than that needs, the 'auto' nodes are not pinned and the dry run
+says why. A pinned process gets ACME_LAUNCH_CPUS=<cores>, which
+configure_process() applies to every thread before TF or XLA start theirs;
+XLA's and TF's pools size themselves from the cores a process may use, and
+the planner sets TF intra/inter-op and OMP threads to that count unless the
+*_threads fields say otherwise. Under local_mt, test_mt and ray nothing is
+pinned, and counts or core lists are refused.
 
 GPU choice. 'auto' for the learner: as many GPUs as its learner uses (the
 agent adapter's LEARNER_DEVICES: 1 for every shipped agent, none of which
@@ -89,6 +112,7 @@ ALLOCATORS = ('default', 'platform', 'bfc', 'cuda_async')
 TF_GPU_ENV = 'ACME_LAUNCH_TF_GPU'
 TF_INTRA_OP_ENV = 'ACME_LAUNCH_TF_INTRA_OP_THREADS'
 TF_INTER_OP_ENV = 'ACME_LAUNCH_TF_INTER_OP_THREADS'
+CPUS_ENV = 'ACME_LAUNCH_CPUS'
 
 # Variables only the planner may set (extra_env must not fight the plan).
 _PLANNER_OWNED = ('CUDA_DEVICE_ORDER', 'CUDA_VISIBLE_DEVICES', 'JAX_PLATFORMS',
@@ -109,6 +133,7 @@ class NodePlacement:
   ray_cpus: float = 1.0     # --launch_type=ray: Ray's num_cpus for the node,
   ray_memory_mb: int = 0    # its memory reservation (MB),
   ray_resources: Tuple[Tuple[str, float], ...] = ()  # and custom resources.
+  cores: Tuple[int, ...] = ()  # Host cores it is pinned to (empty: any).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,6 +149,7 @@ class ResourcePlan:
   placements: Tuple[NodePlacement, ...]
   gpu_usage: Tuple[GpuUsage, ...] = ()
   idle_gpus: Tuple[GpuInfo, ...] = ()   # In the inventory, used by no node.
+  cpu_note: str = ''   # How cores were placed, one line for the dry run.
 
   def placement(self, node: str) -> NodePlacement:
     for placement in self.placements:
@@ -152,6 +178,7 @@ def _group_defaults(gpus: str, jax_mem_fraction: float) -> ml_collections.Config
   group.intra_op_threads = 0
   group.inter_op_threads = 0
   group.omp_threads = 0
+  group.cpus = 'auto'
   group.extra_env = ''
   group.ray_cpus = 1.0
   group.ray_memory_mb = 0
@@ -168,11 +195,13 @@ def default_resources_config() -> ml_collections.ConfigDict:
                                     0.75 if learner else _DEFAULT_ACTOR_FRACTION)
   config.node_overrides = ''
   config.cuda_context_overhead_mb = 500
+  config.oversubscribe_cpus = False
   return config
 
 
 _FIELDS = tuple(_group_defaults('none', 0.1).keys())
-_TOP_LEVEL = ('node_overrides', 'cuda_context_overhead_mb')
+_TOP_LEVEL = ('node_overrides', 'cuda_context_overhead_mb',
+              'oversubscribe_cpus')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,6 +220,9 @@ class _NodeSpec:
   ray_cpus: float = 1.0
   ray_memory_mb: int = 0
   ray_resources: Tuple[Tuple[str, float], ...] = ()
+  cpus: str = 'auto'              # 'auto', 'all', a count or a core list.
+  cpu_count: int = 0              # The count, when cpus is one.
+  cpu_list: Tuple[int, ...] = ()  # The cores, when cpus is a list.
 
 
 def _fail(message: str) -> None:
@@ -304,6 +336,53 @@ def _check_gpus_field(value: str, where: str) -> str:
   return ','.join(str(int(i)) for i in indices)
 
 
+def parse_core_list(text: str) -> Tuple[int, ...]:
+  """'0-3,8' -> (0, 1, 2, 3, 8); ValueError if it is not such a list."""
+  cores = []
+  for item in str(text).replace(' ', '').split(','):
+    match = re.fullmatch(r'(\d+)(?:-(\d+))?', item)
+    if not match:
+      raise ValueError(text)
+    first = int(match.group(1))
+    last = int(match.group(2)) if match.group(2) else first
+    if last < first:
+      raise ValueError(text)
+    cores.extend(range(first, last + 1))
+  if len(set(cores)) != len(cores):
+    raise ValueError(text)
+  return tuple(cores)
+
+
+def format_cores(cores: Sequence[int]) -> str:
+  """(0, 1, 2, 3, 8) -> '0-3,8', the form `taskset -c` and Linux print."""
+  runs: List[List[int]] = []
+  for core in sorted(cores):
+    if runs and core == runs[-1][1] + 1:
+      runs[-1][1] = core
+    else:
+      runs.append([core, core])
+  return ','.join(str(a) if a == b else f'{a}-{b}' for a, b in runs)
+
+
+def _parse_cpus(value, where: str) -> Tuple[str, int, Tuple[int, ...]]:
+  """(normalized, count, cores) of a cpus field."""
+  text = str(value).strip().lower().replace(' ', '')
+  if text in ('auto', 'all'):
+    return text, 0, ()
+  if text.isdigit() and '-' not in text and ',' not in text:
+    if int(text) < 1:
+      _fail(f"{where} must be 'auto', 'all', a count >= 1 or a core list "
+            f"like '0-3,8' (core 0 alone: '0-0'; '5-5' for core 5), "
+            f'got {value!r}')
+    return text, int(text), ()
+  try:
+    cores = parse_core_list(text)
+  except ValueError:
+    _fail(f"{where} must be 'auto', 'all', a count like '2' or a core list "
+          f"like '0-3,8' (each core once; one core as '5-5'), got {value!r}")
+  return 'list:' + format_cores(cores), 0, cores
+
+
 def _node_spec(fields: Mapping[str, Tuple[object, str]]) -> _NodeSpec:
   """Validates one node's settings; fields map to (value, where)."""
   value = {name: v for name, (v, _) in fields.items()}
@@ -320,6 +399,7 @@ def _node_spec(fields: Mapping[str, Tuple[object, str]]) -> _NodeSpec:
       _fail(f'{where[name]} must be >= 0 (0 = library default), '
             f'got {value[name]}')
   tf_gpu, tf_limit_mb = _parse_tf_gpu(value['tf_gpu'], where['tf_gpu'])
+  cpus, cpu_count, cpu_list = _parse_cpus(value['cpus'], where['cpus'])
   ray_cpus = float(value['ray_cpus'])
   if not 0 <= ray_cpus < float('inf'):
     _fail(f'{where["ray_cpus"]} must be >= 0 and finite, got {ray_cpus:g}')
@@ -340,7 +420,8 @@ def _node_spec(fields: Mapping[str, Tuple[object, str]]) -> _NodeSpec:
       ray_cpus=ray_cpus,
       ray_memory_mb=int(value['ray_memory_mb']),
       ray_resources=_parse_ray_resources(value['ray_resources'],
-                                         where['ray_resources']))
+                                         where['ray_resources']),
+      cpus=cpus, cpu_count=cpu_count, cpu_list=cpu_list)
 
 
 def _node_specs(node_names: Sequence[str], groups: Sequence[str],
@@ -468,10 +549,109 @@ def _gpu_usage(node_names, specs, assigned, inventory, overhead_mb
   return tuple(usage)
 
 
+# CPU placement --------------------------------------------------------------------
+
+# 'auto' nodes with a core of their own; the others share one.
+_OWN_CORE_GROUPS = ('learner', 'replay', 'actor')
+
+
+def _claim_explicit_cores(node_names, specs, host: Tuple[int, ...],
+                          oversubscribe: bool
+                          ) -> Tuple[List[Optional[Tuple[int, ...]]], List[int]]:
+  """Core lists as given, then counts from the free cores, in node order.
+
+  Returns each node's cores (None where not yet decided) and the free cores.
+  """
+  have = f'this launcher may use cores {format_cores(host)}'
+  assigned: List[Optional[Tuple[int, ...]]] = [None] * len(specs)
+  claimed: Dict[int, str] = {}
+  for n, (node, spec) in enumerate(zip(node_names, specs)):
+    if not spec.cpu_list:
+      continue
+    missing = [c for c in spec.cpu_list if c not in host]
+    if missing:
+      _fail(f'{node} asks for cores {format_cores(spec.cpu_list)}, but {have} '
+            f'(os.sched_getaffinity); core {missing[0]} is not among them')
+    for core in spec.cpu_list:
+      if core in claimed and not oversubscribe:
+        _fail(f'{node} and {claimed[core]} both ask for core {core}; give them '
+              'disjoint core lists or set '
+              'config.resources.oversubscribe_cpus=true')
+      claimed.setdefault(core, node)
+    assigned[n] = spec.cpu_list
+  free = [c for c in host if c not in claimed]
+  use = {c: (1 if c in claimed else 0) for c in host}
+  for n, (node, spec) in enumerate(zip(node_names, specs)):
+    if not spec.cpu_count:
+      continue
+    if spec.cpu_count > len(host):
+      _fail(f'{node} asks for {spec.cpu_count} cores, but {have}')
+    if len(free) >= spec.cpu_count:
+      cores = tuple(free[:spec.cpu_count])
+      free = free[spec.cpu_count:]
+    elif oversubscribe:
+      cores = tuple(sorted(sorted(host, key=lambda c: (use[c], c))
+                           [:spec.cpu_count]))
+      free = [c for c in free if c not in cores]
+    else:
+      wanted = sum(s.cpu_count + len(s.cpu_list) for s in specs)
+      _fail(f'the CPU plan asks for {wanted} cores (counts and core lists '
+            f'of config.resources), but {have}; ask for fewer or set '
+            'config.resources.oversubscribe_cpus=true')
+    for core in cores:
+      use[core] += 1
+    assigned[n] = cores
+  return assigned, free
+
+
+def _assign_cores(node_names: Sequence[str], groups: Sequence[str],
+                  specs: Sequence[_NodeSpec],
+                  host_cores: Optional[Sequence[int]], oversubscribe: bool
+                  ) -> Tuple[List[Tuple[int, ...]], str]:
+  """Each node's cores (empty: not pinned) and a line saying how."""
+  if host_cores is None:
+    for node, spec in zip(node_names, specs):
+      if spec.cpus not in ('auto', 'all'):
+        _fail(f'{node} has cpus={spec.cpus.replace("list:", "")!r}: only '
+              "--launch_type=local_mp pins cores; use 'auto' or 'all'")
+    return [()] * len(specs), 'cores: not pinned (local_mp pins them)'
+  host = tuple(sorted(host_cores))
+  assigned, free = _claim_explicit_cores(node_names, specs, host, oversubscribe)
+  auto = [n for n, spec in enumerate(specs) if spec.cpus == 'auto']
+  own = [n for n in auto if groups[n] in _OWN_CORE_GROUPS]
+  shared = [n for n in auto if groups[n] not in _OWN_CORE_GROUPS]
+  note = ''
+  if auto and len(free) >= max(len(own), 1):
+    # The learner first, so that it gets the cores left over next to its own.
+    own.sort(key=lambda n: _OWN_CORE_GROUPS.index(groups[n]))
+    spare = len(free) - len(own) - (1 if shared and own else 0)
+    for n in own:
+      take = 1 + (spare if groups[n] == 'learner' and spare > 0 else 0)
+      assigned[n], free = tuple(free[:take]), free[take:]
+      if take > 1:
+        spare = 0
+    if shared:
+      replay = [assigned[n] for n in own if groups[n] == 'replay']
+      core = free[:1] or (replay[0][:1] if replay else assigned[own[0]][:1])
+      for n in shared:
+        assigned[n] = tuple(core)
+    note = (f'cores: pinned ({len(host)} the launcher may use: '
+            f'{format_cores(host)})')
+  elif auto:
+    note = (f'cores: not pinned: the automatic plan needs {len(own)} '
+            'cores (one each for the learner, the replay and every actor), '
+            f'{len(free)} left of the launcher\'s {format_cores(host)}; every '
+            'process may run on any of them')
+  if not note:
+    note = f'cores: as configured (the launcher may use {format_cores(host)})'
+  return [cores or () for cores in assigned], note
+
+
 # Environment and labels ---------------------------------------------------------
 
 
-def _env(spec: _NodeSpec, gpus: Tuple[int, ...]) -> Dict[str, str]:
+def _env(spec: _NodeSpec, gpus: Tuple[int, ...],
+         cores: Tuple[int, ...]) -> Dict[str, str]:
   env = {
       'CUDA_DEVICE_ORDER': 'PCI_BUS_ID',
       'TF_CPP_MIN_LOG_LEVEL': '2',
@@ -487,9 +667,12 @@ def _env(spec: _NodeSpec, gpus: Tuple[int, ...]) -> Dict[str, str]:
     })
   else:
     env.update({'CUDA_VISIBLE_DEVICES': '', 'JAX_PLATFORMS': 'cpu'})
+  if cores:
+    env[CPUS_ENV] = format_cores(cores)
   for key, threads in ((TF_INTRA_OP_ENV, spec.intra_op_threads),
                        (TF_INTER_OP_ENV, spec.inter_op_threads),
                        ('OMP_NUM_THREADS', spec.omp_threads)):
+    threads = threads or len(cores)  # Pinned: as many as its cores.
     if threads:
       env[key] = str(threads)
   env.update(spec.extra_env)
@@ -497,7 +680,8 @@ def _env(spec: _NodeSpec, gpus: Tuple[int, ...]) -> Dict[str, str]:
 
 
 def _labels(groups: Sequence[str], envs: Sequence[Dict[str, str]],
-            assigned: Sequence[Tuple[int, ...]]) -> List[str]:
+            assigned: Sequence[Tuple[int, ...]],
+            cores: Sequence[Tuple[int, ...]]) -> List[str]:
   """One label per distinct environment within a group."""
   labels = [''] * len(groups)
   for group in GROUPS:
@@ -513,6 +697,8 @@ def _labels(groups: Sequence[str], envs: Sequence[Dict[str, str]],
         gpus = assigned[same_env[0]]
         label = (f'{group}_gpu' + '_'.join(map(str, gpus)) if gpus
                  else f'{group}_cpu')
+        if cores[same_env[0]]:
+          label += '_c' + format_cores(cores[same_env[0]])
         base, k = label, 2
         while label in used:
           label, k = f'{base}_v{k}', k + 1
@@ -525,11 +711,13 @@ def _labels(groups: Sequence[str], envs: Sequence[Dict[str, str]],
 def plan_resources(nodes: Sequence[Tuple[str, int]],
                    resources_config: ml_collections.ConfigDict,
                    inventory: Sequence[GpuInfo] = (),
-                   learner_devices: int = 1) -> ResourcePlan:
+                   learner_devices: int = 1,
+                   host_cores: Optional[Sequence[int]] = None) -> ResourcePlan:
   """Places each (group, index) node; raises LaunchError on bad input.
 
   `learner_devices`: how many devices the agent's learner uses (its
-  adapter's LEARNER_DEVICES)."""
+  adapter's LEARNER_DEVICES). `host_cores`: the cores the nodes may be
+  pinned to (the launcher's own, local_mp); None pins nothing."""
   groups = [group for group, _ in nodes]
   node_names = [f'{group}/{index}' for group, index in nodes]
   for group in groups:
@@ -543,8 +731,12 @@ def plan_resources(nodes: Sequence[Tuple[str, int]],
   assigned = _assign_gpus(node_names, groups, specs, inventory,
                           learner_devices)
   usage = _gpu_usage(node_names, specs, assigned, inventory, overhead_mb)
-  envs = [_env(spec, gpus) for spec, gpus in zip(specs, assigned)]
-  labels = _labels(groups, envs, assigned)
+  cores, cpu_note = _assign_cores(
+      node_names, groups, specs, host_cores,
+      bool(resources_config.get('oversubscribe_cpus', False)))
+  envs = [_env(spec, gpus, node_cores)
+          for spec, gpus, node_cores in zip(specs, assigned, cores)]
+  labels = _labels(groups, envs, assigned, cores)
   by_index = {g.index: g for g in inventory}
   placements = tuple(
       NodePlacement(
@@ -552,12 +744,13 @@ def plan_resources(nodes: Sequence[Tuple[str, int]],
           gpu_memory_mb=(_planned_mb(spec, by_index[gpus[0]], overhead_mb)
                          if gpus else 0),
           ray_cpus=spec.ray_cpus, ray_memory_mb=spec.ray_memory_mb,
-          ray_resources=spec.ray_resources)
-      for node, group, label, gpus, env, spec in zip(
-          node_names, groups, labels, assigned, envs, specs))
+          ray_resources=spec.ray_resources, cores=node_cores)
+      for node, group, label, gpus, env, spec, node_cores in zip(
+          node_names, groups, labels, assigned, envs, specs, cores))
   used = {i for gpus in assigned for i in gpus}
   return ResourcePlan(placements, usage,
-                      tuple(g for g in inventory if g.index not in used))
+                      tuple(g for g in inventory if g.index not in used),
+                      cpu_note)
 
 
 # Display ------------------------------------------------------------------------
@@ -577,18 +770,21 @@ def _columns(p: NodePlacement) -> Tuple[str, ...]:
   threads = '/'.join(env.get(k, '-') for k in (
       TF_INTRA_OP_ENV, TF_INTER_OP_ENV, 'OMP_NUM_THREADS'))
   memory = str(p.gpu_memory_mb) if p.gpus else '-'
-  return (p.node, p.label, gpus, jax, memory, env.get(TF_GPU_ENV, 'none'),
-          threads)
+  cores = format_cores(p.cores) if p.cores else 'any'
+  return (p.node, p.label, cores, gpus, jax, memory,
+          env.get(TF_GPU_ENV, 'none'), threads)
 
 
 def format_plan(plan: ResourcePlan) -> str:
   """Plain fixed-width text for --dry_run: nodes, GPU memory, environments."""
-  header = ('node', 'label', 'gpus', 'jax mem', 'MB/gpu', 'tf gpu',
+  header = ('node', 'label', 'cores', 'gpus', 'jax mem', 'MB/gpu', 'tf gpu',
             'threads intra/inter/omp')
   rows = [header] + [_columns(p) for p in plan.placements]
   widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
   lines = ['  '.join(cell.ljust(w) for cell, w in zip(row, widths)) +
            '  ' + row[-1] for row in rows]
+  if plan.cpu_note:
+    lines.append('\n' + plan.cpu_note)
   if plan.gpu_usage:
     lines.append('\nGPU memory planned (JAX fraction + CUDA context + TF limit):')
     for u in plan.gpu_usage:
@@ -623,12 +819,38 @@ def _env_int(name: str) -> int:
   return int(text)
 
 
+def pin_cores(text: str) -> None:
+  """Pins every thread of this process to the cores in `text` ('0-3,8').
+
+  Threads started later inherit it; the ones already running (none should
+  be, before TF and XLA start) are pinned one by one.
+  """
+  if not text:
+    return
+  try:
+    cores = parse_core_list(text)
+  except ValueError:
+    _fail(f"{CPUS_ENV} must be a core list like '0-3,8', got {text!r}")
+  try:
+    threads = [int(t) for t in os.listdir('/proc/self/task')]
+  except OSError:
+    threads = [0]
+  for thread in threads:
+    try:
+      os.sched_setaffinity(thread, cores)
+    except ProcessLookupError:
+      pass  # That thread ended meanwhile.
+    except OSError as e:
+      _fail(f'cannot pin this process to cores {text}: {e.strerror}')
+
+
 def configure_process() -> None:
   """Applies the node's TF settings from its env, before TF's context starts.
 
   Called by acme_launch.node_entry before any node code runs. TF sees no GPU
   unless ACME_LAUNCH_TF_GPU asks for one, so it never competes with JAX.
   """
+  pin_cores(os.environ.get(CPUS_ENV, ''))
   mode, limit_mb = _parse_tf_gpu(os.environ.get(TF_GPU_ENV) or 'none',
                                  TF_GPU_ENV)
   intra, inter = _env_int(TF_INTRA_OP_ENV), _env_int(TF_INTER_OP_ENV)
