@@ -101,11 +101,12 @@ def steady_rate(progress_csv: str, warmup: float) -> Optional[float]:
 
 
 def run_acme_launch(workdir: str, actors: int, envs: int, backend: str,
-                    args: argparse.Namespace) -> Optional[float]:
+                    args: argparse.Namespace, extra_flags: Tuple[str, ...] = (),
+                    run_name: str = '') -> Optional[float]:
   from configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
   batch_size = ppo_mujoco.get_config().ppo.batch_size
   queue_batches = -(-(batch_size + STOCK_QUEUE_EXTRA) // batch_size)
-  run_name = f'acme_launch_{backend}_a{actors}_e{envs}'
+  run_name = run_name or f'acme_launch_{backend}_a{actors}_e{envs}'
   command = [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
              '--config=ppo_mujoco', f'--workdir={workdir}',
              f'--run_name={run_name}', f'--config.num_actors={actors}',
@@ -115,6 +116,7 @@ def run_acme_launch(workdir: str, actors: int, envs: int, backend: str,
              f'--config.ppo.max_queue_batches={queue_batches}',
              f'--config.max_actor_steps={args.steps}', '--progress_every=1000']
   command += [f'--config.ppo.{k}={v}' for k, v in PPO_OVERRIDES.items()]
+  command += list(extra_flags)
   result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True,
                           text=True, check=False)
   rate = steady_rate(os.path.join(workdir, run_name, 'metrics', 'progress.csv'),
