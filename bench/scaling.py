@@ -55,7 +55,8 @@ def small_host_pinning(actors: int, cores: List[int]) -> Optional[tuple]:
                        for i, c in enumerate(cores[1:actors + 1]))
   return tuple(f'--config.resources.{group}.cpus={first}'
                for group in resources.GROUPS if group != 'actor') + (
-                   f'--config.resources.node_overrides={overrides}',)
+                   f'--config.resources.node_overrides={overrides}',
+                   '--config.resources.oversubscribe_cpus=true')
 
 
 def default_actor_counts(cores: int) -> List[int]:
