@@ -4,7 +4,8 @@ Launchpad starts a node as `python .../process_entry.py --data_file=...`,
 which unpickles the program, and so imports acme, before any of our code
 runs. The supervisor starts `python -m acme_launch.node_entry` with the same
 arguments instead: it applies the JAX aliases (importing acme_launch does),
-applies the node's resource settings, records what the process received, and
+applies the node's resource settings (cores, TF's GPU and thread
+settings: configure_process below), records what the process received, and
 then hands over to Launchpad's own entry.
 """
 
@@ -15,12 +16,82 @@ import sys
 import traceback
 
 import acme_launch  # noqa: F401  (JAX aliases for acme, before unpickling)
+from acme_launch import errors
 from acme_launch import quiet
 from acme_launch import resources
 from acme_launch import rundir
 
 # Environment variables worth recording: what decides devices and threads.
 _RECORDED_ENV_PREFIXES = ('CUDA_', 'JAX_', 'XLA_', 'TF_', 'OMP_', 'ACME_LAUNCH_')
+
+
+def _fail(message: str) -> None:
+  raise errors.LaunchError(message)
+
+
+def _env_int(name: str) -> int:
+  text = os.environ.get(name, '0') or '0'
+  if not text.isdigit():
+    _fail(f'{name} must be a non-negative integer, got {text!r}')
+  return int(text)
+
+
+def pin_cores(text: str) -> None:
+  """Pins every thread of this process to the cores in `text` ('0-3,8').
+
+  Threads started later inherit it; the ones already running (none should
+  be, before TF and XLA start) are pinned one by one.
+  """
+  if not text:
+    return
+  try:
+    cores = resources.parse_core_list(text)
+  except ValueError:
+    _fail(f"{resources.CPUS_ENV} must be a core list like '0-3,8', "
+          f'got {text!r}')
+  try:
+    threads = [int(t) for t in os.listdir('/proc/self/task')]
+  except OSError:
+    threads = [0]
+  for thread in threads:
+    try:
+      os.sched_setaffinity(thread, cores)
+    except ProcessLookupError:
+      pass  # That thread ended meanwhile.
+    except OSError as e:
+      _fail(f'cannot pin this process to cores {text}: {e.strerror}')
+
+
+def configure_process() -> None:
+  """Applies the node's cores and TF settings from its env, before TF starts.
+
+  Called by main() below before any node code runs (the planner in
+  resources.py only writes the env). TF sees no GPU unless
+  ACME_LAUNCH_TF_GPU asks for one, so it never competes with JAX.
+  """
+  pin_cores(os.environ.get(resources.CPUS_ENV, ''))
+  mode, limit_mb = resources.parse_tf_gpu(
+      os.environ.get(resources.TF_GPU_ENV) or 'none', resources.TF_GPU_ENV)
+  intra = _env_int(resources.TF_INTRA_OP_ENV)
+  inter = _env_int(resources.TF_INTER_OP_ENV)
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  try:
+    if mode == 'none':
+      tf.config.set_visible_devices([], 'GPU')
+    else:
+      for gpu in tf.config.list_physical_devices('GPU'):
+        if mode == 'growth':
+          tf.config.experimental.set_memory_growth(gpu, True)
+        else:
+          tf.config.set_logical_device_configuration(
+              gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=limit_mb)])
+    if intra:
+      tf.config.threading.set_intra_op_parallelism_threads(intra)
+    if inter:
+      tf.config.threading.set_inter_op_parallelism_threads(inter)
+  except RuntimeError as e:
+    _fail('TF GPU/thread settings must be applied before TensorFlow '
+          f'initializes: {" ".join(str(e).split())}')
 
 
 def record_received(run_dir: str, node: str) -> None:
@@ -54,7 +125,7 @@ def record_received(run_dir: str, node: str) -> None:
 
 
 def main() -> None:
-  resources.configure_process()
+  configure_process()
   run_dir = os.environ.get('ACME_LAUNCH_RUN_DIR')
   node = os.environ.get('ACME_LAUNCH_NODE')
   if run_dir and node:

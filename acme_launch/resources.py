@@ -61,7 +61,8 @@ limiter) and the evaluators one core between them (the replay's when no core
 is left for them), and the learner every core left over. When fewer cores
 are left than that needs, the 'auto' nodes are not pinned and the dry run
 says why. A pinned process gets ACME_LAUNCH_CPUS=<cores>, which
-configure_process() applies to every thread before TF or XLA start theirs;
+node_entry.configure_process() applies to every thread before TF or XLA
+start theirs;
 XLA's and TF's pools size themselves from the cores a process may use, and
 the planner sets TF intra/inter-op and OMP threads to that count unless the
 *_threads fields say otherwise. Under local_mt, test_mt and ray nothing is
@@ -86,7 +87,7 @@ OMP_NUM_THREADS, then extra_env. CPU nodes: CUDA_VISIBLE_DEVICES='' and
 JAX_PLATFORMS=cpu. GPU nodes: CUDA_VISIBLE_DEVICES=<indices>,
 JAX_PLATFORMS=cuda,cpu, XLA_PYTHON_CLIENT_PREALLOCATE,
 XLA_PYTHON_CLIENT_MEM_FRACTION, XLA_PYTHON_CLIENT_ALLOCATOR.
-`configure_process()` applies the ACME_LAUNCH_TF_* variables with tf.config
+`node_entry.configure_process()` applies the ACME_LAUNCH_TF_* variables with tf.config
 inside the node, before TF creates its context.
 
 Labels. A group whose nodes all get one environment keeps the group's name;
@@ -108,7 +109,7 @@ from acme_launch.gpu_inventory import GpuInfo, read_inventory  # pylint: disable
 GROUPS = ('replay', 'counter', 'learner', 'actor', 'evaluator')
 ALLOCATORS = ('default', 'platform', 'bfc', 'cuda_async')
 
-# Variables read by configure_process() inside each node.
+# Variables read by node_entry.configure_process() inside each node.
 TF_GPU_ENV = 'ACME_LAUNCH_TF_GPU'
 TF_INTRA_OP_ENV = 'ACME_LAUNCH_TF_INTRA_OP_THREADS'
 TF_INTER_OP_ENV = 'ACME_LAUNCH_TF_INTER_OP_THREADS'
@@ -312,7 +313,7 @@ def _parse_ray_resources(text: str, where: str) -> Tuple[Tuple[str, float], ...]
   return tuple(pairs)
 
 
-def _parse_tf_gpu(value: str, where: str) -> Tuple[str, int]:
+def parse_tf_gpu(value: str, where: str) -> Tuple[str, int]:
   text = str(value).strip().lower()
   if text in ('none', 'growth'):
     return text, 0
@@ -398,7 +399,7 @@ def _node_spec(fields: Mapping[str, Tuple[object, str]]) -> _NodeSpec:
     if int(value[name]) < 0:
       _fail(f'{where[name]} must be >= 0 (0 = library default), '
             f'got {value[name]}')
-  tf_gpu, tf_limit_mb = _parse_tf_gpu(value['tf_gpu'], where['tf_gpu'])
+  tf_gpu, tf_limit_mb = parse_tf_gpu(value['tf_gpu'], where['tf_gpu'])
   cpus, cpu_count, cpu_list = _parse_cpus(value['cpus'], where['cpus'])
   ray_cpus = float(value['ray_cpus'])
   if not 0 <= ray_cpus < float('inf'):
@@ -807,68 +808,3 @@ def format_plan(plan: ResourcePlan) -> str:
     assignments = ' '.join(f'{k}={shlex.quote(v)}' for k, v in sorted(env.items()))
     lines.append(f'  {label} ({", ".join(nodes_by_label[label])}): {assignments}')
   return '\n'.join(lines)
-
-
-# Inside each node -----------------------------------------------------------------
-
-
-def _env_int(name: str) -> int:
-  text = os.environ.get(name, '0') or '0'
-  if not text.isdigit():
-    _fail(f'{name} must be a non-negative integer, got {text!r}')
-  return int(text)
-
-
-def pin_cores(text: str) -> None:
-  """Pins every thread of this process to the cores in `text` ('0-3,8').
-
-  Threads started later inherit it; the ones already running (none should
-  be, before TF and XLA start) are pinned one by one.
-  """
-  if not text:
-    return
-  try:
-    cores = parse_core_list(text)
-  except ValueError:
-    _fail(f"{CPUS_ENV} must be a core list like '0-3,8', got {text!r}")
-  try:
-    threads = [int(t) for t in os.listdir('/proc/self/task')]
-  except OSError:
-    threads = [0]
-  for thread in threads:
-    try:
-      os.sched_setaffinity(thread, cores)
-    except ProcessLookupError:
-      pass  # That thread ended meanwhile.
-    except OSError as e:
-      _fail(f'cannot pin this process to cores {text}: {e.strerror}')
-
-
-def configure_process() -> None:
-  """Applies the node's TF settings from its env, before TF's context starts.
-
-  Called by acme_launch.node_entry before any node code runs. TF sees no GPU
-  unless ACME_LAUNCH_TF_GPU asks for one, so it never competes with JAX.
-  """
-  pin_cores(os.environ.get(CPUS_ENV, ''))
-  mode, limit_mb = _parse_tf_gpu(os.environ.get(TF_GPU_ENV) or 'none',
-                                 TF_GPU_ENV)
-  intra, inter = _env_int(TF_INTRA_OP_ENV), _env_int(TF_INTER_OP_ENV)
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  try:
-    if mode == 'none':
-      tf.config.set_visible_devices([], 'GPU')
-    else:
-      for gpu in tf.config.list_physical_devices('GPU'):
-        if mode == 'growth':
-          tf.config.experimental.set_memory_growth(gpu, True)
-        else:
-          tf.config.set_logical_device_configuration(
-              gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=limit_mb)])
-    if intra:
-      tf.config.threading.set_intra_op_parallelism_threads(intra)
-    if inter:
-      tf.config.threading.set_inter_op_parallelism_threads(inter)
-  except RuntimeError as e:
-    _fail('TF GPU/thread settings must be applied before TensorFlow '
-          f'initializes: {" ".join(str(e).split())}')

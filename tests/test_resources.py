@@ -370,8 +370,8 @@ def _run_node_process(env, code):
   """Runs `code` after configure_process() in a fresh interpreter."""
   script = textwrap.dedent('''
       import json
-      from acme_launch import resources
-      resources.configure_process()
+      from acme_launch import node_entry
+      node_entry.configure_process()
   ''') + textwrap.dedent(code)
   base = {k: v for k, v in os.environ.items()
           if not k.startswith(('ACME_LAUNCH_', 'CUDA_', 'JAX_', 'XLA_', 'OMP_'))}
@@ -409,9 +409,9 @@ def test_configure_process_after_tf_started_is_a_clear_error():
   script = textwrap.dedent('''
       import tensorflow as tf
       tf.constant(1.0)
-      from acme_launch import errors, resources
+      from acme_launch import errors, node_entry
       try:
-        resources.configure_process()
+        node_entry.configure_process()
       except errors.LaunchError as e:
         print('LaunchError:', e)
   ''')
