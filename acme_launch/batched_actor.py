@@ -37,14 +37,13 @@ BatchedAdder = Union[batched_adders.PerEnvAdders,
 _REPORT_EVERY_SECONDS = 1.0
 
 
-def actions_and_extras(policy_output):
+def actions_and_extras(policy_output, returns_extras: bool):
   """(actions, extras or None) as numpy, from a batched policy's output.
 
-  PPO's policy also returns extras (the log-prob its learner needs); the
-  others return actions alone.
+  `returns_extras`: the agent's adapter's POLICY_RETURNS_EXTRAS (PPO's
+  policy also returns the log-probs its learner needs).
   """
-  if (isinstance(policy_output, tuple) and len(policy_output) == 2 and
-      isinstance(policy_output[1], dict)):
+  if returns_extras:
     actions, extras = policy_output
     return np.asarray(actions), tree.map_structure(np.asarray, extras)
   return np.asarray(policy_output), None
@@ -63,8 +62,9 @@ class BatchedEnvironmentLoop(core.Worker):
                variable_client: variable_utils.VariableClient,
                adder: BatchedAdder, random_key,
                counter: counting.Counter, logger: loggers.Logger,
-               max_actor_steps: int = 0):
+               max_actor_steps: int = 0, policy_returns_extras: bool = False):
     self._environments = environments
+    self._policy_returns_extras = policy_returns_extras
     def policy_step(params, key, observations):
       key, policy_key = jax.random.split(key)
       return key, policy(params, policy_key, observations)
@@ -82,7 +82,7 @@ class BatchedEnvironmentLoop(core.Worker):
   def _select_actions(self, observations):
     self._random_key, output = self._policy_step(
         self._variable_client.params, self._random_key, observations)
-    return actions_and_extras(output)
+    return actions_and_extras(output, self._policy_returns_extras)
 
   def run(self) -> None:
     with signals.runtime_terminator():

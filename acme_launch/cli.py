@@ -22,6 +22,7 @@ from ml_collections import config_flags
 from acme_launch import errors
 from acme_launch import experiment_config
 from acme_launch import registry
+from acme_launch import topology
 
 EXIT_BAD_INPUT = 2
 
@@ -548,9 +549,8 @@ def _run_until_done(launch: Launch, built, reporter):
         outcome = runner.run_threads(built, launch.launch_type)
     wall_time += outcome.wall_time
     node_restarts.update(outcome.restarts)
-    group = outcome.failed_node.split('/')[0]
     if (outcome.reason != 'node_failed' or resumes >= _AUTO_RESUME.value or
-        group in restarts.RESTARTABLE_GROUPS):
+        topology.restartable(outcome.failed_node)):
       break
     resumes += 1
     print(f'acme-launch: node {outcome.failed_node} failed; resuming the whole '

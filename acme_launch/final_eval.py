@@ -21,7 +21,8 @@ from acme_launch import batched_actor
 
 
 def play_episodes(environments: Sequence[dm_env.Environment],
-                  policy: Callable, params, random_key) -> Dict[str, List[float]]:
+                  policy: Callable, params, random_key,
+                  policy_returns_extras: bool) -> Dict[str, List[float]]:
   """One episode in each environment; returns per-episode returns, lengths."""
   policy_step = jax.jit(policy, backend='cpu')
   timesteps = [environment.reset() for environment in environments]
@@ -33,7 +34,7 @@ def play_episodes(environments: Sequence[dm_env.Environment],
     observations = tree.map_structure(
         lambda *xs: np.stack(xs), *[t.observation for t in timesteps])
     actions, _ = batched_actor.actions_and_extras(
-        policy_step(params, key, observations))
+        policy_step(params, key, observations), policy_returns_extras)
     for i in np.flatnonzero(running):
       timesteps[i] = environments[i].step(actions[i])
       returns[i] += timesteps[i].reward
@@ -47,8 +48,10 @@ class FinalEvaluation:
 
   def __init__(self, make_environment: Callable[[int], dm_env.Environment],
                seeds: Sequence[int], policy: Callable,
-               variable_client: variable_utils.VariableClient, random_key):
+               variable_client: variable_utils.VariableClient, random_key,
+               policy_returns_extras: bool):
     self._make_environment = make_environment
+    self._policy_returns_extras = policy_returns_extras
     self._seeds = list(seeds)
     self._policy = policy
     self._variable_client = variable_client
@@ -62,4 +65,5 @@ class FinalEvaluation:
     self._variable_client.update_and_wait()
     environments = [self._make_environment(seed) for seed in self._seeds]
     return play_episodes(environments, self._policy,
-                         self._variable_client.params, self._random_key)
+                         self._variable_client.params, self._random_key,
+                         self._policy_returns_extras)

@@ -20,6 +20,7 @@ from acme_launch import errors
 from acme_launch import quiet
 from acme_launch import resources
 from acme_launch import rundir
+from acme_launch import topology
 
 # Environment variables worth recording: what decides devices and threads.
 _RECORDED_ENV_PREFIXES = ('CUDA_', 'JAX_', 'XLA_', 'TF_', 'OMP_', 'ACME_LAUNCH_')
@@ -99,7 +100,7 @@ def record_received(run_dir: str, node: str) -> None:
   import jax  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   rundir.write_json_atomic(
-      os.path.join(rundir.nodes_dir(run_dir), node.replace('/', '_') + '.json'),
+      os.path.join(rundir.nodes_dir(run_dir), topology.file_stem(node) + '.json'),
       {
           'node': node,
           'pid': os.getpid(),

@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from acme_launch import final_eval
 from acme_launch import rundir
+from acme_launch import topology
 
 
 class MetricsLogger(loggers.Logger):
@@ -43,7 +44,7 @@ class MetricsLogger(loggers.Logger):
     self._file = open(self._path, 'a', newline='')
     self._writer = None
     self._summary_writer = tf.summary.create_file_writer(
-        os.path.join(rundir.tensorboard_dir(run_dir), node.replace('/', '_')))
+        os.path.join(rundir.tensorboard_dir(run_dir), topology.file_stem(node)))
 
   def write(self, data: loggers.LoggingData, force: bool = False) -> None:
     """Writes a row, unless one was written under `time_delta` ago.

@@ -30,13 +30,19 @@ from acme_launch import final_eval
 from acme_launch import nodes
 from acme_launch import resources
 from acme_launch import restarts
+from acme_launch import topology
+
+
+def program_nodes(config: ml_collections.ConfigDict
+                  ) -> Tuple[topology.Node, ...]:
+  return topology.program_nodes(config.num_actors, config.num_evaluators)
 
 
 def node_list(config: ml_collections.ConfigDict) -> List[Tuple[str, int]]:
-  """Every node of the program as (group, index), in launch order."""
-  return ([('replay', 0), ('counter', 0), ('learner', 0)] +
-          [('actor', i) for i in range(config.num_actors)] +
-          [('evaluator', i) for i in range(config.num_evaluators)])
+  """The nodes the resource plan places, as (group, index), in launch order
+  (not the limiter, which is placed like the counter)."""
+  return [(node.group, node.index) for node in program_nodes(config)
+          if not node.placed_like]
 
 
 def node_seeds(config: ml_collections.ConfigDict) -> Dict[str, int]:
@@ -127,11 +133,11 @@ def make_program(config: ml_collections.ConfigDict,
     networks = adapter.make_networks(config, environment_spec)
     policy = adapter.make_policy(config, networks, environment_spec,
                                  evaluation=False)
-    actor = builder.make_actor(jax.random.PRNGKey(seed), policy,
-                               adder=builder.make_adder(replay),
-                               variable_source=learner)
     actor_counter = counting.Counter(counter, 'actor', time_delta=0.)
-    if config.envs_per_actor == 1:
+    if config.envs_per_actor == 1:  # Acme's own actor and loop.
+      actor = builder.make_actor(jax.random.PRNGKey(seed), policy,
+                                 adder=builder.make_adder(replay),
+                                 variable_source=learner)
       return nodes.BudgetedEnvironmentLoop(
           make_env(seed=seed), actor, actor_counter,
           logger_for(f'actor/{index}'),
@@ -141,7 +147,7 @@ def make_program(config: ml_collections.ConfigDict,
     # EnvPool's worker threads: the actor's omp_threads (0, unset: 1).
     num_threads = int(plan.placement(f'actor/{index}').env.get(
         'OMP_NUM_THREADS', 1))
-    if hasattr(builder, 'make_batched_adder'):  # PPO: bulk sequence writes.
+    if adapter.BATCHED_ADDER:  # PPO: bulk sequence writes.
       adder = builder.make_batched_adder(replay, environment_spec,
                                          len(env_seeds))
     else:
@@ -151,11 +157,10 @@ def make_program(config: ml_collections.ConfigDict,
         environments.make_environments(
             config.env_name, env_seeds, config.env_max_episode_steps,
             backend, num_threads), policy,
-        # The builder's own variable client: the agent's parameter names and
-        # fetch period, whatever the agent (GenericActor keeps it private).
-        actor._variable_client,  # pylint: disable=protected-access
+        agents.make_variable_client(adapter, config, learner),
         adder, jax.random.PRNGKey(seed), actor_counter,
-        logger_for(f'actor/{index}'), max_actor_steps=config.max_actor_steps)
+        logger_for(f'actor/{index}'), max_actor_steps=config.max_actor_steps,
+        policy_returns_extras=adapter.POLICY_RETURNS_EXTRAS)
 
   def build_evaluator(index, learner, counter):
     seed = restarts.seed_after_restarts(seeds[f'evaluator/{index}'])
@@ -171,9 +176,9 @@ def make_program(config: ml_collections.ConfigDict,
           lambda s: make_env(seed=s),
           [environments.node_seed(seed, 'final_eval', j)
            for j in range(config.final_eval_episodes)],
-          policy,
-          actor._variable_client,  # pylint: disable=protected-access
-          jax.random.PRNGKey(environments.node_seed(seed, 'final_eval_key', 0)))
+          policy, agents.make_variable_client(adapter, config, learner),
+          jax.random.PRNGKey(environments.node_seed(seed, 'final_eval_key', 0)),
+          adapter.POLICY_RETURNS_EXTRAS)
     return nodes.ScheduledEvaluator(
         environment, actor, counter, logger_for(f'evaluator/{index}'),
         config.eval_every_steps, config.eval_episodes,
@@ -196,8 +201,9 @@ def make_program(config: ml_collections.ConfigDict,
       build_replay, run_dir, config.checkpoint))
   counter = add('counter/0', lp.CourierNode(build_counter))
   # The limiter shares the counter's placement: it only polls the counter.
-  add('limiter/0', lp.CourierNode(build_limiter, counter),
-      placed_like='counter/0')
+  limiter = topology.Node('limiter', 0, placed_like='counter/0')
+  add(limiter.name, lp.CourierNode(build_limiter, counter),
+      placed_like=limiter.placed_like)
   learner = add('learner/0', lp.CourierNode(build_learner, replay, counter))
   for i in range(config.num_actors):
     add(f'actor/{i}', lp.CourierNode(build_actor, i, replay, learner, counter))

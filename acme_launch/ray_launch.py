@@ -39,6 +39,7 @@ from acme_launch import resources
 from acme_launch import restarts
 from acme_launch import rundir
 from acme_launch import supervisor
+from acme_launch import topology
 
 PLACEMENT_TIMEOUT_SECONDS = 60.0
 CALL_TIMEOUT_SECONDS = 30.0   # One round of actor calls (poll, ports, ...).
@@ -284,7 +285,7 @@ class RaySupervisor(supervisor.Supervisor):
     for node in self._started:
       self._actors[node].terminate.remote()
     saving = [n for n in self._started
-              if n.split('/')[0] in supervisor.STATEFUL_GROUPS]
+              if topology.saves_on_stop(n)]
     deadline = time.time() + supervisor.STOP_TIMEOUT_SECONDS
     while saving and time.time() < deadline:
       refs = [self._actors[n].poll.remote() for n in saving]

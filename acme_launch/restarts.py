@@ -19,7 +19,8 @@ from typing import Dict
 
 import numpy as np
 
-RESTARTABLE_GROUPS = ('actor', 'evaluator')
+from acme_launch import topology
+
 RESTART_ENV = 'ACME_LAUNCH_NODE_RESTART'   # '1', '2', ... in a restarted node.
 
 
@@ -38,9 +39,9 @@ class RestartPolicy:
     self.restarts: Dict[str, int] = {}
 
   def on_death(self, node: str) -> Decision:
-    group = node.split('/')[0]
-    if group not in RESTARTABLE_GROUPS:
-      return Decision(False, reason=f'{group} nodes are not restarted')
+    if not topology.restartable(node):
+      return Decision(
+          False, reason=f'{topology.group_of(node)} nodes are not restarted')
     done = self.restarts.get(node, 0)
     if done >= self.max_restarts:
       return Decision(False, reason=f'restarted {done} times already '

@@ -19,6 +19,7 @@ import tempfile
 from typing import Any, Dict
 
 from acme_launch import errors
+from acme_launch import topology
 
 
 def checkpoints_dir(run_dir: str) -> str:
@@ -34,7 +35,7 @@ def nodes_dir(run_dir: str) -> str:
 
 
 def metrics_path(run_dir: str, node: str) -> str:
-  return os.path.join(run_dir, 'metrics', node.replace('/', '_') + '.csv')
+  return os.path.join(run_dir, 'metrics', topology.file_stem(node) + '.csv')
 
 
 def tensorboard_dir(run_dir: str) -> str:
@@ -42,7 +43,7 @@ def tensorboard_dir(run_dir: str) -> str:
 
 
 def log_path(run_dir: str, node: str) -> str:
-  return os.path.join(logs_dir(run_dir), node.replace('/', '_') + '.log')
+  return os.path.join(logs_dir(run_dir), topology.file_stem(node) + '.log')
 
 
 def progress_path(run_dir: str) -> str:

@@ -32,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from absl import flags
 import launchpad as lp
@@ -46,12 +46,12 @@ from acme_launch import progress as progress_lib
 from acme_launch import resources
 from acme_launch import restarts
 from acme_launch import rundir
+from acme_launch import topology
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PR_SET_PDEATHSIG = 1
 STOP_TIMEOUT_SECONDS = 20.0
 NODE_LOG_BACKUPS = 3   # Rotated node logs kept: log.1 ... log.3.
-STATEFUL_GROUPS = ('replay', 'counter', 'learner')  # They save on stop.
 
 EXIT_OK = 0
 EXIT_NODE_FAILED = 1
@@ -269,12 +269,22 @@ class Supervisor:
 
   def run_multiprocess(self, built: program_lib.BuiltProgram,
                        plan: resources.ResourcePlan) -> Outcome:
+    with _program_files_in(os.path.join(self._run_dir, '.launchpad')):
+      commands = list(_node_commands(built, plan))
+    return self.run_commands(commands)
+
+  def run_commands(self, commands: Sequence[Tuple[str, List[str],
+                                                  Dict[str, str]]]) -> Outcome:
+    """Starts one process per (node, argv, env overrides) and watches them.
+
+    The commands are Launchpad's for the program's nodes; any will do (the
+    supervisor's own tests run trivial ones). Returns once the run ends, with
+    every process gone.
+    """
     start = self._start_time = time.time()
     previous = {s: signal.signal(s, self._on_signal)
                 for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-      with _program_files_in(os.path.join(self._run_dir, '.launchpad')):
-        commands = list(_node_commands(built, plan))
       for node, argv, env in commands:
         self._children.append(self._start(node, argv, env))
       outcome = self._watch()
@@ -402,7 +412,7 @@ class Supervisor:
         except ProcessLookupError:
           pass
     saving = [c for c in self._children
-              if c.node.split('/')[0] in STATEFUL_GROUPS]
+              if topology.saves_on_stop(c.node)]
     deadline = time.time() + STOP_TIMEOUT_SECONDS
     while time.time() < deadline and any(
         c.popen.poll() is None for c in saving):

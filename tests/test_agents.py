@@ -14,8 +14,10 @@ import pytest
 
 # acme_launch first: it applies the JAX aliases dm-acme 0.4.0 needs.
 from acme_launch import agents
+from acme_launch import batched_actor
 from acme_launch import environments
 from acme_launch import registry
+from acme import core  # pylint: disable=g-bad-import-order
 from acme import specs  # pylint: disable=g-bad-import-order
 from tests.conftest import read_json, run_launcher
 
@@ -149,10 +151,22 @@ _POLICY_PARAMS = {
     'td3': lambda networks, key: networks.policy_network.init(key),
     'd4pg': lambda networks, key: networks.policy_network.init(key),
     'dqn': lambda networks, key: networks.init(key),
+    'ppo': lambda networks, key: networks.network.init(key),
 }
 
 
-@pytest.mark.parametrize('config_name', sorted(SMOKE_OVERRIDES))
+class _Params(core.VariableSource):
+  """A learner's get_variables: the same params under every name."""
+
+  def __init__(self, params):
+    self.params, self.names = params, []
+
+  def get_variables(self, names):
+    self.names.append(list(names))
+    return [self.params for _ in names]
+
+
+@pytest.mark.parametrize('config_name', sorted(SMOKE_OVERRIDES) + ['ppo_mujoco'])
 def test_adapter_builds_replay_table_and_policies_for_one_or_many_envs(
     config_name):
   config = _load_config(config_name)
@@ -161,18 +175,34 @@ def test_adapter_builds_replay_table_and_policies_for_one_or_many_envs(
   spec = specs.make_environment_spec(environment)
   builder = adapter.make_builder(config, learner_logger_fn=lambda: None,
                                  environment_spec=spec)
+  assert set(agents.PROTOCOL) <= set(vars(adapter))
   tables = builder.make_replay_tables(spec)
-  assert [t.info.max_size for t in tables] == [
-      config[config.agent].max_replay_size]
+  if config.agent != 'ppo':  # PPO's is a queue sized in sequences.
+    assert [t.info.max_size for t in tables] == [
+        config[config.agent].max_replay_size]
+  assert adapter.BATCHED_ADDER == hasattr(builder, 'make_batched_adder')
   networks = adapter.make_networks(config, spec)
   params = _POLICY_PARAMS[config.agent](networks, jax.random.PRNGKey(0))
+  # The variable client the batched actors and final evaluation use fetches
+  # what the builder's own actor would.
+  source = _Params(params)
+  client = agents.make_variable_client(adapter, config, source)
+  client.update_and_wait()
+  assert source.names == [['network' if config.agent == 'ppo' else
+                           'policy' if config.agent != 'dqn' else '']]
   observation = environment.reset().observation
   batch = np.stack([observation] * 3)
   for evaluation in (False, True):
     policy = jax.jit(adapter.make_policy(config, networks, spec, evaluation))
-    # Batched actor loops (envs_per_actor > 1) call it on stacked observations.
-    actions = np.asarray(policy(params, jax.random.PRNGKey(1), batch))
+    # Batched actor loops (envs_per_actor > 1) call it on stacked
+    # observations; POLICY_RETURNS_EXTRAS says what comes back.
+    actions, extras = batched_actor.actions_and_extras(
+        policy(client.params, jax.random.PRNGKey(1), batch),
+        adapter.POLICY_RETURNS_EXTRAS)
     assert actions.shape == (3,) + spec.actions.shape
+    assert (extras is not None) == adapter.POLICY_RETURNS_EXTRAS
+    if extras and not evaluation:
+      assert extras['log_prob'].shape == (3,)
     environment.step(actions[0])
 
 

@@ -32,7 +32,8 @@ def test_batched_episodes_match_sequential_ones_with_early_terminations():
 
   result = final_eval.play_episodes([make(s) for s in seeds],
                                     _zero_policy(action_size), params=None,
-                                    random_key=np.zeros(2, np.uint32))
+                                    random_key=np.zeros(2, np.uint32),
+                                    policy_returns_extras=False)
 
   expected = [_play_one(make(s), action_size) for s in seeds]
   assert result['lengths'] == [length for _, length in expected]

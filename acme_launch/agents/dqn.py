@@ -24,6 +24,13 @@ from acme_launch.agents import replay_fields
 # (the resource planner gives the learner this many GPUs, no more).
 LEARNER_DEVICES = 1
 
+# The actor path (agents/__init__.py): its actors fetch the learner's
+# '' variables, its policy returns actions alone, and a batched actor
+# writes through one of the builder's adders per environment.
+ACTOR_VARIABLES = ''
+POLICY_RETURNS_EXTRAS = False
+BATCHED_ADDER = False
+
 # Fields of `config.dqn` that are not DQNConfig fields: the adapter maps them.
 _ADAPTER_FIELDS = ('eval_epsilon',)
 

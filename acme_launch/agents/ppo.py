@@ -24,6 +24,14 @@ from acme_launch import errors
 # (the resource planner gives the learner this many GPUs, no more).
 LEARNER_DEVICES = 1
 
+# The actor path (agents/__init__.py): its actors fetch the learner's
+# 'network' variables, its policy returns (actions, extras) (the log-probs
+# its learner needs; {} when evaluating), and a batched actor writes every
+# environment's sequences through the builder's make_batched_adder.
+ACTOR_VARIABLES = 'network'
+POLICY_RETURNS_EXTRAS = True
+BATCHED_ADDER = True
+
 
 class BoundedQueuePPOBuilder(ppo.PPOBuilder):
   """PPOBuilder whose replay queue holds at most `max_queue_size` sequences.

@@ -18,6 +18,13 @@ from acme_launch.agents import replay_fields
 # (the resource planner gives the learner this many GPUs, no more).
 LEARNER_DEVICES = 1
 
+# The actor path (agents/__init__.py): its actors fetch the learner's
+# 'policy' variables, its policy returns actions alone, and a batched actor
+# writes through one of the builder's adders per environment.
+ACTOR_VARIABLES = 'policy'
+POLICY_RETURNS_EXTRAS = False
+BATCHED_ADDER = False
+
 # Fields of `config.sac` that are not SACConfig fields: the adapter maps them.
 _ADAPTER_FIELDS = ('target_entropy_per_dimension', 'adaptive_entropy',
                    'entropy_coefficient')
