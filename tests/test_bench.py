@@ -33,6 +33,28 @@ def test_throughput_measures_stock_acme_and_acme_launch(tmp_path):
   assert len(rates) == 2 and all(r and r > 0 for r in rates), results
 
 
+def test_scaling_measures_pinned_unpinned_stock_and_a_packed_sweep(tmp_path):
+  _bench('scaling.py', '--actors=1', '--envs_per_actor=2', '--seconds=5',
+         '--warmup=0', '--steps=8000', '--sweep_points=2',
+         '--sweep_concurrent=2', '--sweep_steps=1000', f'--out={tmp_path}',
+         timeout=900)
+  results = read_json(os.path.join(tmp_path, 'scaling.json'))
+  [row] = results['actors']
+  assert row['actors'] == 1
+  # One actor pins with 3 cores (learner, replay, actor). Two cores here:
+  # then the small-host plan (the actor on a core of its own) is measured.
+  assert row['auto_pinned'] is (results['cores'] >= 3)
+  measured = ['stock_acme', 'auto', 'unpinned']
+  if not row['auto_pinned']:
+    measured.append('small_host_pinned')
+  for key in measured:
+    assert row[key] and row[key] > 0, (key, results)
+  for label, concurrent in (('serial', 1), ('packed', 2)):
+    sweep = results['sweep'][label]
+    assert sweep['concurrent'] == concurrent
+    assert sweep['programs_per_hour'] > 0, results
+
+
 def test_learning_matrix_runs_each_cell_once_and_resumes_cell_by_cell(tmp_path):
   args = ('--configs=smoke', '--envs=HalfCheetah-v4', '--steps=2000',
           '--seeds=0', f'--out={tmp_path}')
