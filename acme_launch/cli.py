@@ -38,13 +38,18 @@ _LAUNCH_TYPE = flags.DEFINE_enum(
     'process (debugging). test_mt: like local_mt, checking nodes pickle. '
     'ray: one process per node on the hosts of a Ray cluster (--ray_address).')
 _WORKDIR = flags.DEFINE_string(
-    'workdir', 'runs', 'Folder that holds run directories.')
+    'workdir', 'runs', 'Folder that holds run directories (and sweep '
+    'directories).')
 _RUN_NAME = flags.DEFINE_string(
     'run_name', '', 'Run directory name under --workdir; default '
-    '<config>_<date>-<time>. An existing run directory is resumed.')
+    '<config>_<date>-<time>. An existing run directory is resumed. With '
+    '--sweep: the sweep directory\'s name, default '
+    '<config>_sweep_<date>-<time>.')
 _RESUME = flags.DEFINE_string(
     'resume', '', 'Run directory to resume (same as --workdir and --run_name '
-    'naming it). Without --config, the config saved in it is used as is.')
+    'naming it). Without --config, the config saved in it is used as is. A '
+    'sweep directory (one with sweep.json) runs the sweep\'s unfinished '
+    'points with its saved flags.')
 _SHOW_OUTPUT = flags.DEFINE_boolean(
     'show_output', False, 'Also show every node\'s output in this terminal, '
     'each line prefixed with its node (it always goes to logs/ in the run '
@@ -58,7 +63,8 @@ _PROGRESS_EVERY = flags.DEFINE_float(
     lower_bound=0.1)
 _DRY_RUN = flags.DEFINE_boolean(
     'dry_run', False, 'Print the nodes, their groups, processes and resource '
-    'placement, then exit without starting anything.')
+    'placement, then exit without starting anything. With --sweep: the '
+    'points and the cores/GPUs of each slot.')
 _GPU_INVENTORY = flags.DEFINE_string(
     'gpu_inventory', '', 'JSON file describing the GPUs to plan for, instead '
     'of asking the driver (for planning machines you are not on).')
