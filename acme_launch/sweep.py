@@ -366,6 +366,7 @@ class _Child:
   started: float
   launch: Dict[str, Any]          # Its entry in sweep.json's launches.
   rate: Any = None                # progress.RateEstimator
+  signals_passed: int = 0         # Of the sweep's SIGINT/SIGTERMs.
 
 
 class SweepRunner:
@@ -391,12 +392,19 @@ class SweepRunner:
       self._stop_signal = signum
       print('acme-launch: sweep: stopping every program (checkpoints are '
             'being saved); Ctrl-C again to kill them.', flush=True)
-    for child in self._children:  # Each launcher stops its own nodes.
-      if child.popen.poll() is None:
-        try:
-          child.popen.send_signal(signum)
-        except ProcessLookupError:
-          pass
+    self._pass_signals()
+
+  def _pass_signals(self) -> None:
+    """Each signal the sweep got, passed once to each running launcher
+    (which stops its own nodes); also to one started as it came."""
+    for child in self._children:
+      while child.signals_passed < self._signals_seen:
+        child.signals_passed += 1
+        if child.popen.poll() is None:
+          try:
+            child.popen.send_signal(self._stop_signal)
+          except ProcessLookupError:
+            pass
 
   def run(self, todo: List[Tuple[Point, str]], slots: List[Slot]) -> int:
     """Runs `todo` ((point, state) pairs); returns the signal that stopped
@@ -422,6 +430,7 @@ class SweepRunner:
             free.append(child.slot)
             free.sort(key=lambda s: s.index)
         if self._stop_signal is not None:
+          self._pass_signals()
           stop_deadline = stop_deadline or time.time() + STOP_GRACE_SECONDS
           if time.time() > stop_deadline:
             self._kill_all()
@@ -632,7 +641,7 @@ def prepare(options: SweepOptions,
                              uses_gpus)
   slots = make_slots(count, cores, gpus, uses_gpus)
   smallest = min(slots, key=lambda s: (len(s.cores), len(s.gpus)))
-  with _seen_from(smallest):
+  with _seen_from(smallest, record.get('cwd')):
     for point, state in todo:
       try:
         validate(point_args(options.sweep_dir, record, point, state))
@@ -653,23 +662,28 @@ def _host_gpus(inventory_path: str) -> Tuple[int, ...]:
 
 
 class _seen_from:  # pylint: disable=invalid-name
-  """This thread's cores and CUDA_VISIBLE_DEVICES as a child in `slot` will
-  have them, while checking its plan; restored after."""
+  """This thread's cores, CUDA_VISIBLE_DEVICES and working directory as a
+  child in `slot` will have them, while checking its plan; restored after."""
 
-  def __init__(self, slot: Slot):
+  def __init__(self, slot: Slot, cwd: Optional[str]):
     self._slot = slot
+    self._cwd = cwd if cwd and os.path.isdir(cwd) else os.getcwd()
     self._cores = None
     self._visible = None
+    self._previous_cwd = None
 
   def __enter__(self):
     self._cores = os.sched_getaffinity(0)
     self._visible = os.environ.get('CUDA_VISIBLE_DEVICES')
+    self._previous_cwd = os.getcwd()
+    os.chdir(self._cwd)
     os.sched_setaffinity(0, self._slot.cores)
     if self._slot.gpus:
       os.environ['CUDA_VISIBLE_DEVICES'] = ','.join(map(str, self._slot.gpus))
     return self
 
   def __exit__(self, *exc):
+    os.chdir(self._previous_cwd)
     os.sched_setaffinity(0, self._cores)
     if self._visible is None:
       os.environ.pop('CUDA_VISIBLE_DEVICES', None)
