@@ -192,6 +192,24 @@ def test_ctrl_c_stops_every_program_and_leaves_no_process(workdir):
   assert f'--resume={sweep_dir}' in stderr
 
 
+def test_kill_9_of_the_sweep_launcher_takes_every_program_with_it(workdir):
+  sweep_dir = os.path.join(workdir, 'orphans')
+  launcher = start_launcher('--config=smoke', '--sweep=seed=0,1',
+                            '--config.max_actor_steps=10000000',
+                            f'--workdir={workdir}', '--run_name=orphans')
+  with killed_on_exit(launcher):
+    points = [os.path.join(sweep_dir, p) for p in ('seed=0', 'seed=1')]
+    wait_for(lambda: all(len(node_pids(p)) == 6 for p in points
+                         if os.path.isdir(os.path.join(p, 'nodes'))) and
+             all(os.path.isdir(os.path.join(p, 'nodes')) for p in points),
+             180, 'every node of both points')
+    pids = list(_running_launchers(sweep_dir).values()) + [
+        pid for p in points for pid in node_pids(p).values()]
+    launcher.kill()
+    launcher.communicate(timeout=30)
+  wait_for(lambda: not alive(pids), 20, 'child launchers and nodes to die')
+
+
 def test_resume_runs_only_the_unfinished_points(workdir):
   sweep_dir = os.path.join(workdir, 'half')
   launcher = start_launcher('--config=smoke', '--sweep=seed=0,1',
@@ -228,10 +246,10 @@ def test_resume_runs_only_the_unfinished_points(workdir):
   assert '0 to run' in again.stdout
 
 
-def _one_gpu_inventory(tmp_path) -> str:
-  path = tmp_path / 'one_gpu.json'
-  path.write_text('[{"index": 0, "name": "NVIDIA H100 80GB HBM3", '
-                  '"memory_mb": 81559}]')
+def _one_gpu_inventory(tmp_path, count: int = 1) -> str:
+  path = tmp_path / f'gpus_{count}.json'
+  path.write_text(json.dumps([{'index': i, 'name': 'NVIDIA H100 80GB HBM3',
+                               'memory_mb': 81559} for i in range(count)]))
   return str(path)
 
 
@@ -282,6 +300,21 @@ def test_dry_run_prints_points_and_slots_and_starts_nothing(workdir, tmp_path):
   # Their learners use the one GPU: one program at a time, with GPU 0.
   assert '1 at once' in out and 'slot 0: cores' in out and 'GPUs 0' in out
   assert 'nothing was started' in out
+  assert os.listdir(workdir) == []
+
+
+@needs_two_cores
+def test_dry_run_gives_each_slot_its_own_gpus(workdir, tmp_path):
+  result = run_launcher('--config=smoke', '--sweep=seed=0,1,2', '--dry_run',
+                        f'--gpu_inventory={_one_gpu_inventory(tmp_path, 2)}',
+                        f'--workdir={workdir}')
+  assert result.returncode == 0, result.stderr
+  assert '2 at once' in result.stdout
+  slots = [l.strip() for l in result.stdout.splitlines()
+           if l.strip().startswith('slot ')]
+  assert len(slots) == 2
+  assert slots[0].startswith('slot 0: cores') and slots[0].endswith('GPUs 0')
+  assert slots[1].startswith('slot 1: cores') and slots[1].endswith('GPUs 1')
   assert os.listdir(workdir) == []
 
 
