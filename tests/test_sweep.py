@@ -168,7 +168,10 @@ def test_a_failed_point_leaves_the_other_to_finish_and_the_sweep_exits_1_naming_
 
 
 @needs_two_cores
-def test_ctrl_c_stops_every_program_and_leaves_no_process(workdir):
+@pytest.mark.parametrize('signum, code, reason', [
+    (signal.SIGINT, 130, 'interrupted'), (signal.SIGTERM, 143, 'terminated')])
+def test_ctrl_c_or_sigterm_stops_every_program_and_leaves_no_process(
+    workdir, signum, code, reason):
   sweep_dir = os.path.join(workdir, 'stopped')
   launcher = start_launcher('--config=smoke', '--sweep=seed=0,1',
                             '--config.max_actor_steps=10000000',
@@ -180,14 +183,14 @@ def test_ctrl_c_stops_every_program_and_leaves_no_process(workdir):
     launchers = list(_running_launchers(sweep_dir).values())
     nodes = [pid for p in points for pid in node_pids(p).values()]
     assert len(launchers) == 2 and len(nodes) == 12
-    launcher.send_signal(signal.SIGINT)
+    launcher.send_signal(signum)
     interrupted_at = time.time()
     stdout, stderr = launcher.communicate(timeout=120)
   assert time.time() - interrupted_at < 60
-  assert launcher.returncode == 130, stdout[-2000:] + stderr[-2000:]
+  assert launcher.returncode == code, stdout[-2000:] + stderr[-2000:]
   assert alive(launchers + nodes) == []
   for point in points:  # Each launcher stopped its program cleanly.
-    assert read_json(os.path.join(point, 'summary.json'))['exit_reason'] == 'interrupted'
+    assert read_json(os.path.join(point, 'summary.json'))['exit_reason'] == reason
     assert os.path.isfile(os.path.join(point, 'checkpoints', 'learner', 'checkpoint'))
   assert f'--resume={sweep_dir}' in stderr
 
