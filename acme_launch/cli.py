@@ -122,9 +122,6 @@ _MAX_CONCURRENT = flags.DEFINE_integer(
 # Flags of the sweep launcher itself, not handed to the programs of a sweep.
 _SWEEP_ONLY_FLAGS = ('sweep', 'max_concurrent', 'workdir', 'run_name',
                      'resume', 'dry_run')
-_BOOLEAN_FLAGS = ('dry_run', 'show_output', 'list_configs',
-                  'allow_exposed_listeners', 'allow_public_cluster_address',
-                  'pdb', 'pdb_post_mortem')
 
 
 def _fail(message: str) -> None:
@@ -446,7 +443,8 @@ def _argv_without(argv: List[str], names) -> List[str]:
       break
     name = arg.lstrip('-').split('=', 1)[0] if arg.startswith('-') else ''
     if name in names:
-      skip_value = '=' not in arg and name not in _BOOLEAN_FLAGS
+      boolean = name in flags.FLAGS and flags.FLAGS[name].boolean
+      skip_value = '=' not in arg and not boolean
       continue
     if name.startswith('no') and name[2:] in names:
       continue
