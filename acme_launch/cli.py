@@ -39,13 +39,18 @@ _LAUNCH_TYPE = flags.DEFINE_enum(
     'process (debugging). test_mt: like local_mt, checking nodes pickle. '
     'ray: one process per node on the hosts of a Ray cluster (--ray_address).')
 _WORKDIR = flags.DEFINE_string(
-    'workdir', 'runs', 'Folder that holds run directories.')
+    'workdir', 'runs', 'Folder that holds run directories (and sweep '
+    'directories).')
 _RUN_NAME = flags.DEFINE_string(
     'run_name', '', 'Run directory name under --workdir; default '
-    '<config>_<date>-<time>. An existing run directory is resumed.')
+    '<config>_<date>-<time>. An existing run directory is resumed. With '
+    '--sweep: the sweep directory\'s name, default '
+    '<config>_sweep_<date>-<time>.')
 _RESUME = flags.DEFINE_string(
     'resume', '', 'Run directory to resume (same as --workdir and --run_name '
-    'naming it). Without --config, the config saved in it is used as is.')
+    'naming it). Without --config, the config saved in it is used as is. A '
+    'sweep directory (one with sweep.json) runs the sweep\'s unfinished '
+    'points with its saved flags.')
 _SHOW_OUTPUT = flags.DEFINE_boolean(
     'show_output', False, 'Also show every node\'s output in this terminal, '
     'each line prefixed with its node (it always goes to logs/ in the run '
@@ -59,7 +64,8 @@ _PROGRESS_EVERY = flags.DEFINE_float(
     lower_bound=0.1)
 _DRY_RUN = flags.DEFINE_boolean(
     'dry_run', False, 'Print the nodes, their groups, processes and resource '
-    'placement, then exit without starting anything.')
+    'placement, then exit without starting anything. With --sweep: the '
+    'points and the cores/GPUs of each slot.')
 _GPU_INVENTORY = flags.DEFINE_string(
     'gpu_inventory', '', 'JSON file describing the GPUs to plan for, instead '
     'of asking the driver (for planning machines you are not on).')
@@ -99,6 +105,24 @@ _ALLOW_PUBLIC_CLUSTER_ADDRESS = flags.DEFINE_boolean(
     '--launch_type=ray: run even on hosts whose cluster address is public. '
     'Courier and Reverb servers have no authentication: only on a network '
     'nobody else reaches.')
+_SWEEP = flags.DEFINE_multi_string(
+    'sweep', [], 'Run one program per point of a grid, packed on this host: '
+    'FIELD=V1,V2,... for any config field (dotted, e.g. '
+    'ppo.learning_rate=3e-4,1e-3); repeat the flag, or separate fields with '
+    "';', for their product. Each point is a launch.py process with this "
+    'command\'s flags plus --config.FIELD=VALUE, in its own run directory '
+    'under the sweep directory (--workdir/--run_name, default '
+    'runs/<config>_sweep_<date>-<time>), on its own cores (and GPUs). '
+    'Finish an interrupted sweep with --resume=SWEEP_DIR.')
+_MAX_CONCURRENT = flags.DEFINE_integer(
+    'max_concurrent', 0, 'With --sweep: programs at once; each gets an even '
+    'share of this launcher\'s cores (and GPUs, when its plan uses them), '
+    'the rest queue. 0: as many as the host can place (a core each, and a '
+    'GPU each when they use GPUs).', lower_bound=0)
+
+# Flags of the sweep launcher itself, not handed to the programs of a sweep.
+_SWEEP_ONLY_FLAGS = ('sweep', 'max_concurrent', 'workdir', 'run_name',
+                     'resume', 'dry_run')
 
 
 def _fail(message: str) -> None:
@@ -408,6 +432,101 @@ def check_arguments(argv: List[str]) -> Optional[Launch]:
     sys.argv = saved_argv
 
 
+def _argv_without(argv: List[str], names) -> List[str]:
+  """`argv` less the flags `names` (--NAME=V, --NAME V, --[no]NAME)."""
+  kept, skip_value = [], False
+  for i, arg in enumerate(argv):
+    if skip_value:
+      skip_value = False
+      continue
+    if arg == '--':
+      kept.extend(argv[i:])
+      break
+    name = arg.lstrip('-').split('=', 1)[0] if arg.startswith('-') else ''
+    if name in names:
+      boolean = name in flags.FLAGS and flags.FLAGS[name].boolean
+      skip_value = '=' not in arg and not boolean
+      continue
+    if name.startswith('no') and name[2:] in names:
+      continue
+    kept.append(arg)
+  return kept
+
+
+def _is_sweep_resume() -> bool:
+  from acme_launch import sweep  # pylint: disable=g-import-not-at-top
+  return bool(_RESUME.value) and sweep.is_sweep_dir(_RESUME.value)
+
+
+def _sweep_options():
+  """The sweep's options from the flags, read once; LaunchError if bad."""
+  from acme_launch import sweep  # pylint: disable=g-import-not-at-top
+  if _DEBUG_NODE.value:
+    raise errors.LaunchError('--debug_node runs one node in this terminal: '
+                             'not with --sweep, whose programs log to files')
+  if _LAUNCH_TYPE.value != 'local_mp':
+    raise errors.LaunchError(
+        f'--sweep packs local_mp programs on this host; not with '
+        f'--launch_type={_LAUNCH_TYPE.value}')
+  common = dict(max_concurrent=_MAX_CONCURRENT.value,
+                progress_every=_PROGRESS_EVERY.value, dry_run=_DRY_RUN.value)
+  if _is_sweep_resume():
+    extra = _argv_without(sys.argv[1:], ('resume', 'max_concurrent',
+                                          'progress_every', 'dry_run'))
+    if extra:
+      raise errors.LaunchError(
+          f'--resume={_RESUME.value} finishes a sweep with the flags saved in '
+          f'its sweep.json; only --max_concurrent, --progress_every and '
+          f'--dry_run go with it, not {extra[0]}')
+    return sweep.SweepOptions(
+        sweep_dir=os.path.abspath(_RESUME.value), resume=True,
+        gpu_inventory=_GPU_INVENTORY.value, **common)
+  if _RESUME.value:
+    raise errors.LaunchError(
+        f'--sweep with --resume={_RESUME.value}: that is not a sweep directory '
+        '(no sweep.json); resume a sweep with --resume=SWEEP_DIR alone')
+  path = config_flags.get_config_filename(flags.FLAGS['config'])
+  config_name = os.path.splitext(os.path.basename(path))[0]
+  run_name = _RUN_NAME.value or (
+      f'{config_name}_sweep_{datetime.datetime.now():%Y%m%d-%H%M%S}')
+  return sweep.SweepOptions(
+      sweep_dir=os.path.abspath(os.path.join(_WORKDIR.value, run_name)),
+      resume=False, specs=tuple(_SWEEP.value),
+      base_argv=tuple(_argv_without(sys.argv[1:], _SWEEP_ONLY_FLAGS)),
+      config_name=config_name, gpu_inventory=_GPU_INVENTORY.value,
+      cwd=os.getcwd(), **common)
+
+
+def _check_sweep_point(argv: List[str]):
+  """A point's launch.py flags, checked as the CLI checks a command line:
+  (its resolved config, whether its plan uses GPUs); LaunchError if bad."""
+  try:
+    launch = check_arguments([sys.argv[0], *argv])
+  finally:
+    if not flags.FLAGS.is_parsed():  # A parse that failed: absl's app.run
+      flags.FLAGS.mark_as_parsed()   # still reads flags on the way out.
+  return launch.config, bool(launch.plan.gpu_usage)
+
+
+def _sweep_main() -> int:
+  """--sweep, or --resume of a sweep directory: see acme_launch/sweep.py."""
+  from acme_launch import sweep  # pylint: disable=g-import-not-at-top
+  try:
+    options = _sweep_options()
+    # Checking points re-parses the flags: read none after this.
+    record, todo, slots = sweep.prepare(options, _check_sweep_point,
+                                        _CONFIG.value)
+  except errors.LaunchError as e:
+    _fail(str(e))
+  if options.dry_run:
+    print(sweep.describe_dry_run(options, record, todo, slots))
+    return 0
+  try:
+    return sweep.run(options, record, todo, slots)
+  except errors.LaunchError as e:  # The sweep directory in use.
+    _fail(str(e))
+
+
 def main(argv: List[str]) -> int:
   del argv
   if _LIST_CONFIGS.value:
@@ -417,6 +536,10 @@ def main(argv: List[str]) -> int:
   # The run directory, logs, checkpoints and Launchpad's program file are
   # the user's alone; node processes inherit the mask.
   os.umask(0o077)
+  if _SWEEP.value or _is_sweep_resume():
+    return _sweep_main()
+  if _MAX_CONCURRENT.value:
+    _fail('--max_concurrent goes with --sweep (programs of a sweep at once)')
   if _LAUNCH_TYPE.value in ('local_mt', 'test_mt') and not _DRY_RUN.value:
     from acme_launch import loopback  # pylint: disable=g-import-not-at-top
     loopback.reexec_preloaded()  # Its servers are threads of this process.

@@ -1,8 +1,12 @@
-"""Plots a run directory: `python -m acme_launch.plot RUN_DIR [--out DIR]`.
+"""Plots a run or sweep directory: `python -m acme_launch.plot DIR [--out DIR]`.
 
-Writes two PNG files (into RUN_DIR/plots by default):
+A run directory gets two PNG files (into RUN_DIR/plots by default):
   eval_return.png       evaluation return against actor steps (mean, min-max)
   steps_per_second.png  actor env steps/s over wall time, from progress.csv
+A sweep directory (one with sweep.json) gets one (into SWEEP_DIR/plots):
+  eval_return.png       per setting (points that differ only in seed), the
+                        mean evaluation return over its seeds against actor
+                        steps, min-max across seeds shaded
 """
 
 import argparse
@@ -16,6 +20,7 @@ matplotlib.use('Agg')  # Files only; no display needed.
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
 from acme_launch import summary as summary_lib  # pylint: disable=g-import-not-at-top
+from acme_launch import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
 
 
 def _read_csv(path: str) -> List[Dict[str, float]]:
@@ -61,13 +66,57 @@ def plot_steps_per_second(run_dir: str, out_path: str) -> None:
   plt.close(figure)
 
 
+def plot_sweep(sweep_dir: str, out_path: str) -> bool:
+  """One curve per setting: mean over seeds, min-max shaded; False if no
+  point has an evaluation yet."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  record = sweep_lib.read_record(sweep_dir)
+  settings: Dict[str, List] = {}
+  for point in record['points']:
+    rows = summary_lib.evaluation_rows(os.path.join(sweep_dir, point['name']))
+    if rows:
+      settings.setdefault(point['setting'], []).append(
+          ([r['actor_steps'] for r in rows], [r['episode_return'] for r in rows]))
+  if not settings:
+    return False
+  figure, axes = plt.subplots(figsize=(7, 4))
+  for setting, curves in settings.items():
+    # Seeds evaluate at slightly different steps: one grid, up to where the
+    # longest has data (a shorter one holds its last value).
+    grid = np.linspace(0, max(max(s) for s, _ in curves), 50)
+    values = np.array([np.interp(grid, s, r) for s, r in curves])
+    name = setting or record.get('config_name', 'sweep')
+    axes.plot(grid, values.mean(axis=0), label=f'{name} ({len(curves)} seeds)')
+    axes.fill_between(grid, values.min(axis=0), values.max(axis=0), alpha=0.2)
+  axes.set_xlabel('actor steps')
+  axes.set_ylabel('evaluation return (mean over seeds, min-max)')
+  axes.set_title(os.path.basename(os.path.normpath(sweep_dir)))
+  axes.grid(alpha=0.3)
+  axes.legend()
+  figure.tight_layout()
+  figure.savefig(out_path, dpi=100)
+  plt.close(figure)
+  return True
+
+
 def main(argv: List[str]) -> int:
   parser = argparse.ArgumentParser(
       prog='python -m acme_launch.plot', description=__doc__.splitlines()[0])
-  parser.add_argument('run_dir', help='a run directory made by launch.py')
+  parser.add_argument('run_dir', help='a run or sweep directory made by '
+                      'launch.py')
   parser.add_argument('--out', default='', help='folder for the PNG files '
                       '(default RUN_DIR/plots)')
   args = parser.parse_args(argv)
+  if sweep_lib.is_sweep_dir(args.run_dir):
+    out = args.out or os.path.join(args.run_dir, 'plots')
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, 'eval_return.png')
+    if not plot_sweep(args.run_dir, path):
+      print(f'acme-launch plot: error: no point of {args.run_dir} has an '
+            'evaluation yet', file=sys.stderr)
+      return 2
+    print(path)
+    return 0
   progress_csv = os.path.join(args.run_dir, 'metrics', 'progress.csv')
   if not os.path.isfile(progress_csv):
     print(f'acme-launch plot: error: {args.run_dir} is not a run directory '
