@@ -43,6 +43,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from acme_launch import errors
 from acme_launch import rundir
+from acme_launch import resources
 
 LAUNCH_PY = os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), 'launch.py')
@@ -263,20 +264,9 @@ def make_slots(count: int, cores: Sequence[int], gpus: Sequence[int],
           for i in range(count)]
 
 
-def format_cores(cores: Sequence[int]) -> str:
-  """(0, 1, 2, 3, 8) -> '0-3,8'."""
-  runs: List[List[int]] = []
-  for core in sorted(cores):
-    if runs and core == runs[-1][1] + 1:
-      runs[-1][1] = core
-    else:
-      runs.append([core, core])
-  return ','.join(str(a) if a == b else f'{a}-{b}' for a, b in runs)
-
-
 def describe_slot(slot: Slot) -> str:
   gpus = ','.join(map(str, slot.gpus)) if slot.gpus else 'none'
-  return f'cores {format_cores(slot.cores)}, GPUs {gpus}'
+  return f'cores {resources.format_cores(slot.cores)}, GPUs {gpus}'
 
 
 # The sweep record ---------------------------------------------------------
