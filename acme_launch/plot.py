@@ -29,6 +29,20 @@ def _read_csv(path: str) -> List[Dict[str, float]]:
             for row in csv.DictReader(f)]
 
 
+def _save(figure, axes, xlabel: str, ylabel: str, directory: str,
+          out_path: str, legend: bool = True) -> None:
+  """Labels, titles (after the run or sweep directory) and writes a figure."""
+  axes.set_xlabel(xlabel)
+  axes.set_ylabel(ylabel)
+  axes.set_title(os.path.basename(os.path.normpath(directory)))
+  axes.grid(alpha=0.3)
+  if legend:
+    axes.legend()
+  figure.tight_layout()
+  figure.savefig(out_path, dpi=100)
+  plt.close(figure)
+
+
 def plot_eval_return(run_dir: str, out_path: str) -> None:
   rows = summary_lib.evaluation_rows(run_dir)
   steps = [r['actor_steps'] for r in rows]
@@ -37,14 +51,7 @@ def plot_eval_return(run_dir: str, out_path: str) -> None:
   axes.fill_between(steps, [r.get('episode_return_min', r['episode_return']) for r in rows],
                     [r.get('episode_return_max', r['episode_return']) for r in rows],
                     alpha=0.2, label='min-max')
-  axes.set_xlabel('actor steps')
-  axes.set_ylabel('evaluation return')
-  axes.set_title(os.path.basename(os.path.normpath(run_dir)))
-  axes.grid(alpha=0.3)
-  axes.legend()
-  figure.tight_layout()
-  figure.savefig(out_path, dpi=100)
-  plt.close(figure)
+  _save(figure, axes, 'actor steps', 'evaluation return', run_dir, out_path)
 
 
 def plot_steps_per_second(run_dir: str, out_path: str) -> None:
@@ -57,13 +64,8 @@ def plot_steps_per_second(run_dir: str, out_path: str) -> None:
       rates.append((after['actor_steps'] - before['actor_steps']) / elapsed)
   figure, axes = plt.subplots(figsize=(7, 4))
   axes.plot(times, rates)
-  axes.set_xlabel('wall time (s)')
-  axes.set_ylabel('actor env steps/s')
-  axes.set_title(os.path.basename(os.path.normpath(run_dir)))
-  axes.grid(alpha=0.3)
-  figure.tight_layout()
-  figure.savefig(out_path, dpi=100)
-  plt.close(figure)
+  _save(figure, axes, 'wall time (s)', 'actor env steps/s', run_dir, out_path,
+        legend=False)
 
 
 def plot_sweep(sweep_dir: str, out_path: str) -> bool:
@@ -88,14 +90,8 @@ def plot_sweep(sweep_dir: str, out_path: str) -> bool:
     name = setting or record.get('config_name', 'sweep')
     axes.plot(grid, values.mean(axis=0), label=f'{name} ({len(curves)} seeds)')
     axes.fill_between(grid, values.min(axis=0), values.max(axis=0), alpha=0.2)
-  axes.set_xlabel('actor steps')
-  axes.set_ylabel('evaluation return (mean over seeds, min-max)')
-  axes.set_title(os.path.basename(os.path.normpath(sweep_dir)))
-  axes.grid(alpha=0.3)
-  axes.legend()
-  figure.tight_layout()
-  figure.savefig(out_path, dpi=100)
-  plt.close(figure)
+  _save(figure, axes, 'actor steps',
+        'evaluation return (mean over seeds, min-max)', sweep_dir, out_path)
   return True
 
 

@@ -15,6 +15,7 @@ from acme_launch import errors
 from acme_launch import gpu_inventory
 from acme_launch import resources
 from tests.conftest import REPO_ROOT, node_records, read_json, run_launcher, user_env
+from tests.test_resources import plan as resource_plan
 
 
 def nodes(actors, evaluators=1):
@@ -25,15 +26,8 @@ def nodes(actors, evaluators=1):
 
 def plan(host_cores, actors=2, evaluators=1, **settings):
   """A plan for `host_cores` with `group__field=value` settings."""
-  config = resources.default_resources_config()
-  for key, value in settings.items():
-    if '__' in key:
-      group, field = key.split('__')
-      config[group][field] = value
-    else:
-      config[key] = value
-  return resources.plan_resources(nodes(actors, evaluators), config,
-                                  host_cores=host_cores)
+  return resource_plan(nodes=nodes(actors, evaluators), host_cores=host_cores,
+                       **settings)
 
 
 def cores(p):

@@ -24,7 +24,8 @@ def inventory(name):
   return resources.read_inventory(os.path.join(INVENTORIES, name + '.json'))
 
 
-def plan(inventory_name=None, nodes=NODES, learner_devices=1, **settings):
+def plan(inventory_name=None, nodes=NODES, learner_devices=1, host_cores=None,
+         **settings):
   """A plan for the default config with `group__field=value` settings."""
   config = resources.default_resources_config()
   for key, value in settings.items():
@@ -34,7 +35,8 @@ def plan(inventory_name=None, nodes=NODES, learner_devices=1, **settings):
     else:
       config[key] = value
   gpus = inventory(inventory_name) if inventory_name else ()
-  return resources.plan_resources(nodes, config, gpus, learner_devices)
+  return resources.plan_resources(nodes, config, gpus, learner_devices,
+                                  host_cores)
 
 
 def test_shipped_inventories_read():
