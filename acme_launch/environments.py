@@ -13,8 +13,9 @@ A task is named `FAMILY:NAME`, the family prefix optional for gym:
   gym      one Python environment object per environment, from the family's
            own library (the default; every family)
   envpool  one EnvPool instance steps all N environments of an actor in C++
-           (gym family tasks that EnvPool ships: the MuJoCo v4 tasks,
-           CartPole-v1, ...)
+           (the gym family tasks EnvPool ships: the MuJoCo v4 tasks,
+           CartPole-v1, ...; and its dm_control suite tasks, dmc:walker-walk
+           as EnvPool's WalkerWalk-v1)
 
 Whatever the family and backend, an agent sees the same thing: single
 precision, continuous actions in [-1, 1] (rescaled to the task's bounds and
@@ -93,6 +94,20 @@ def _envpool_tasks() -> List[str]:
   return envpool.list_all_envs()
 
 
+def _envpool_id(task: Task) -> str:
+  """EnvPool's name for a task ('' where it has none): gym ids as they are,
+  dm_control's `walker-walk` as `WalkerWalk-v1`."""
+  if task.family == 'gym':
+    name = task.name
+  elif task.family == 'dmc':
+    domain, task_name = _dmc_domain_task(task.name)
+    name = ''.join(part[:1].upper() + part[1:]
+                   for part in f'{domain}_{task_name}'.split('_')) + '-v1'
+  else:
+    return ''
+  return name if name in _envpool_tasks() else ''
+
+
 def check_task(env_name: str, backend: str) -> Task:
   """The task, or LaunchError (one line naming the choices) before launch."""
   if backend not in BACKENDS:
@@ -127,13 +142,15 @@ def check_task(env_name: str, backend: str) -> Task:
     raise errors.LaunchError(
         f'config.env_name {env_name!r}: unknown {task.family} task; known: '
         f'{", ".join(known)}')
-  if backend == 'envpool':
-    supported = [t for t in _envpool_tasks() if t in _family_tasks('gym')]
-    if task.family != 'gym' or task.name not in supported:
-      raise errors.LaunchError(
-          f'config.env_backend envpool does not run {env_name!r}; it runs '
-          f'these gym tasks: {", ".join(sorted(supported))} (other tasks: '
-          'config.env_backend=gym)')
+  if backend == 'envpool' and not _envpool_id(task):
+    gym_tasks = [t for t in _envpool_tasks() if t in _family_tasks('gym')]
+    dmc_tasks = [t for t in _family_tasks('dmc')
+                 if _envpool_id(Task('dmc', t))]
+    raise errors.LaunchError(
+        f'config.env_backend envpool does not run {env_name!r}; it runs '
+        f'these gym tasks: {", ".join(sorted(gym_tasks))}; and these dmc '
+        f'tasks: {", ".join(f"dmc:{t}" for t in dmc_tasks)} (other tasks: '
+        'config.env_backend=gym)')
   return task
 
 
@@ -279,7 +296,7 @@ class PythonEnvironments:
 
 
 class EnvPoolEnvironments:
-  """N environments of a gym-family task in one EnvPool instance (dm_env API).
+  """N environments of a task in one EnvPool instance (dm_env API).
 
   EnvPool resets an ended environment on the step after its last one (that
   step's action is ignored and it returns the new episode's first
@@ -287,7 +304,9 @@ class EnvPoolEnvironments:
   coming out of `step`. EnvPool's dm_env API gives discount 0 at the time
   limit too; this counts each environment's steps and gives discount 1 to an
   episode ended there (a termination on exactly that step reads as the time
-  limit). EnvPool seeds environment i with `seed + i`.
+  limit). EnvPool seeds environment i with `seed + i`. A dm_control task's
+  observation fields are concatenated in sorted order, as Acme's
+  ConcatObservationWrapper does on the gym backend.
   """
 
   auto_reset = True
@@ -296,19 +315,31 @@ class EnvPoolEnvironments:
                max_episode_steps: int = 0, num_threads: int = 1):
     import envpool  # pylint: disable=g-import-not-at-top
     kwargs = {'max_episode_steps': max_episode_steps} if max_episode_steps else {}
+    task = parse_task(env_name)
     self._pool = envpool.make_dm(
-        parse_task(env_name).name, num_envs=num_envs, batch_size=num_envs,
+        _envpool_id(task), num_envs=num_envs, batch_size=num_envs,
         seed=int(seed), num_threads=max(1, int(num_threads)), **kwargs)
     self._num_envs = num_envs
     self._env_ids = np.arange(num_envs, dtype=np.int32)
     self._limit = int(self._pool.spec.config.max_episode_steps)
     self._elapsed = np.zeros(num_envs, np.int64)
-    obs = self._pool.observation_spec().obs
-    self._observation_spec = specs.BoundedArray(
-        obs.shape, np.float32,
-        np.broadcast_to(obs.minimum, obs.shape).astype(np.float32),
-        np.broadcast_to(obs.maximum, obs.shape).astype(np.float32),
-        name='observation')
+    observation_spec = self._pool.observation_spec()
+    if task.family == 'dmc':
+      # One vector, as the gym backend's ConcatObservationWrapper makes it.
+      self._fields = sorted(f for f in observation_spec._fields
+                            if f not in ('env_id', 'players'))
+      size = sum(int(np.prod(getattr(observation_spec, f).shape))
+                 for f in self._fields)
+      self._observation_spec = specs.BoundedArray(
+          (size,), np.float32, -np.inf, np.inf, name='state')
+    else:
+      self._fields = None
+      obs = observation_spec.obs
+      self._observation_spec = specs.BoundedArray(
+          obs.shape, np.float32,
+          np.broadcast_to(obs.minimum, obs.shape).astype(np.float32),
+          np.broadcast_to(obs.maximum, obs.shape).astype(np.float32),
+          name='observation')
     action = self._pool.action_spec()
     if isinstance(action, specs.DiscreteArray):
       self._action_spec = specs.DiscreteArray(action.num_values, name='action')
@@ -316,7 +347,8 @@ class EnvPoolEnvironments:
     else:
       self._action_spec = specs.BoundedArray(
           action.shape, np.float32, -np.ones(action.shape, np.float32),
-          np.ones(action.shape, np.float32), name='action')
+          np.ones(action.shape, np.float32),
+          name=None if task.family == 'dmc' else 'action')
       self._low = np.broadcast_to(action.minimum, action.shape)
       self._high = np.broadcast_to(action.maximum, action.shape)
 
@@ -348,13 +380,20 @@ class EnvPoolEnvironments:
     discounts = np.asarray(batch.discount, np.float32).copy()
     discounts[(step_types == dm_env.StepType.LAST) &
               (self._elapsed >= self._limit)] = 1.0
-    observations = np.asarray(batch.observation.obs, np.float32)
+    observations = self._observations(batch.observation)
     rewards = np.asarray(batch.reward, np.float32)
     return [dm_env.TimeStep(_STEP_TYPES[step_types[i]],
                             None if first[i] else rewards[i],
                             None if first[i] else discounts[i],
                             observations[i])
             for i in range(self._num_envs)]
+
+  def _observations(self, observation) -> np.ndarray:
+    if self._fields is None:
+      return np.asarray(observation.obs, np.float32)
+    return np.concatenate(
+        [np.asarray(getattr(observation, f), np.float32).reshape(
+            self._num_envs, -1) for f in self._fields], axis=1)
 
   def close(self) -> None:
     self._pool.close()

@@ -67,7 +67,8 @@ def _spec_fields(spec):
 
 
 @pytest.mark.parametrize('env_name', ['HalfCheetah-v4', 'Hopper-v4',
-                                      'CartPole-v1'])
+                                      'CartPole-v1', 'dmc:walker-walk',
+                                      'dmc:cartpole-swingup'])
 def test_envpool_specs_equal_the_gym_backends(env_name):
   gym_spec = specs.make_environment_spec(
       environments.make_environment(env_name, 0))
@@ -77,9 +78,23 @@ def test_envpool_specs_equal_the_gym_backends(env_name):
     assert _spec_fields(gym_field) == _spec_fields(envpool_field)
 
 
+@pytest.mark.parametrize('backend', ['gym', 'envpool'])
+def test_dmc_observation_fields_are_concatenated_in_sorted_order(backend):
+  # walker: height (1), orientations (14), velocity (9), sorted by name as
+  # Acme's ConcatObservationWrapper does. Every episode starts with the
+  # torso 1.3 m up (only the joint angles are random).
+  envs = _batch('dmc:walker-walk', backend, num_envs=4, max_episode_steps=0)
+  observations = np.stack([t.observation for t in envs.reset()])
+  np.testing.assert_allclose(observations[:, 0], 1.3, atol=1e-5)
+  orientations = observations[:, 1:15].reshape(4, 7, 2)
+  np.testing.assert_allclose(np.linalg.norm(orientations, axis=2), 1.0,
+                             atol=1e-4)
+
+
 @pytest.mark.parametrize('env_name, backend', [
     ('HalfCheetah-v4', 'gym'), ('HalfCheetah-v4', 'envpool'),
-    ('gymnasium:HalfCheetah-v5', 'gym'), ('dmc:cheetah-run', 'gym')])
+    ('gymnasium:HalfCheetah-v5', 'gym'), ('dmc:cheetah-run', 'gym'),
+    ('dmc:cheetah-run', 'envpool')])
 def test_time_limit_ends_episodes_at_its_length_with_discount_1(env_name,
                                                                 backend):
   envs = _batch(env_name, backend, num_envs=3, max_episode_steps=40)
@@ -107,12 +122,15 @@ def test_discount_is_0_only_on_true_termination(env_name, backend):
   assert all(discount == 1.0 for _, _, discount in at_limit)
 
 
-def test_a_fixed_policy_scores_the_same_on_envpool_and_gym():
-  """Same task, same policy: mean returns within noise of each other."""
-  policy = _linear_policy('HalfCheetah-v4')
+@pytest.mark.parametrize('env_name', ['HalfCheetah-v4', 'dmc:walker-walk'])
+def test_a_fixed_policy_scores_the_same_on_envpool_and_gym(env_name):
+  """Same task, same policy: mean returns within noise of each other (for a
+  dm_control task this also checks EnvPool's observation fields are
+  concatenated in the gym backend's order)."""
+  policy = _linear_policy(env_name)
   means, errors = [], []
   for backend in ('gym', 'envpool'):
-    envs = _batch('HalfCheetah-v4', backend, num_envs=16, max_episode_steps=200,
+    envs = _batch(env_name, backend, num_envs=16, max_episode_steps=200,
                   seed=100)
     returns = np.array([r for _, r, _ in _episodes(envs, policy, 2)])
     means.append(returns.mean())
@@ -172,9 +190,11 @@ def test_gymnasium_v5_task_reaches_the_budget(workdir):
   assert identity['observation_shapes'] == [[11]]
 
 
-def test_dmc_task_reaches_the_budget(workdir):
-  run_dir, _ = _run(workdir, 'dmc', '--config=smoke',
-                    '--config.env_name=dmc:cheetah-run')
+@pytest.mark.parametrize('backend', ['gym', 'envpool'])
+def test_dmc_task_reaches_the_budget(workdir, backend):
+  run_dir, _ = _run(workdir, f'dmc_{backend}', '--config=smoke',
+                    '--config.env_name=dmc:cheetah-run',
+                    f'--config.env_backend={backend}')
   identity = read_json(os.path.join(run_dir, 'config.json'))['identity']
   assert identity['observation_shapes'] == [[17]]  # position 8 + velocity 9.
 
@@ -208,7 +228,8 @@ def cli_module():
     for config in ('ppo_mujoco', 'sac_mujoco', 'td3_mujoco', 'd4pg_mujoco')
     for env_name, backend in (('Walker2d-v4', 'envpool'),
                               ('gymnasium:Walker2d-v5', 'gym'),
-                              ('dmc:walker-walk', 'gym'))] + [
+                              ('dmc:walker-walk', 'gym'),
+                              ('dmc:walker-walk', 'envpool'))] + [
     ('dqn_cartpole', 'CartPole-v1', 'envpool')])
 def test_every_agent_plans_every_family_and_backend(cli_module, config,
                                                     env_name, backend):
