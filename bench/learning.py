@@ -113,9 +113,14 @@ def summarize_cell(config_name: str, task: str, steps: int,
       'final_return_std': statistics.pstdev(finals) if finals else None,
       'wall_time_minutes': mean([r['wall_time_seconds'] / 60 for r in finished]),
       'env_steps_per_second': mean([r['env_steps_per_second'] for r in finished]),
+      # A learner step is one SGD step for the off-policy agents as shipped
+      # (num_sgd_steps_per_step 1); for PPO, epochs x minibatches of them.
+      'learner_steps_per_second': mean(
+          [r['learner_steps'] / r['wall_time_seconds'] for r in finished
+           if r.get('learner_steps') and r.get('wall_time_seconds')]),
       'runs': [{k: r.get(k) for k in ('seed', 'run_dir', 'exit_reason',
                                       'actor_steps', 'wall_time_seconds',
-                                      'env_steps_per_second',
+                                      'env_steps_per_second', 'learner_steps',
                                       'final_eval_return_mean',
                                       'final_eval_return_std',
                                       'last_eval_return')} for r in runs],
@@ -209,14 +214,16 @@ def main(argv: List[str]) -> int:
   print(f'\n{os.cpu_count()} cores; launch flags: '
         f'{" ".join(launch_flags) or "(config defaults)"}')
   print(f'{"config":<14} {"task":<22} {"steps":>10} {"seeds":>5} '
-        f'{"final return (mean +- std)":>27} {"wall time":>10} {"env steps/s":>12}')
+        f'{"final return (mean +- std)":>27} {"wall time":>10} {"env steps/s":>12} '
+        f'{"learner steps/s":>16}')
   for cell in cells:
     final = (f'{_format(cell["final_return_mean"])} +- '
              f'{_format(cell["final_return_std"])}')
     print(f'{cell["config"]:<14} {cell["env"]:<22} {cell["steps"]:>10,} '
           f'{len(cell["final_returns"]):>5} {final:>27} '
           f'{_format(cell["wall_time_minutes"], ".1f"):>8} m '
-          f'{_format(cell["env_steps_per_second"]):>12}')
+          f'{_format(cell["env_steps_per_second"]):>12} '
+          f'{_format(cell["learner_steps_per_second"], ",.1f"):>16}')
   for task, path in plots.items():
     print(f'curves {task}: {path}')
   finished = all(r['exit_reason'] == 'budget_reached'

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO_ROOT, read_json, user_env
 
 
@@ -65,6 +67,9 @@ def test_learning_matrix_runs_each_cell_once_and_resumes_cell_by_cell(tmp_path):
   [run] = cell['runs']
   assert run['exit_reason'] == 'budget_reached' and run['actor_steps'] >= 2000
   assert cell['final_return_mean'] == run['final_eval_return_mean'] is not None
+  assert cell['learner_steps_per_second'] == pytest.approx(
+      run['learner_steps'] / run['wall_time_seconds'])
+  assert cell['learner_steps_per_second'] > 0
   assert os.path.getsize(results['plots']['HalfCheetah-v4']) > 0
   # Run again: the finished cell is read back, not run.
   again = _bench('learning.py', *args)
