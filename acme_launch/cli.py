@@ -82,9 +82,9 @@ _MAX_NODE_RESTARTS = flags.DEFINE_integer(
     'and the run goes on; past that, or when the learner, replay, counter or '
     'limiter dies, the run stops (see --auto_resume).', lower_bound=0)
 _AUTO_RESUME = flags.DEFINE_integer(
-    'auto_resume', 0, 'local_mp: when the learner, replay, counter or limiter '
-    'fails, start the whole program again from its last checkpoints, up to '
-    'this many times.', lower_bound=0)
+    'auto_resume', 0, 'local_mp and ray: when the learner, replay, counter or '
+    'limiter fails, start the whole program again from its last checkpoints, '
+    'up to this many times.', lower_bound=0)
 _NODE_LOG_MAX_MB = flags.DEFINE_float(
     'node_log_max_mb', 20.0, 'Each node log rotates at this size; '
     '3 older files are kept (logs/NODE.log.1 ...).', lower_bound=0.01)
@@ -383,10 +383,10 @@ def prepare_launch(dry_run: bool, connected_cluster=None) -> Launch:
   # own exceptions; the same flag asks for it in the debugged nodes.
   pdb = bool(flags.FLAGS.pdb_post_mortem)
   _check_debugging(launch_type, _DEBUG_NODE.value, pdb, node_names)
-  if _AUTO_RESUME.value and launch_type != 'local_mp':
+  if _AUTO_RESUME.value and launch_type not in ('local_mp', 'ray'):
     raise errors.LaunchError(
-        '--auto_resume works with --launch_type=local_mp only (under local_mt '
-        'and test_mt a failure ends this process; on Ray it is not built yet)')
+        '--auto_resume works with --launch_type=local_mp or ray only (under '
+        'local_mt and test_mt a failure ends this process)')
   launch = Launch(config, config_name, launch_type, plan, built, run_dir,
                   debug_node=_DEBUG_NODE.value, pdb=pdb, notes=notes)
   if launch_type == 'ray':

@@ -272,9 +272,10 @@ def test_ray_host_lost_its_actor_comes_back_on_the_other_host_and_the_run_finish
 def test_ray_learner_killed_with_auto_resume_resumes_from_its_checkpoint_and_finishes(
     cluster, tmp_path):
   run_dir = str(tmp_path / 'runs' / 'resumed')
-  launcher = _launch(cluster, *PLACEMENT, '--auto_resume=1',
+  launcher = _launch(cluster, *ON_HOST_A, '--auto_resume=1',
+                     '--config.resources.actor.ray_resources=host_b:1',
                      '--config.checkpoint.interval_minutes=0.02',
-                     run_dir=run_dir, budget=5000)
+                     run_dir=run_dir, budget=3000)
   with killed_on_exit(launcher):
     learner_dir = os.path.join(run_dir, 'checkpoints', 'learner')
     wait_for(lambda: glob.glob(os.path.join(learner_dir, 'ckpt-*.index')) or
