@@ -231,10 +231,10 @@ def prepare_launch(options: options_lib.Options,
   built = program_lib.make_program(config, plan, run_dir)
   node_names = [n for names in built.nodes_by_label.values() for n in names]
   _check_debugging(launch_type, options.debug_node, options.pdb, node_names)
-  if options.auto_resume and launch_type != 'local_mp':
+  if options.auto_resume and launch_type not in ('local_mp', 'ray'):
     raise errors.LaunchError(
-        '--auto_resume works with --launch_type=local_mp only (under local_mt '
-        'and test_mt a failure ends this process; on Ray it is not built yet)')
+        '--auto_resume works with --launch_type=local_mp or ray only (under '
+        'local_mt and test_mt a failure ends this process)')
   launch = Launch(config, config_name, launch_type, plan, built, run_dir,
                   debug_node=options.debug_node, pdb=options.pdb, notes=notes)
   if launch_type == 'ray':

@@ -75,9 +75,9 @@ _MAX_NODE_RESTARTS = flags.DEFINE_integer(
     'and the run goes on; past that, or when the learner, replay, counter or '
     'limiter dies, the run stops (see --auto_resume).', lower_bound=0)
 _AUTO_RESUME = flags.DEFINE_integer(
-    'auto_resume', 0, 'local_mp: when the learner, replay, counter or limiter '
-    'fails, start the whole program again from its last checkpoints, up to '
-    'this many times.', lower_bound=0)
+    'auto_resume', 0, 'local_mp and ray: when the learner, replay, counter or '
+    'limiter fails, start the whole program again from its last checkpoints, '
+    'up to this many times.', lower_bound=0)
 _NODE_LOG_MAX_MB = flags.DEFINE_float(
     'node_log_max_mb', 20.0, 'Each node log rotates at this size; '
     '3 older files are kept (logs/NODE.log.1 ...).', lower_bound=0.01)

@@ -38,18 +38,29 @@ _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _RAY_WORKER_ONLY = ('OMP_NUM_THREADS', 'CUDA_VISIBLE_DEVICES')
 
 
+# 'OLD=NEW,...': a restarted node's own server addresses on the host it
+# moved to (its pickled program still holds the ones it was launched with).
+MOVED_ADDRESSES_ENV = 'ACME_LAUNCH_MOVED_ADDRESSES'
+
+
 class FixedAddress:
   """A Launchpad address builder for one server: 'IP:PORT' chosen at launch.
 
   Launchpad's local builder says 'localhost:<free port>'; on a cluster each
   server's address is its host's cluster address and a port free there.
-  (Launchpad only calls `build()`: no need to import its base class here.)
+  A node restarted on another host resolves its own addresses through
+  MOVED_ADDRESSES_ENV (only actors and evaluators move, and nobody dials
+  them). (Launchpad only calls `build()`: no need to import its base class.)
   """
 
   def __init__(self, address: str):
     self._address = address
 
   def build(self) -> str:
+    for pair in os.environ.get(MOVED_ADDRESSES_ENV, '').split(','):
+      old, _, new = pair.partition('=')
+      if old == self._address and new:
+        return new
     return self._address
 
 

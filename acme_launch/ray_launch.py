@@ -14,8 +14,13 @@ local_mp runs, on its host. This module is the launcher's side:
   4. turn the program into per-node commands exactly as local_mp does
      (supervisor._node_commands), ship Launchpad's pickled program to each
      actor as bytes, and start the nodes;
-  5. supervise as local_mp does: a node that exits non-zero, or whose actor
-     dies (host lost), stops the run naming it (exit 1); the steps limiter's
+  5. supervise as local_mp does, under the same restarts.RestartPolicy: an
+     actor or evaluator that exits non-zero is started again by its Ray
+     actor on its host; one whose Ray actor is gone (its host lost) gets a
+     new Ray actor, which Ray places on a host that fits its demand, and
+     new server addresses there (ray_host.MOVED_ADDRESSES_ENV); any other
+     node's death, or one past its restarts, stops the run naming it
+     (exit 1; cli.py's --auto_resume may start it again); the steps limiter's
      lp.stop() (a stop request file, ray_host.StopRequest) ends it at the
      budget; Ctrl-C / SIGTERM stop gracefully; on the way out every node is
      SIGTERMed, the stateful ones get STOP_TIMEOUT_SECONDS to save, then
@@ -26,10 +31,11 @@ filesystem every host shares at the same path in this first step.
 
 import os
 import signal
+import socket
 import sys
 import threading
 import time
-from typing import Dict, List
+from typing import Dict, List, Optional, Set
 
 from acme_launch import errors
 from acme_launch import program as program_lib
@@ -46,6 +52,17 @@ CALL_TIMEOUT_SECONDS = 30.0   # One round of actor calls (poll, ports, ...).
 _MARKER = '.ray_shared_check'
 
 
+class _Move:
+  """A restartable node whose host was lost, waiting for Ray to place it."""
+
+  def __init__(self, describe_ref, old_ip: str, lost: str, attempt: int):
+    self.describe_ref = describe_ref
+    self.old_ip = old_ip
+    self.lost = lost        # 'host IP lost', or why else its actor is gone.
+    self.attempt = attempt
+    self.deadline = time.time() + PLACEMENT_TIMEOUT_SECONDS
+
+
 class RaySupervisor(supervisor.Supervisor):
   """Runs one program on a Ray cluster to its end; see the module docstring."""
 
@@ -58,6 +75,10 @@ class RaySupervisor(supervisor.Supervisor):
     self._where: Dict[str, Dict] = {}       # Node name -> NodeHost.describe().
     self._started: List[str] = []
     self._commands: Dict[str, tuple] = {}   # Node name -> its start() args.
+    self._demands = {d.node: d for d in cluster.demands}
+    self._launched_addresses: Dict[str, List[str]] = {}  # In the pickles.
+    self._checked_hosts: Set[str] = set()   # Ray node ids check_host passed.
+    self._moving: Dict[str, _Move] = {}
     self._echo_stop = threading.Event()
 
   # Launch --------------------------------------------------------------------
@@ -71,7 +92,7 @@ class RaySupervisor(supervisor.Supervisor):
     try:
       self._place(built)
       if self._stop_signal is None:
-        self._check_hosts()
+        self._check_hosts(list(self._where))
         self._launch(built, plan)
       if self._show_output:
         threading.Thread(target=self._echo_logs, daemon=True).start()
@@ -85,17 +106,20 @@ class RaySupervisor(supervisor.Supervisor):
     outcome.restarts = dict(self._restarts.restarts)
     return outcome
 
+  def _new_actor(self, demand: ray_cluster.Demand):
+    """A NodeHost actor with the node's demand; Ray picks a host that fits."""
+    import ray  # pylint: disable=g-import-not-at-top
+    return ray.remote(ray_host.NodeHost).options(
+        num_cpus=demand.num_cpus, num_gpus=demand.num_gpus,
+        memory=demand.memory_mb * 2 ** 20 or None,
+        resources=dict(demand.custom) or None,
+        max_restarts=0, runtime_env={'env_vars': {'PYTHONPATH': _repo_root()}},
+        name=None).remote(demand.node)
+
   def _place(self, built: program_lib.BuiltProgram) -> None:
     import ray  # pylint: disable=g-import-not-at-top
-    node_host = ray.remote(ray_host.NodeHost)
-    runtime_env = {'env_vars': {'PYTHONPATH': _repo_root()}}
     for demand in self._cluster.demands:
-      self._actors[demand.node] = node_host.options(
-          num_cpus=demand.num_cpus, num_gpus=demand.num_gpus,
-          memory=demand.memory_mb * 2 ** 20 or None,
-          resources=dict(demand.custom) or None,
-          max_restarts=0, runtime_env=runtime_env,
-          name=None).remote(demand.node)
+      self._actors[demand.node] = self._new_actor(demand)
     pending = {self._actors[n].describe.remote(): n for n in self._actors}
     deadline = time.time() + PLACEMENT_TIMEOUT_SECONDS
     while pending and self._stop_signal is None:
@@ -119,25 +143,31 @@ class RaySupervisor(supervisor.Supervisor):
             f'{PLACEMENT_TIMEOUT_SECONDS:.0f} s (group {demand.group} needs '
             f'{wanted}; other jobs may hold those resources)')
 
-  def _check_hosts(self) -> None:
+  def _check_hosts(self, nodes: List[str]) -> None:
+    """Each new host of `nodes` sees the run directory and runs the shim."""
     import ray  # pylint: disable=g-import-not-at-top
+    by_host = {}
+    for node in nodes:
+      where = self._where[node]
+      if where['ray_node_id'] not in self._checked_hosts:
+        by_host.setdefault(where['ray_node_id'], (node, where['ip']))
+    if not by_host:
+      return
     marker = os.path.join(self._run_dir, _MARKER)
     text = f'{os.getpid()} {time.time()}\n'
     with open(marker, 'w') as f:
       f.write(text)
     try:
       ray_cluster.check_addresses(
-          [ray_cluster.Host(w['ray_node_id'], w['ip'], {})
-           for w in self._where.values()], self._allow_public)
-      by_host = {}
-      for node, where in self._where.items():
-        by_host.setdefault(where['ray_node_id'], (node, where['ip']))
+          [ray_cluster.Host(host, ip, {}) for host, (_, ip) in by_host.items()],
+          self._allow_public)
       refs = {self._actors[node].check_host.remote(marker, text, ip): ip
               for node, ip in by_host.values()}
       for ref, ip in refs.items():
         problem = ray.get(ref, timeout=CALL_TIMEOUT_SECONDS + 60)
         if problem:
           raise errors.LaunchError(f'Ray host {ip}: {problem}')
+      self._checked_hosts.update(by_host)
     finally:
       os.unlink(marker)
 
@@ -153,6 +183,7 @@ class RaySupervisor(supervisor.Supervisor):
     addresses = {node: [f'{self._where[node]["ip"]}:{port}' for port in
                         ray.get(ref, timeout=CALL_TIMEOUT_SECONDS)]
                  for node, ref in port_refs.items()}
+    self._launched_addresses = addresses
 
     def bind(node: str, lp_node) -> None:
       for address, value in zip(lp_node.addresses, addresses[node]):
@@ -219,19 +250,19 @@ class RaySupervisor(supervisor.Supervisor):
         return supervisor.Outcome(
             supervisor.EXIT_OK, 'budget_reached'
             if progress.get('budget_reached') else 'program_stopped')
-      refs = {self._actors[n].poll.remote(): n for n in self._started}
+      for node in list(self._moving):
+        outcome = self._advance_move(node)
+        if outcome is not None:
+          return outcome
+      refs = {self._actors[n].poll.remote(): n for n in self._running()}
       codes = {}
       for ref, node in refs.items():
         try:
           codes[node] = ray.get(ref, timeout=CALL_TIMEOUT_SECONDS)
         except ray.exceptions.RayError as e:
-          where = self._where.get(node, {}).get('ip', '?')
-          return supervisor.Outcome(
-              supervisor.EXIT_NODE_FAILED, 'node_failed', failed_node=node,
-              failed_log_tail=supervisor._tail(  # pylint: disable=protected-access
-                  rundir.log_path(self._run_dir, node)) +
-              f'\n(the Ray actor running {node} on host {where} is gone: '
-              f'{type(e).__name__})')
+          outcome = self._on_actor_lost(node, type(e).__name__)
+          if outcome is not None:
+            return outcome
       for node, code in codes.items():
         if code is not None and code != 0:
           how = (f'was killed by signal {-code}' if code < 0
@@ -243,12 +274,10 @@ class RaySupervisor(supervisor.Supervisor):
                                   decision.attempt)
             codes[node] = None
             continue
-          return supervisor.Outcome(
-              supervisor.EXIT_NODE_FAILED, 'node_failed', failed_node=node,
-              failed_log_tail=supervisor._tail(  # pylint: disable=protected-access
-                  rundir.log_path(self._run_dir, node)) +
-              f'\n(node {node} on host {where} {how}; {decision.reason})')
-      if codes and all(code is not None for code in codes.values()):
+          return self._failed(
+              node, f'node {node} on host {where} {how}; {decision.reason}')
+      if (codes and not self._moving and
+          all(code is not None for code in codes.values())):
         return supervisor.Outcome(supervisor.EXIT_OK, 'all_nodes_exited')
       if self._wall_time_exceeded():
         return supervisor.Outcome(supervisor.EXIT_OK, 'max_wall_time')
@@ -265,9 +294,97 @@ class RaySupervisor(supervisor.Supervisor):
     with open(log_path, 'a') as f:
       f.write(f'\n{line}\n')
     env = {**env, restarts.RESTART_ENV: str(attempt)}
-    ray.get(self._actors[node].start.remote(argv, env, data_file, program_ref,
-                                            log_path),
-            timeout=CALL_TIMEOUT_SECONDS + 60)
+    try:
+      ray.get(self._actors[node].start.remote(argv, env, data_file,
+                                              program_ref, log_path),
+              timeout=CALL_TIMEOUT_SECONDS + 60)
+    except ray.exceptions.RayError:
+      self._move(node, attempt)  # Its actor went with its host meanwhile.
+
+  def _running(self) -> List[str]:
+    return [n for n in self._started if n not in self._moving]
+
+  def _on_actor_lost(self, node: str,
+                     error: str) -> Optional[supervisor.Outcome]:
+    """A node's Ray actor is gone: move it elsewhere, or stop the run."""
+    decision = self._restarts.on_death(node)
+    if decision.restart:
+      self._move(node, decision.attempt)
+      return None
+    where = self._where[node]['ip']
+    return self._failed(node, f'the Ray actor running {node} on host {where} '
+                        f'is gone: {error}; {decision.reason}')
+
+  def _failed(self, node: str, why: str) -> supervisor.Outcome:
+    return supervisor.Outcome(
+        supervisor.EXIT_NODE_FAILED, 'node_failed', failed_node=node,
+        failed_log_tail=supervisor._tail(  # pylint: disable=protected-access
+            rundir.log_path(self._run_dir, node)) + f'\n({why})')
+
+  def _move(self, node: str, attempt: int) -> None:
+    """A new Ray actor for `node`; _advance_move starts it once placed."""
+    import ray  # pylint: disable=g-import-not-at-top
+    try:
+      ray.kill(self._actors[node])  # If only unreachable: its node dies too.
+    except ray.exceptions.RayError:
+      pass
+    where = self._where[node]
+    lost = (f'its Ray actor on host {where["ip"]} died'
+            if _raylet_answers(where['ray_node_id'])
+            else f'host {where["ip"]} lost')
+    self._actors[node] = self._new_actor(self._demands[node])
+    self._moving[node] = _Move(self._actors[node].describe.remote(),
+                               where['ip'], lost, attempt)
+
+  def _advance_move(self, node: str) -> Optional[supervisor.Outcome]:
+    """Starts a moved node on its new host once Ray placed its actor."""
+    import ray  # pylint: disable=g-import-not-at-top
+    move = self._moving[node]
+    ready, _ = ray.wait([move.describe_ref], timeout=0)
+    if not ready:
+      if time.time() < move.deadline:
+        return None
+      wanted = ', '.join(f'{k}={v:g}' for k, v in
+                         self._demands[node].as_resources().items())
+      return self._failed(node, f'{move.lost}; Ray placed no '
+                          f'host for {node} within '
+                          f'{PLACEMENT_TIMEOUT_SECONDS:.0f} s (it needs '
+                          f'{wanted or "nothing"})')
+    actor = self._actors[node]
+    try:
+      where = self._where[node] = ray.get(move.describe_ref)
+      self._check_hosts([node])
+      ports = ray.get(actor.free_ports.remote(
+          where['ip'], len(self._launched_addresses[node])),
+                      timeout=CALL_TIMEOUT_SECONDS)
+    except (ray.exceptions.RayError, errors.LaunchError) as e:
+      return self._failed(node, f'{move.lost}; restarting '
+                          f'{node} failed: '
+                          f'{" ".join(str(e).split())[:300]}')
+    addresses = [f'{where["ip"]}:{port}' for port in ports]
+    argv, env, data_file, program_ref, log_path = self._commands[node]
+    env = {**env, 'ACME_LAUNCH_BIND_ADDRESS': where['ip'],
+           'ACME_LAUNCH_SERVER_ADDRESSES': ','.join(addresses),
+           'ACME_LAUNCH_RAY_NODE_ID': where['ray_node_id'],
+           'ACME_LAUNCH_MOVED_FROM': move.old_ip,
+           ray_host.MOVED_ADDRESSES_ENV: ','.join(
+               f'{old}={new}' for old, new in
+               zip(self._launched_addresses[node], addresses))}
+    self._commands[node] = (argv, env, data_file, program_ref, log_path)
+    del self._moving[node]
+    line = (f'acme-launch: node {node}: {move.lost}; restarting on '
+            f'{where["ip"]} ({move.attempt} of at most '
+            f'{self._restarts.max_restarts})')
+    print(line, flush=True)
+    with open(log_path, 'a') as f:
+      f.write(f'\n{line}\n')
+    env = {**env, restarts.RESTART_ENV: str(move.attempt)}
+    try:
+      ray.get(actor.start.remote(argv, env, data_file, program_ref, log_path),
+              timeout=CALL_TIMEOUT_SECONDS + 60)
+    except ray.exceptions.RayError:
+      self._move(node, move.attempt)  # Lost again already: place it anew.
+    return None
 
   def _stopped_outcome(self) -> supervisor.Outcome:
     progress = rundir.read_json(rundir.progress_path(self._run_dir), {})
@@ -282,10 +399,9 @@ class RaySupervisor(supervisor.Supervisor):
   def _stop_cluster(self) -> None:
     """SIGTERM every node; once the saving ones are done, kill them all."""
     import ray  # pylint: disable=g-import-not-at-top
-    for node in self._started:
+    for node in self._running():
       self._actors[node].terminate.remote()
-    saving = [n for n in self._started
-              if topology.saves_on_stop(n)]
+    saving = [n for n in self._running() if topology.saves_on_stop(n)]
     deadline = time.time() + supervisor.STOP_TIMEOUT_SECONDS
     while saving and time.time() < deadline:
       refs = [self._actors[n].poll.remote() for n in saving]
@@ -300,7 +416,7 @@ class RaySupervisor(supervisor.Supervisor):
 
   def _kill_all(self) -> None:
     import ray  # pylint: disable=g-import-not-at-top
-    kills = [self._actors[n].kill.remote() for n in self._started]
+    kills = [self._actors[n].kill.remote() for n in self._running()]
     try:
       ray.wait(kills, num_returns=len(kills), timeout=15)
     except ray.exceptions.RayError:
@@ -313,6 +429,25 @@ class RaySupervisor(supervisor.Supervisor):
       except ray.exceptions.RayError:
         pass
     self._started = []
+    self._moving = {}
+
+
+def _raylet_answers(ray_node_id: str) -> bool:
+  """Whether a Ray node's raylet still accepts connections.
+
+  Ray reports an actor of a lost host dead before its health checks declare
+  the host dead (seen here: about 10 s before); the raylet's port says now.
+  """
+  import ray  # pylint: disable=g-import-not-at-top
+  for node in ray.nodes():
+    if node['NodeID'] == ray_node_id and node.get('Alive'):
+      try:
+        with socket.create_connection((node['NodeManagerAddress'],
+                                       node['NodeManagerPort']), timeout=1.0):
+          return True
+      except OSError:
+        return False
+  return False
 
 
 def _repo_root() -> str:

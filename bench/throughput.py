@@ -102,12 +102,14 @@ def steady_rate(progress_csv: str, warmup: float) -> Optional[float]:
 
 def run_acme_launch(workdir: str, actors: int, envs: int, backend: str,
                     args: argparse.Namespace, extra_flags: Tuple[str, ...] = (),
-                    run_name: str = '') -> Optional[float]:
+                    run_name: str = '', prefix: Tuple[str, ...] = (),
+                    env: Optional[Dict[str, str]] = None) -> Optional[float]:
+  """`prefix` and `env`: how bench/cluster.py runs it in a host's namespace."""
   from configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
   batch_size = ppo_mujoco.get_config().ppo.batch_size
   queue_batches = -(-(batch_size + STOCK_QUEUE_EXTRA) // batch_size)
   run_name = run_name or f'acme_launch_{backend}_a{actors}_e{envs}'
-  command = [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
+  command = [*prefix, sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
              '--config=ppo_mujoco', f'--workdir={workdir}',
              f'--run_name={run_name}', f'--config.num_actors={actors}',
              f'--config.envs_per_actor={envs}', '--config.num_evaluators=0',
@@ -118,7 +120,7 @@ def run_acme_launch(workdir: str, actors: int, envs: int, backend: str,
   command += [f'--config.ppo.{k}={v}' for k, v in PPO_OVERRIDES.items()]
   command += list(extra_flags)
   result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True,
-                          text=True, check=False)
+                          text=True, check=False, env=env)
   rate = steady_rate(os.path.join(workdir, run_name, 'metrics', 'progress.csv'),
                      args.warmup)
   if rate is None:  # Say why, rather than print 'failed' alone.

@@ -5,9 +5,12 @@ the root namespace and its own address in a private /24; the bridge itself
 has no address, so nothing outside the namespaces reaches them. Ray's own
 CLI starts the head in the first namespace and a worker in each other one,
 with token authentication on (a token file of the test's own) and a custom
-resource `host_<name>` (100 units: a node asking 1 is pinned there, up to 100 nodes) per host. Needs root (CAP_NET_ADMIN).
+resource `host_<name>` (100 units: a node asking 1 is pinned there, up to 100 nodes) per host, plus any
+`resources` given per host (a resource several hosts share lets Ray choose
+among them). Needs root (CAP_NET_ADMIN).
 """
 
+import json
 import os
 import random
 import secrets
@@ -17,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 RAY_PORT = 6379
 
@@ -44,9 +47,11 @@ def why_not_available() -> str:
 class NetnsCluster:
   """Hosts `names` (first = head) with `cpus[name]` Ray CPUs each."""
 
-  def __init__(self, names: Sequence[str], cpus: Dict[str, int]):
+  def __init__(self, names: Sequence[str], cpus: Dict[str, int],
+               resources: Optional[Dict[str, Dict[str, float]]] = None):
     self.names = list(names)
     self.cpus = cpus
+    self.resources = resources or {}
     self.tag = f'acl{os.getpid() % 10000}'
     self.subnet = f'10.213.{random.randint(1, 250)}'
     self.ips = {n: f'{self.subnet}.{i + 1}' for i, n in enumerate(self.names)}
@@ -104,7 +109,8 @@ class NetnsCluster:
     head = name == self.names[0]
     argv = [ray, 'start', f'--node-ip-address={self.ips[name]}',
             f'--num-cpus={self.cpus[name]}', '--num-gpus=0',
-            f'--resources={{"host_{name}": 100}}',
+            '--resources=' + json.dumps({f'host_{name}': 100,
+                                         **self.resources.get(name, {})}),
             '--object-store-memory=80000000', '--disable-usage-stats',
             f'--temp-dir={os.path.join(self.temp, name)}']
     argv += (['--head', f'--port={RAY_PORT}', '--include-dashboard=false']
@@ -116,9 +122,10 @@ class NetnsCluster:
       raise RuntimeError(f'ray start on {name} failed: '
                          f'{(result.stderr or result.stdout)[-2000:]}')
 
-  def kill_hosts(self, names: Sequence[str], grace: float = 3.0) -> None:
+  def kill_hosts(self, names: Sequence[str], grace: float = 3.0,
+                 signals=(signal.SIGTERM, signal.SIGKILL)) -> None:
     """Ends every process in the hosts' namespaces: SIGTERM, then SIGKILL."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    for sig in signals:
       for name in names:
         for pid in self.pids(name):
           try:

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from tests import netns_cluster
 from tests.conftest import REPO_ROOT, read_json, user_env
 
 
@@ -106,3 +107,15 @@ def test_soak_samples_every_node_and_reports_growth(tmp_path):
   assert soak['actor_steps_end'] > soak['actor_steps_settled'] >= 0
   assert os.path.getsize(os.path.join(tmp_path, 'soak_rss.png')) > 0
   assert 'largest growth' in result.stdout
+
+
+def test_cluster_measures_local_mp_and_ray_side_by_side(tmp_path):
+  reason = netns_cluster.why_not_available()
+  if reason:
+    pytest.skip(f'no network namespaces here: {reason}')
+  _bench('cluster.py', '--seconds=5', '--warmup=0', '--steps=5000',
+         '--actors=1', '--envs_per_actor=2', f'--out={tmp_path}', timeout=600)
+  results = read_json(os.path.join(tmp_path, 'cluster.json'))
+  assert results['local_mp_env_steps_per_second'] > 0, results
+  assert results['ray_env_steps_per_second'] > 0, results
+  assert results['ray_over_local_mp'] > 0

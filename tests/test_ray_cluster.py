@@ -5,8 +5,11 @@ own address (tests/netns_cluster.py); Ray's own CLI starts them, with token
 authentication on. The launcher runs in host a's namespace, as a user on the
 head would. Learner, replay, counter (and limiter) and evaluator are pinned
 to host a, actor/0 to b and actor/1 to c, through Ray custom resources.
+Hosts b and c also share a resource `worker`: a node asking for it may run
+on either, which is what lets a node of a lost host come back on the other.
 """
 
+import glob
 import os
 import re
 import signal
@@ -26,12 +29,12 @@ HOST_OF = {'replay/0': 'a', 'counter/0': 'a', 'limiter/0': 'a',
            'learner/0': 'a', 'evaluator/0': 'a', 'actor/0': 'b',
            'actor/1': 'c'}
 # Small Ray CPU demands: the namespaces share this machine's two cores.
-PLACEMENT = [f'--config.resources.{group}.{field}={value}'
+ON_HOST_A = [f'--config.resources.{group}.{field}={value}'
              for group in ('replay', 'counter', 'learner', 'evaluator')
-             for field, value in (('ray_cpus', 0.5), ('ray_resources', 'host_a:1'))
-             ] + ['--config.num_actors=2',
-                  '--config.resources.node_overrides='
-                  'actor/0:ray_resources=host_b:1;actor/1:ray_resources=host_c:1']
+             for field, value in (('ray_cpus', 0.5), ('ray_resources', 'host_a:1'))]
+PLACEMENT = ON_HOST_A + [
+    '--config.num_actors=2', '--config.resources.node_overrides='
+    'actor/0:ray_resources=host_b:1;actor/1:ray_resources=host_c:1']
 
 
 @pytest.fixture(scope='module')
@@ -39,7 +42,8 @@ def cluster():
   reason = netns_cluster.why_not_available()
   if reason:
     pytest.skip(f'no network namespaces here: {reason}')
-  hosts = netns_cluster.NetnsCluster(['a', 'b', 'c'], {'a': 3, 'b': 1, 'c': 1})
+  hosts = netns_cluster.NetnsCluster(['a', 'b', 'c'], {'a': 3, 'b': 1, 'c': 1},
+                                     {'b': {'worker': 100}, 'c': {'worker': 100}})
   try:
     hosts.up()
     yield hosts
@@ -221,6 +225,78 @@ def test_ray_node_killed_on_another_host_without_restarts_stops_the_run_naming_i
   summary = read_json(os.path.join(run_dir, 'summary.json'))
   assert summary['exit_reason'] == 'node_failed'
   assert summary['failed_node'] == 'actor/1'
+  wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
+
+
+def test_ray_host_lost_its_actor_comes_back_on_the_other_host_and_the_run_finishes(
+    cluster, tmp_path):
+  # One actor, on whichever of b and c Ray picks: while its host is gone
+  # nothing steps, so a small budget still shows the run finishing after it.
+  run_dir = str(tmp_path / 'runs' / 'moved')
+  launcher = _launch(cluster, *ON_HOST_A, '--config.num_actors=1',
+                     '--config.resources.actor.ray_cpus=0.5',
+                     '--config.resources.actor.ray_resources=worker:1',
+                     run_dir=run_dir, budget=3000)
+  host_by_ip = {ip: host for host, ip in cluster.ips.items()}
+  with killed_on_exit(launcher):
+    wait_for(lambda: _steps(run_dir) > 0 or launcher.poll() is not None,
+             240, 'actor steps')
+    assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+    first = node_records(run_dir)['actor/0']
+    lost = host_by_ip[first['bind_address']]
+    other = {'b': 'c', 'c': 'b'}[lost]
+    try:
+      # Every process of the host at once (raylet, Ray actor, node): lost.
+      cluster.kill_hosts([lost], signals=(signal.SIGKILL,))
+      stdout, stderr = launcher.communicate(timeout=240)
+    finally:
+      cluster.start_ray(lost)  # Back for the tests after this one.
+  assert launcher.returncode == 0, stderr[-3000:]
+  assert (f'node actor/0: host {cluster.ips[lost]} lost; restarting on '
+          f'{cluster.ips[other]} (1 of at most 3)') in stdout, stdout[-3000:]
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['node_restarts'] == {'actor/0': 1}
+  # Its record says where it runs now: the other host's Ray node, address
+  # and a server address there, restarted once, moved from the lost host.
+  record = node_records(run_dir)['actor/0']
+  assert record['bind_address'] == cluster.ips[other]
+  assert record['ray_node_id'] != first['ray_node_id']
+  assert [a.rsplit(':', 1)[0] for a in record['server_addresses']] == [
+      cluster.ips[other]]
+  assert record['env']['ACME_LAUNCH_NODE_RESTART'] == '1'
+  assert record['env']['ACME_LAUNCH_MOVED_FROM'] == cluster.ips[lost]
+  wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
+
+
+def test_ray_learner_killed_with_auto_resume_resumes_from_its_checkpoint_and_finishes(
+    cluster, tmp_path):
+  run_dir = str(tmp_path / 'runs' / 'resumed')
+  launcher = _launch(cluster, *ON_HOST_A, '--auto_resume=1',
+                     '--config.resources.actor.ray_resources=host_b:1',
+                     '--config.checkpoint.interval_minutes=0.02',
+                     run_dir=run_dir, budget=3000)
+  with killed_on_exit(launcher):
+    learner_dir = os.path.join(run_dir, 'checkpoints', 'learner')
+    wait_for(lambda: glob.glob(os.path.join(learner_dir, 'ckpt-*.index')) or
+             launcher.poll() is not None, 240, 'a learner checkpoint')
+    assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+    victim = node_records(run_dir)['learner/0']['pid']
+    os.kill(victim, signal.SIGKILL)
+    _, stderr = launcher.communicate(timeout=300)
+  assert launcher.returncode == 0, stderr[-3000:]
+  assert 'node learner/0 failed; resuming the whole program' in stderr
+  assert '--auto_resume: 1 of 1' in stderr
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['auto_resumes'] == 1
+  # The second attempt's learner, on host a again, started from the first
+  # attempt's checkpoint.
+  record = node_records(run_dir)['learner/0']
+  assert record['pid'] != victim
+  assert record['bind_address'] == cluster.ips['a']
+  restore = read_json(os.path.join(run_dir, 'nodes', 'learner_restore.json'))
+  assert os.path.basename(restore['checkpoint']).startswith('ckpt-')
   wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
 
 
