@@ -123,6 +123,7 @@ def summarize_cell(config_name: str, task: str, steps: int,
                                       'env_steps_per_second', 'learner_steps',
                                       'final_eval_return_mean',
                                       'final_eval_return_std',
+                                      'final_eval_actor_steps',
                                       'last_eval_return')} for r in runs],
   }
 
@@ -139,9 +140,13 @@ def plot_task(task: str, cells: List[Dict], path: str) -> None:
     curves = []
     for run in cell['runs']:
       rows = summary_lib.evaluation_rows(run['run_dir'])
-      if rows:
-        curves.append(([r['actor_steps'] for r in rows],
-                       [r['episode_return'] for r in rows]))
+      steps = [r['actor_steps'] for r in rows]
+      returns = [r['episode_return'] for r in rows]
+      if run.get('final_eval_return_mean') is not None:  # At the budget.
+        steps.append(run['final_eval_actor_steps'])
+        returns.append(run['final_eval_return_mean'])
+      if steps:
+        curves.append((steps, returns))
     if not curves:
       continue
     # Seeds evaluate at slightly different steps: put them on one grid.
