@@ -62,14 +62,7 @@ def main(argv: List[str]) -> int:
   parser.add_argument('--actors', type=int, default=2)
   parser.add_argument('--envs_per_actor', type=int, default=16)
   parser.add_argument('--backend', default='gym')
-  parser.add_argument('--seconds', type=float, default=40.0,
-                      help='measured seconds per program')
-  parser.add_argument('--warmup', type=float, default=5.0,
-                      help='seconds after the first actor steps left out')
-  parser.add_argument('--startup_allowance', type=float, default=60.0,
-                      help='seconds allowed for start-up, not measured')
-  parser.add_argument('--steps', type=int, default=100_000_000,
-                      help='actor step budget: a program also stops there')
+  throughput.add_program_arguments(parser)
   parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
   args = parser.parse_args(argv)
   why_not = netns_cluster.why_not_available()

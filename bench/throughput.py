@@ -215,8 +215,8 @@ def print_table(stock: Dict[int, Optional[float]],
     print(line)
 
 
-def main(argv: List[str]) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_program_arguments(parser: argparse.ArgumentParser) -> None:
+  """How long each measured program runs: this script's and cluster.py's."""
   parser.add_argument('--seconds', type=float, default=40.0,
                       help='measured seconds per program')
   parser.add_argument('--warmup', type=float, default=5.0,
@@ -225,6 +225,11 @@ def main(argv: List[str]) -> int:
                       help='seconds allowed for start-up, not measured')
   parser.add_argument('--steps', type=int, default=100_000_000,
                       help='actor step budget: a program also stops there')
+
+
+def main(argv: List[str]) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  add_program_arguments(parser)
   parser.add_argument('--ceiling_seconds', type=float, default=5.0)
   parser.add_argument('--cells', default='1x1,1x16,1x64,2x16',
                       help='ACTORSxENVS_PER_ACTOR, comma-separated')
