@@ -175,6 +175,24 @@ def test_ray_ctrl_c_saves_checkpoints_and_leaves_no_process_on_any_host(
   wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
 
 
+def test_ray_launcher_killed_with_sigkill_leaves_no_process_on_any_host(
+    cluster, tmp_path):
+  # The launcher gets no chance to clean up: Ray ends the Ray actors it
+  # owned when it dies, and each node process dies with its actor.
+  run_dir = str(tmp_path / 'runs' / 'launcher_killed')
+  launcher = _launch(cluster, *PLACEMENT, run_dir=run_dir, budget=10**6)
+  with killed_on_exit(launcher):
+    wait_for(lambda: _steps(run_dir) > 0 or launcher.poll() is not None,
+             240, 'actor steps')
+    assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+    assert {h for h, _, _ in _run_processes(cluster)} == {'a', 'b', 'c'}
+    launcher.kill()
+    launcher.communicate(timeout=30)
+  assert launcher.returncode == -signal.SIGKILL
+  wait_for(lambda: not _run_processes(cluster), 60,
+           'no node process or NodeHost actor left on any host')
+
+
 def test_ray_actor_killed_on_another_host_is_restarted_there_and_the_run_finishes(
     cluster, tmp_path):
   run_dir = str(tmp_path / 'runs' / 'restarted')
