@@ -113,7 +113,14 @@ class RaySupervisor(supervisor.Supervisor):
         num_cpus=demand.num_cpus, num_gpus=demand.num_gpus,
         memory=demand.memory_mb * 2 ** 20 or None,
         resources=dict(demand.custom) or None,
-        max_restarts=0, runtime_env={'env_vars': {'PYTHONPATH': _repo_root()}},
+        max_restarts=0, runtime_env={'env_vars': {
+            'PYTHONPATH': _repo_root(),
+            # Ray's workers lower their own priority to niceness 15 at start
+            # (its worker_niceness), and a node process would inherit it:
+            # on a host with other work its nodes then get what is left of
+            # the CPU (bench/cluster.py under load: ray/local_mp 0.57-0.75).
+            # Nodes are the work here, so they keep the default priority.
+            'RAY_worker_niceness': '0'}},
         name=None).remote(demand.node)
 
   def _place(self, built: program_lib.BuiltProgram) -> None:

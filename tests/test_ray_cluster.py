@@ -96,6 +96,11 @@ def _listeners(cluster, host):
   return by_pid
 
 
+def _niceness(pid):
+  with open(f'/proc/{pid}/stat') as f:
+    return int(f.read().rsplit(')', 1)[1].split()[16])
+
+
 def _steps(run_dir):
   progress = os.path.join(run_dir, 'progress.json')
   try:
@@ -136,6 +141,8 @@ def test_ray_run_places_nodes_on_their_hosts_listens_only_on_cluster_addresses_a
       for ip, port in listeners[host][record['pid']]:
         # Every listening socket of the node is on its host's address.
         assert ip == cluster.ips[host], (node, ip, port)
+      # Ray's workers run at niceness 15; the node runs at the launcher's.
+      assert _niceness(record['pid']) == os.nice(0), node
     _, stderr = launcher.communicate(timeout=300)
   assert launcher.returncode == 0, stderr[-3000:]
   summary = read_json(os.path.join(run_dir, 'summary.json'))
