@@ -1,22 +1,27 @@
 """Ray mode's overhead: the same program on local_mp and on a Ray cluster.
 
     sudo .venv/bin/python bench/cluster.py [--actors=2] [--envs_per_actor=16]
-        [--seconds=40] [--out=bench/out]
+        [--seconds=40] [--rounds=2] [--out=bench/out]
 
-(tests/test_bench.py runs it tiny: --seconds=5 --steps=8000 --warmup=0 ...)
+(tests/test_bench.py runs it tiny: --seconds=5 --steps=5000 --rounds=1 ...)
 
 In one invocation on this machine, bench/throughput.py's acme-launch program
-(ppo_mujoco with its light PPO settings, no evaluator) runs twice with the
-same nodes, so the same process count:
-  1. under local_mp, every node unpinned (a Ray run pins no cores);
-  2. under --launch_type=ray on a three-host cluster of network namespaces
-     (tests/netns_cluster.py: own address per host, Ray's own CLI, token
-     authentication), the launcher on host a with the learner, replay and
-     counter, the actors alternately on hosts b and c.
-Env steps/s come from the counter's totals after the first actor steps plus
---warmup (throughput.steady_rate). The namespaces share this machine's cores,
-so the ratio is what Ray mode costs (its actors, raylets and GCS, and
-traffic over the bridge instead of loopback), not what more hosts give.
+(ppo_mujoco with its light PPO settings, no evaluator) runs with the same
+nodes, so the same process count:
+  - under local_mp, every node unpinned (a Ray run pins no cores);
+  - under --launch_type=ray on a three-host cluster of network namespaces
+    (tests/netns_cluster.py: own address per host, Ray's own CLI, token
+    authentication), the launcher on host a with the learner, replay and
+    counter, the actors alternately on hosts b and c;
+--rounds times each, in the order local_mp, ray, ray, local_mp, ... so that
+neither always goes second (a machine that heats up, or load that comes
+and goes, then favours neither). The cluster is up for every round, so its
+idle daemons are there for both: the ratio is what running through Ray
+costs (its actors, and traffic over the bridge instead of loopback). Env
+steps/s come from the counter's totals after the first actor steps plus
+--warmup (throughput.steady_rate); the ratio is the mean of the ray rounds
+over the mean of the local_mp ones. The namespaces share this machine's
+cores, so it shows Ray mode's overhead, not what more hosts give.
 Needs root (network namespaces): otherwise one line, exit 2. The figures are
 also written to OUT/cluster.json.
 """
@@ -26,6 +31,7 @@ import copy
 import json
 import os
 import shutil
+import statistics
 import sys
 from typing import List
 
@@ -62,9 +68,15 @@ def main(argv: List[str]) -> int:
   parser.add_argument('--actors', type=int, default=2)
   parser.add_argument('--envs_per_actor', type=int, default=16)
   parser.add_argument('--backend', default='gym')
+  parser.add_argument('--rounds', type=int, default=2,
+                      help='runs of each launch type, alternating which goes first')
   throughput.add_program_arguments(parser)
   parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
   args = parser.parse_args(argv)
+  if args.rounds < 1:
+    print(f'bench/cluster.py: error: --rounds must be at least 1, not '
+          f'{args.rounds}', file=sys.stderr)
+    return 2
   why_not = netns_cluster.why_not_available()
   if why_not:
     print(f'bench/cluster.py: error: no network namespaces here ({why_not}); '
@@ -77,32 +89,48 @@ def main(argv: List[str]) -> int:
         f'{args.envs_per_actor} env(s), {args.seconds:.0f} s per program',
         flush=True)
 
-  local = throughput.run_acme_launch(
-      workdir, args.actors, args.envs_per_actor, args.backend, args, UNPINNED,
-      run_name='local_mp')
-  print(f'local_mp: {_fmt(local)} env steps/s', flush=True)
-
   cluster = netns_cluster.NetnsCluster(['a', 'b', 'c'],
                                        {'a': 4, 'b': 4, 'c': 4})
   ray_args = copy.copy(args)
   ray_args.startup_allowance = args.startup_allowance + RAY_STARTUP_EXTRA
+  rates = {'local_mp': [], 'ray': []}
   try:
     cluster.up()
-    ray = throughput.run_acme_launch(
-        workdir, args.actors, args.envs_per_actor, args.backend, ray_args,
-        tuple(ray_placement(cluster, args.actors)), run_name='ray',
-        prefix=tuple(cluster.in_host('a', [])), env=cluster.env)
+    for round_index in range(args.rounds):
+      order = ('local_mp', 'ray') if round_index % 2 == 0 else ('ray', 'local_mp')
+      for launch_type in order:
+        run_name = f'{launch_type}_{round_index}'
+        if launch_type == 'local_mp':
+          rate = throughput.run_acme_launch(
+              workdir, args.actors, args.envs_per_actor, args.backend, args,
+              UNPINNED, run_name=run_name)
+        else:
+          rate = throughput.run_acme_launch(
+              workdir, args.actors, args.envs_per_actor, args.backend,
+              ray_args, tuple(ray_placement(cluster, args.actors)),
+              run_name=run_name, prefix=tuple(cluster.in_host('a', [])),
+              env=cluster.env)
+        rates[launch_type].append(rate)
+        print(f'round {round_index + 1} {launch_type}: {_fmt(rate)} env '
+              'steps/s', flush=True)
   finally:
     cluster.down()
+  local, ray = (statistics.mean(r) if r and None not in r else None
+                for r in (rates['local_mp'], rates['ray']))
   ratio = ray / local if ray and local else None
-  print(f'ray (3 namespace hosts): {_fmt(ray)} env steps/s'
-        f'\n\n{"local_mp":>10} {"ray":>10} {"ray/local_mp":>13}\n'
-        f'{_fmt(local):>10} {_fmt(ray):>10} '
+  print(f'\n{"":>12} {"local_mp":>10} {"ray (3 hosts)":>14} {"ray/local_mp":>13}')
+  for i in range(args.rounds):
+    one = (rates['ray'][i] / rates['local_mp'][i]
+           if rates['ray'][i] and rates['local_mp'][i] else None)
+    print(f'{f"round {i + 1}":>12} {_fmt(rates["local_mp"][i]):>10} '
+          f'{_fmt(rates["ray"][i]):>14} {(f"{one:.2f}" if one else "-"):>13}')
+  print(f'{"mean":>12} {_fmt(local):>10} {_fmt(ray):>14} '
         f'{(f"{ratio:.2f}" if ratio else "-"):>13}')
   with open(os.path.join(args.out, 'cluster.json'), 'w') as f:
     json.dump({'cores': os.cpu_count(), 'seconds': args.seconds,
                'actors': args.actors, 'envs_per_actor': args.envs_per_actor,
-               'backend': args.backend,
+               'backend': args.backend, 'rounds': args.rounds,
+               'local_mp_rounds': rates['local_mp'], 'ray_rounds': rates['ray'],
                'local_mp_env_steps_per_second': local,
                'ray_env_steps_per_second': ray,
                'ray_over_local_mp': ratio}, f, indent=1)

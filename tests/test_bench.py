@@ -114,8 +114,10 @@ def test_cluster_measures_local_mp_and_ray_side_by_side(tmp_path):
   if reason:
     pytest.skip(f'no network namespaces here: {reason}')
   _bench('cluster.py', '--seconds=5', '--warmup=0', '--steps=5000',
-         '--actors=1', '--envs_per_actor=2', f'--out={tmp_path}', timeout=600)
+         '--actors=1', '--envs_per_actor=2', '--rounds=1', f'--out={tmp_path}',
+         timeout=600)
   results = read_json(os.path.join(tmp_path, 'cluster.json'))
   assert results['local_mp_env_steps_per_second'] > 0, results
   assert results['ray_env_steps_per_second'] > 0, results
   assert results['ray_over_local_mp'] > 0
+  assert len(results['local_mp_rounds']) == len(results['ray_rounds']) == 1
