@@ -48,7 +48,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.network.policy_layers = (64, 64)
   config.network.value_layers = (64, 64)
   # Running mean/variance of observations, shared by actors, evaluator and
-  # learner through the parameters (acme_launch/agents/ppo.py). Off until
-  # bench/learning.py shows it learns better here.
-  config.network.normalize_observations = False
+  # learner through the parameters (acme_launch/agents/ppo.py). On: it
+  # learns better on all three tasks (bench/learning.py, EnvPool, 3 seeds,
+  # 1M steps, final evaluation mean +- std over seeds, on / off):
+  # HalfCheetah-v4 4,766 +- 609 / 3,676 +- 586; Hopper-v4 1,736 +- 1,013 /
+  # 342, 647 (2 seeds); Walker2d-v4 3,147 +- 128 / 2,713 (1 seed).
+  config.network.normalize_observations = True
   return config
