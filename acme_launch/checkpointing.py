@@ -159,6 +159,7 @@ class CheckpointedLearner(core.Worker, core.VariableSource):
   def __init__(self, learner: core.Learner, run_dir: str,
                checkpoint_config: ml_collections.ConfigDict):
     self._learner = learner
+    run_dir = rundir.on_this_host(run_dir)
     self._checkpointer = Checkpointer(
         learner, component_dir(run_dir, 'learner'), checkpoint_config)
     self._save_lock = threading.Lock()
@@ -200,6 +201,7 @@ class CheckpointedCounter(counting.Counter):
   def __init__(self, run_dir: str,
                checkpoint_config: ml_collections.ConfigDict):
     super().__init__()
+    run_dir = rundir.on_this_host(run_dir)
     self._checkpointer = Checkpointer(
         self, component_dir(run_dir, 'counter'), checkpoint_config)
     self._checkpointer.restore()
@@ -231,6 +233,7 @@ class ReplayNode(lp.ReverbNode):
     self._max_to_keep = checkpoint_config.max_to_keep
 
   def run(self) -> None:
+    self._run_dir = rundir.on_this_host(self._run_dir)  # In its process.
     replay_dir = component_dir(self._run_dir, 'replay')
     checkpointer = (reverb.checkpointers.DefaultCheckpointer(replay_dir)
                     if self._enabled else None)
