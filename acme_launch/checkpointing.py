@@ -10,6 +10,12 @@ default checkpointer writes to a new temp dir each run. Here every component
 saves under a fixed folder, restores the newest good save when it starts, and
 saves once more when the program stops.
 
+With --launch_type=ray, a node on a host that does not share the run
+directory writes these folders into its mirror of it there
+(rundir.on_this_host); ray_files.py copies its saves into the run directory
+on the launcher's host and pushes them back before such a node starts, so
+the launcher's run directory holds every run's checkpoints in both cases.
+
 Two halves: `verify_for_resume` runs in the launcher before any process
 starts (it reads every checkpoint it may restore, and points a component
 whose newest save is unreadable back at its previous one); the node classes
@@ -237,10 +243,13 @@ class ReplayNode(lp.ReverbNode):
     replay_dir = component_dir(self._run_dir, 'replay')
     checkpointer = (reverb.checkpointers.DefaultCheckpointer(replay_dir)
                     if self._enabled else None)
-    port = lp_address.get_port_from_address(self._address.resolve())
+    address = self._address.resolve()
+    port = lp_address.get_port_from_address(address)
     server = reverb.Server(tables=self._priority_tables_fn(), port=port,
                            checkpointer=checkpointer)
-    client = reverb.Client(f'localhost:{port}')
+    # Its own address: 'localhost:PORT' under local_mp; on a Ray host the
+    # server listens on the host's cluster address only (loopback.py).
+    client = reverb.Client(address)
     rundir.write_json_atomic(
         os.path.join(rundir.nodes_dir(self._run_dir), 'replay_restore.json'),
         {'table_sizes': {name: info.current_size

@@ -11,11 +11,23 @@ stop, before the summary is written:
   - logs/ and metrics/ (node logs, metrics CSVs, TensorBoard events) only
     grow: the bytes past what was already pulled, appended there;
   - anything else the node writes (nodes/<node>.json, progress.json,
-    final_eval.json, stop_request.json) is pulled whole when its size or
-    mtime changed. stop_request.json is read first and written last, so the
-    launcher never sees the stop before the progress written ahead of it.
-Checkpoints are not pulled yet: a stateful node on such a host keeps them
-in its mirror, which goes with the run.
+    final_eval.json, stop_request.json, checkpoints/) is pulled whole when
+    its size or mtime changed, and removed there when the node removed it
+    (old checkpoints). A file that says another one is complete (TF's
+    `checkpoint` state file, Reverb's DONE, stop_request.json after
+    progress.json) is read first and written last, so the run directory
+    never points at a save, or a stop, whose files have not arrived.
+
+Where checkpoints live: the learner, counter and replay nodes write theirs
+into checkpoints/ of the run directory they see. On a host that shares it,
+that is the run directory itself, as on one machine. On a host that does
+not, it is the node's mirror there, and the launcher copies every save into
+the run directory's checkpoints/ as it appears and once more after the node
+saved at stop; before such a node starts (a first run, --resume,
+--auto_resume), the launcher pushes its component's checkpoints/ folder
+from the run directory into the new mirror, so it resumes from the same
+save wherever Ray places it. Either way the run directory on the
+launcher's host holds the run's checkpoints, and --resume reads them there.
 
 Everything travels through Ray calls, as bytes: fine for logs, metrics and
 small files; a run with big files to share is better served by a shared
@@ -28,14 +40,14 @@ import tempfile
 from typing import Dict, List, Optional, Tuple
 
 from acme_launch import rundir
+from acme_launch import topology
 
 _APPENDED = ('logs', 'metrics')     # Top-level folders whose files only grow.
-_NOT_PULLED = ('checkpoints',)
-# Files another file's presence vouches for: read first, written last.
-_WRITTEN_LAST = ('stop_request.json',)
+# Files that vouch for others being complete: read first, written last.
+_WRITTEN_LAST = ('stop_request.json', 'checkpoint', 'DONE')
 CALL_TIMEOUT_SECONDS = 60.0
 
-# (path relative to the run directory, 'append' or 'whole', bytes)
+# (path relative to the run directory, 'append', 'whole' or 'delete', bytes)
 Change = Tuple[str, str, bytes]
 
 
@@ -43,9 +55,12 @@ def _appended(relative: str) -> bool:
   return relative.split(os.sep, 1)[0] in _APPENDED
 
 
-def _is_temp(name: str) -> bool:
-  """A file being written through a rename (write_json_atomic, StopRequest)."""
-  return name.startswith('.') or name.endswith('.tmp')
+def _is_temp(relative: str) -> bool:
+  """A file being written, to be renamed (write_json_atomic, StopRequest,
+  TF's checkpoint state file and its `<prefix>_temp/` shards)."""
+  name = os.path.basename(relative)
+  return (name.startswith('.') or '.tmp' in name or
+          os.path.dirname(relative).endswith('_temp'))
 
 
 class Mirror:
@@ -71,20 +86,19 @@ class Mirror:
                                 else _stamp(path))
 
   def pull(self) -> List[Change]:
-    """What the node wrote since the last pull."""
-    files = []
-    for folder, dirs, names in os.walk(self.root):
-      if folder == self.root:
-        dirs[:] = [d for d in dirs if d not in _NOT_PULLED]
-      files += [os.path.relpath(os.path.join(folder, n), self.root)
-                for n in names if not _is_temp(n)]
-    files.sort(key=lambda f: os.path.basename(f) not in _WRITTEN_LAST)
-    changes = []
-    for relative in files:
-      change = self._read(relative)
-      if change:
-        changes.append(change)
-    changes.sort(key=lambda c: os.path.basename(c[0]) in _WRITTEN_LAST)
+    """What the node wrote since the last pull, files that vouch for
+    others last (read before those others are listed)."""
+    vouching = [f for f in _files(self.root)
+                if os.path.basename(f) in _WRITTEN_LAST]
+    last = [self._read(f) for f in vouching]
+    others = [f for f in _files(self.root) if not _is_temp(f) and
+              os.path.basename(f) not in _WRITTEN_LAST]
+    changes = [c for c in [self._read(f) for f in others] + last if c]
+    present = set(vouching + others)
+    for relative in sorted(self._pulled):
+      if isinstance(self._pulled[relative], tuple) and relative not in present:
+        del self._pulled[relative]
+        changes.append((relative, 'delete', b''))
     return changes
 
   def _read(self, relative: str) -> Optional[Change]:
@@ -110,6 +124,12 @@ class Mirror:
     shutil.rmtree(self.root, ignore_errors=True)
 
 
+def _files(root: str) -> List[str]:
+  """Every file under `root`, relative to it."""
+  return [os.path.relpath(os.path.join(folder, name), root)
+          for folder, _, names in os.walk(root) for name in names]
+
+
 def _stamp(path: str) -> Tuple[int, int]:
   stat = os.stat(path)
   return stat.st_size, stat.st_mtime_ns
@@ -121,6 +141,14 @@ def apply(run_dir: str, changes: List[Change]) -> None:
     path = os.path.normpath(os.path.join(run_dir, relative))
     if os.path.isabs(relative) or not path.startswith(run_dir + os.sep):
       continue  # Not a path of the run directory.
+    if how == 'delete':
+      if os.path.exists(path):
+        os.unlink(path)
+      parent = os.path.dirname(path)
+      if (parent != run_dir and os.path.isdir(parent) and
+          not os.listdir(parent)):  # An old replay save's folder.
+        os.rmdir(parent)
+      continue
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     if how == 'append':
       with open(path, 'ab') as f:
@@ -131,6 +159,21 @@ def apply(run_dir: str, changes: List[Change]) -> None:
       with os.fdopen(fd, 'wb') as f:
         f.write(data)
       os.replace(tmp_path, path)
+
+
+def checkpoint_files(run_dir: str, node: str) -> Dict[str, bytes]:
+  """The node's own checkpoints/<component>/ files (none for a node that
+  saves nothing), to push into its new mirror."""
+  group = topology.group_of(node)
+  if group not in topology.STATEFUL_GROUPS:
+    return {}
+  folder = os.path.join(rundir.checkpoints_dir(run_dir), group)
+  files = {}
+  for relative in (_files(folder) if os.path.isdir(folder) else ()):
+    if not _is_temp(relative):
+      with open(os.path.join(folder, relative), 'rb') as f:
+        files[os.path.join('checkpoints', group, relative)] = f.read()
+  return files
 
 
 def csv_headers(run_dir: str) -> Dict[str, bytes]:
@@ -162,14 +205,17 @@ class Shipping:
     """The node's run-directory env and log path on its actor's host.
 
     On a host that shares the run directory: the run directory itself. On
-    one that does not: a mirror there, made now.
+    one that does not: a mirror there, made now, holding the node's
+    checkpoints to resume from.
     """
     self._mirrored.pop(node, None)
     if shared:
       return ({'ACME_LAUNCH_RUN_DIR': self._run_dir},
               rundir.log_path(self._run_dir, node))
     import ray  # pylint: disable=g-import-not-at-top
-    root = ray.get(actor.make_mirror.remote(csv_headers(self._run_dir)),
+    files = {**csv_headers(self._run_dir),
+             **checkpoint_files(self._run_dir, node)}
+    root = ray.get(actor.make_mirror.remote(files),
                    timeout=CALL_TIMEOUT_SECONDS)
     self._mirrored[node] = actor
     return ({'ACME_LAUNCH_RUN_DIR': root,
