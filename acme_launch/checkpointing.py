@@ -10,6 +10,12 @@ default checkpointer writes to a new temp dir each run. Here every component
 saves under a fixed folder, restores the newest good save when it starts, and
 saves once more when the program stops.
 
+With --launch_type=ray, a node on a host that does not share the run
+directory writes these folders into its mirror of it there
+(rundir.on_this_host); ray_files.py copies its saves into the run directory
+on the launcher's host and pushes them back before such a node starts, so
+the launcher's run directory holds every run's checkpoints in both cases.
+
 Two halves: `verify_for_resume` runs in the launcher before any process
 starts (it reads every checkpoint it may restore, and points a component
 whose newest save is unreadable back at its previous one); the node classes
@@ -159,6 +165,7 @@ class CheckpointedLearner(core.Worker, core.VariableSource):
   def __init__(self, learner: core.Learner, run_dir: str,
                checkpoint_config: ml_collections.ConfigDict):
     self._learner = learner
+    run_dir = rundir.on_this_host(run_dir)
     self._checkpointer = Checkpointer(
         learner, component_dir(run_dir, 'learner'), checkpoint_config)
     self._save_lock = threading.Lock()
@@ -200,6 +207,7 @@ class CheckpointedCounter(counting.Counter):
   def __init__(self, run_dir: str,
                checkpoint_config: ml_collections.ConfigDict):
     super().__init__()
+    run_dir = rundir.on_this_host(run_dir)
     self._checkpointer = Checkpointer(
         self, component_dir(run_dir, 'counter'), checkpoint_config)
     self._checkpointer.restore()
@@ -231,13 +239,17 @@ class ReplayNode(lp.ReverbNode):
     self._max_to_keep = checkpoint_config.max_to_keep
 
   def run(self) -> None:
+    self._run_dir = rundir.on_this_host(self._run_dir)  # In its process.
     replay_dir = component_dir(self._run_dir, 'replay')
     checkpointer = (reverb.checkpointers.DefaultCheckpointer(replay_dir)
                     if self._enabled else None)
-    port = lp_address.get_port_from_address(self._address.resolve())
+    address = self._address.resolve()
+    port = lp_address.get_port_from_address(address)
     server = reverb.Server(tables=self._priority_tables_fn(), port=port,
                            checkpointer=checkpointer)
-    client = reverb.Client(f'localhost:{port}')
+    # Its own address: 'localhost:PORT' under local_mp; on a Ray host the
+    # server listens on the host's cluster address only (loopback.py).
+    client = reverb.Client(address)
     rundir.write_json_atomic(
         os.path.join(rundir.nodes_dir(self._run_dir), 'replay_restore.json'),
         {'table_sizes': {name: info.current_size

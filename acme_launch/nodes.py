@@ -36,6 +36,7 @@ class MetricsLogger(loggers.Logger):
 
   def __init__(self, run_dir: str, node: str, time_delta: float = 0.0,
                steps_key: str = 'actor_steps'):
+    run_dir = rundir.on_this_host(run_dir)
     self._path = rundir.metrics_path(run_dir, node)
     self._time_delta = time_delta
     self._steps_key = steps_key
@@ -120,7 +121,7 @@ class StepsLimiter:
                run_dir: str, stop_at_budget: bool = True):
     self._counter = counter
     self._max_actor_steps = max_actor_steps
-    self._run_dir = run_dir
+    self._run_dir = rundir.on_this_host(run_dir)
     # False when an evaluator plays the final evaluation and then stops the
     # program: this node keeps writing progress until then.
     self._stop_at_budget = stop_at_budget
@@ -170,7 +171,7 @@ class ScheduledEvaluator(core.Worker):
                max_actor_steps: int = 0, run_dir: str = '',
                final_evaluation: Optional[final_eval.FinalEvaluation] = None):
     self._max_actor_steps = max_actor_steps
-    self._run_dir = run_dir
+    self._run_dir = rundir.on_this_host(run_dir)
     self._final_evaluation = final_evaluation
     self._environment = environment
     self._actor = actor

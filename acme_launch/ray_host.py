@@ -4,13 +4,14 @@ The launcher (ray_launch.py) makes one Ray actor per Launchpad node. That
 actor, a `NodeHost`, lives on the host Ray placed it on and:
   - tells the launcher the host's cluster address, free ports there for the
     node's servers, and the GPUs Ray gave it;
-  - checks that the run directory the launcher wrote is the one it sees
-    (step 1 needs it on a filesystem every host shares) and that the bind
-    shim lands wildcard binds on the host's cluster address;
+  - checks whether it sees the run directory the launcher wrote, and that
+    the bind shim lands wildcard binds on the host's cluster address;
+  - on a host that does not see the run directory, keeps a mirror of it for
+    its node and hands over what the node wrote there (ray_files.py);
   - writes Launchpad's pickled program, shipped as bytes, to a private
     folder on its host and starts the node as `python -m
     acme_launch.node_entry ...`, the command local_mp runs, with the node's
-    planned environment and its log in the run directory;
+    planned environment and its log in the run directory (or the mirror);
   - reports the node's exit code, forwards SIGTERM, and kills the node's
     process group when told, at exit, or (PR_SET_PDEATHSIG) when the actor's
     process dies, so a lost launcher leaves no node behind.
@@ -30,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 _PR_SET_PDEATHSIG = 1
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -76,11 +77,13 @@ class StopRequest:
     self._path = path
 
   def __call__(self) -> None:
-    tmp_path = f'{self._path}.{os.getpid()}.tmp'
+    from acme_launch import rundir  # pylint: disable=g-import-not-at-top
+    path = rundir.on_this_host(self._path)  # Shipped from a mirror.
+    tmp_path = f'{path}.{os.getpid()}.tmp'
     with open(tmp_path, 'w') as f:
       json.dump({'time': time.time(),
                  'node': os.environ.get('ACME_LAUNCH_NODE', '')}, f)
-    os.replace(tmp_path, self._path)
+    os.replace(tmp_path, path)
 
 
 def _in_child() -> None:
@@ -101,6 +104,7 @@ class NodeHost:
     self._node = node
     self._popen: Optional[subprocess.Popen] = None
     self._folder = ''
+    self._mirror = None  # ray_files.Mirror, on a host without the run dir.
     atexit.register(self.kill)
 
   def describe(self) -> Dict[str, object]:
@@ -127,23 +131,42 @@ class NodeHost:
       for s in sockets:
         s.close()
 
-  def check_host(self, marker_path: str, marker_text: str, ip: str) -> str:
-    """'' when this host can run nodes of the run, else why not (one line)."""
+  def check_host(self, marker_path: str, marker_text: str,
+                 ip: str) -> Tuple[bool, str]:
+    """(whether this host sees the run directory, '' when it can run nodes
+    of the run, else why not in one line)."""
     try:
       with open(marker_path) as f:
-        seen = f.read()
+        shared = f.read() == marker_text
     except OSError:
-      seen = None
-    if seen != marker_text:
-      return (f'the run directory {os.path.dirname(marker_path)} is not '
-              'shared with this host (--launch_type=ray needs it on a '
-              'filesystem every host mounts at the same path)')
+      shared = False
     from acme_launch import loopback  # pylint: disable=g-import-not-at-top
     try:
       loopback.ensure(ip)
     except loopback.Unavailable as e:
-      return f'{e} (the shim keeps node servers on the cluster address {ip})'
-    return ''
+      return shared, (f'{e} (the shim keeps node servers on the cluster '
+                      f'address {ip})')
+    return shared, ''
+
+  def make_mirror(self, files: Dict[str, bytes]) -> str:
+    """This node's mirror of the run directory (made once), with `files`
+    (relative path -> bytes) from the launcher's; returns its root."""
+    from acme_launch import ray_files  # pylint: disable=g-import-not-at-top
+    if self._mirror is None:
+      self._mirror = ray_files.Mirror()
+    self._mirror.receive(files)
+    return self._mirror.root
+
+  def pull(self, last: bool = False) -> list:
+    """What the node wrote into its mirror since the last pull (see
+    ray_files.Mirror.pull); `last` removes the mirror after."""
+    if self._mirror is None:
+      return []
+    changes = self._mirror.pull()
+    if last:
+      self._mirror.remove()
+      self._mirror = None
+    return changes
 
   def start(self, argv: List[str], env_overrides: Dict[str, str],
             program_path: str, program_bytes: bytes, log_path: str) -> int:

@@ -5,7 +5,7 @@ Ray demand (ray_cluster.py); each actor starts its node with the command
 local_mp runs, on its host. This module is the launcher's side:
   1. create the actors and wait until Ray placed every one (a node Ray
      cannot place within PLACEMENT_TIMEOUT_SECONDS: one line, exit 2);
-  2. per host, check the run directory is shared (a marker file the
+  2. per host, check whether it sees the run directory (a marker file the
      launcher wrote) and that the bind shim works for the host's address;
   3. give every Courier/Reverb server of a node its host's cluster address
      and a port free there (Launchpad's local launcher says localhost), and
@@ -25,8 +25,10 @@ local_mp runs, on its host. This module is the launcher's side:
      budget; Ctrl-C / SIGTERM stop gracefully; on the way out every node is
      SIGTERMed, the stateful ones get STOP_TIMEOUT_SECONDS to save, then
      every node process is killed and every actor with it.
-The run directory (logs, metrics, progress, checkpoints) must be on a
-filesystem every host shares at the same path in this first step.
+The run directory stays on the launcher's host. Nodes on a host that shares
+it (same path) write there directly; a node on a host that does not writes
+into a mirror on its host, which the launcher pulls back while the run goes
+and once more at its end (ray_files.py says what travels and how).
 """
 
 import os
@@ -40,6 +42,7 @@ from typing import Dict, List, Optional, Set
 from acme_launch import errors
 from acme_launch import program as program_lib
 from acme_launch import ray_cluster
+from acme_launch import ray_files
 from acme_launch import ray_host
 from acme_launch import resources
 from acme_launch import restarts
@@ -78,6 +81,8 @@ class RaySupervisor(supervisor.Supervisor):
     self._demands = {d.node: d for d in cluster.demands}
     self._launched_addresses: Dict[str, List[str]] = {}  # In the pickles.
     self._checked_hosts: Set[str] = set()   # Ray node ids check_host passed.
+    self._unshared_hosts: Set[str] = set()  # Those without the run dir.
+    self._files = ray_files.Shipping(run_dir)
     self._moving: Dict[str, _Move] = {}
     self._echo_stop = threading.Event()
 
@@ -151,7 +156,8 @@ class RaySupervisor(supervisor.Supervisor):
             f'{wanted}; other jobs may hold those resources)')
 
   def _check_hosts(self, nodes: List[str]) -> None:
-    """Each new host of `nodes` sees the run directory and runs the shim."""
+    """Each new host of `nodes` runs the shim; notes those that do not see
+    the run directory (their nodes write into a mirror, ray_files.py)."""
     import ray  # pylint: disable=g-import-not-at-top
     by_host = {}
     for node in nodes:
@@ -168,12 +174,15 @@ class RaySupervisor(supervisor.Supervisor):
       ray_cluster.check_addresses(
           [ray_cluster.Host(host, ip, {}) for host, (_, ip) in by_host.items()],
           self._allow_public)
-      refs = {self._actors[node].check_host.remote(marker, text, ip): ip
-              for node, ip in by_host.values()}
-      for ref, ip in refs.items():
-        problem = ray.get(ref, timeout=CALL_TIMEOUT_SECONDS + 60)
+      refs = {host: self._actors[node].check_host.remote(marker, text, ip)
+              for host, (node, ip) in by_host.items()}
+      for host, ref in refs.items():
+        shared, problem = ray.get(ref, timeout=CALL_TIMEOUT_SECONDS + 60)
+        ip = by_host[host][1]
         if problem:
           raise errors.LaunchError(f'Ray host {ip}: {problem}')
+        if not shared:
+          self._unshared_hosts.add(host)
       self._checked_hosts.update(by_host)
     finally:
       os.unlink(marker)
@@ -211,10 +220,10 @@ class RaySupervisor(supervisor.Supervisor):
     for node, argv, env in commands:
       where = self._where[node]
       data_file = argv[argv.index('--data_file') + 1]
-      env = dict(env)
+      run_dir_env, log_path = self._place_files(node)
+      env = dict(env, **run_dir_env)
       env.update({
           'ACME_LAUNCH_NODE': node,
-          'ACME_LAUNCH_RUN_DIR': self._run_dir,
           'ACME_LAUNCH_BIND_ADDRESS': where['ip'],
           'ACME_LAUNCH_SERVER_ADDRESSES': ','.join(addresses[node]),
           'ACME_LAUNCH_RAY_NODE_ID': where['ray_node_id'],
@@ -223,10 +232,15 @@ class RaySupervisor(supervisor.Supervisor):
       # The program's bytes as a top-level ObjectRef: Ray hands the actor
       # the bytes, fetched once per host.
       self._commands[node] = (argv, env, data_file, program_refs[data_file],
-                              rundir.log_path(self._run_dir, node))
+                              log_path)
       starts.append(self._actors[node].start.remote(*self._commands[node]))
       self._started.append(node)
     ray.get(starts, timeout=CALL_TIMEOUT_SECONDS + 60)
+
+  def _place_files(self, node: str):
+    """The node's run-directory env and log path where it runs now."""
+    shared = self._where[node]['ray_node_id'] not in self._unshared_hosts
+    return self._files.place(node, self._actors[node], shared)
 
   # Watch -----------------------------------------------------------------------
 
@@ -250,6 +264,7 @@ class RaySupervisor(supervisor.Supervisor):
   def _watch_cluster(self) -> supervisor.Outcome:
     import ray  # pylint: disable=g-import-not-at-top
     while True:
+      self._files.pull()  # Nodes on hosts without the run directory.
       if self._stop_signal is not None:
         return self._stopped_outcome()
       if os.path.exists(rundir.stop_request_path(self._run_dir)):
@@ -298,7 +313,7 @@ class RaySupervisor(supervisor.Supervisor):
             f'most {self._restarts.max_restarts})')
     print(line, flush=True)
     argv, env, data_file, program_ref, log_path = self._commands[node]
-    with open(log_path, 'a') as f:
+    with open(rundir.log_path(self._run_dir, node), 'a') as f:
       f.write(f'\n{line}\n')
     env = {**env, restarts.RESTART_ENV: str(attempt)}
     try:
@@ -323,6 +338,7 @@ class RaySupervisor(supervisor.Supervisor):
                         f'is gone: {error}; {decision.reason}')
 
   def _failed(self, node: str, why: str) -> supervisor.Outcome:
+    self._files.pull()  # The end of its log, if it ran without the run dir.
     return supervisor.Outcome(
         supervisor.EXIT_NODE_FAILED, 'node_failed', failed_node=node,
         failed_log_tail=supervisor._tail(  # pylint: disable=protected-access
@@ -339,6 +355,7 @@ class RaySupervisor(supervisor.Supervisor):
     lost = (f'its Ray actor on host {where["ip"]} died'
             if _raylet_answers(where['ray_node_id'])
             else f'host {where["ip"]} lost')
+    self._files.forget(node)
     self._actors[node] = self._new_actor(self._demands[node])
     self._moving[node] = _Move(self._actors[node].describe.remote(),
                                where['ip'], lost, attempt)
@@ -361,6 +378,7 @@ class RaySupervisor(supervisor.Supervisor):
     try:
       where = self._where[node] = ray.get(move.describe_ref)
       self._check_hosts([node])
+      run_dir_env, log_path = self._place_files(node)
       ports = ray.get(actor.free_ports.remote(
           where['ip'], len(self._launched_addresses[node])),
                       timeout=CALL_TIMEOUT_SECONDS)
@@ -369,8 +387,9 @@ class RaySupervisor(supervisor.Supervisor):
                           f'{node} failed: '
                           f'{" ".join(str(e).split())[:300]}')
     addresses = [f'{where["ip"]}:{port}' for port in ports]
-    argv, env, data_file, program_ref, log_path = self._commands[node]
-    env = {**env, 'ACME_LAUNCH_BIND_ADDRESS': where['ip'],
+    argv, env, data_file, program_ref, _ = self._commands[node]
+    env = {k: v for k, v in env.items() if k != rundir.MIRROR_OF_ENV}
+    env = {**env, **run_dir_env, 'ACME_LAUNCH_BIND_ADDRESS': where['ip'],
            'ACME_LAUNCH_SERVER_ADDRESSES': ','.join(addresses),
            'ACME_LAUNCH_RAY_NODE_ID': where['ray_node_id'],
            'ACME_LAUNCH_MOVED_FROM': move.old_ip,
@@ -383,7 +402,7 @@ class RaySupervisor(supervisor.Supervisor):
             f'{where["ip"]} ({move.attempt} of at most '
             f'{self._restarts.max_restarts})')
     print(line, flush=True)
-    with open(log_path, 'a') as f:
+    with open(rundir.log_path(self._run_dir, node), 'a') as f:
       f.write(f'\n{line}\n')
     env = {**env, restarts.RESTART_ENV: str(move.attempt)}
     try:
@@ -428,6 +447,8 @@ class RaySupervisor(supervisor.Supervisor):
       ray.wait(kills, num_returns=len(kills), timeout=15)
     except ray.exceptions.RayError:
       pass
+    # Every node has stopped: what the last ones wrote comes over now.
+    self._files.pull(last=True)
     # ray.kill ends each actor's process; a node process still alive dies
     # with it (PR_SET_PDEATHSIG).
     for actor in self._actors.values():

@@ -63,6 +63,29 @@ def stop_request_path(run_dir: str) -> str:
   return os.path.join(run_dir, 'stop_request.json')
 
 
+# Set only for a node of a Ray run on a host that does not share the run
+# directory: the launcher's run directory, which that node's
+# ACME_LAUNCH_RUN_DIR mirrors there (ray_files.py ships the mirror back).
+MIRROR_OF_ENV = 'ACME_LAUNCH_MIRROR_OF'
+
+
+def on_this_host(path: str) -> str:
+  """Where this process writes `path`, a path in the launcher's run directory.
+
+  Node objects are built with the launcher's run directory; on a Ray host
+  without it they write into the node's mirror, same layout. Everywhere
+  else this is `path` itself.
+  """
+  launcher_dir = os.environ.get(MIRROR_OF_ENV)
+  if not launcher_dir:
+    return path
+  relative = os.path.relpath(path, launcher_dir)
+  if relative == '..' or relative.startswith('../'):
+    return path
+  return os.path.normpath(
+      os.path.join(os.environ['ACME_LAUNCH_RUN_DIR'], relative))
+
+
 def create(run_dir: str) -> None:
   """Makes the run directory and its folders, readable by the user only."""
   for path in (run_dir, checkpoints_dir(run_dir), logs_dir(run_dir),

@@ -7,13 +7,17 @@ CLI starts the head in the first namespace and a worker in each other one,
 with token authentication on (a token file of the test's own) and a custom
 resource `host_<name>` (100 units: a node asking 1 is pinned there, up to 100 nodes) per host, plus any
 `resources` given per host (a resource several hosts share lets Ray choose
-among them). Needs root (CAP_NET_ADMIN).
+among them). A host given `private` folders runs Ray in its own mount
+namespace with an empty tmpfs over each: it does not see what the other
+hosts see there, as a machine without a shared filesystem. Needs root
+(CAP_NET_ADMIN, CAP_SYS_ADMIN).
 """
 
 import json
 import os
 import random
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -48,10 +52,12 @@ class NetnsCluster:
   """Hosts `names` (first = head) with `cpus[name]` Ray CPUs each."""
 
   def __init__(self, names: Sequence[str], cpus: Dict[str, int],
-               resources: Optional[Dict[str, Dict[str, float]]] = None):
+               resources: Optional[Dict[str, Dict[str, float]]] = None,
+               private: Optional[Dict[str, Sequence[str]]] = None):
     self.names = list(names)
     self.cpus = cpus
     self.resources = resources or {}
+    self.private = private or {}
     self.tag = f'acl{os.getpid() % 10000}'
     self.subnet = f'10.213.{random.randint(1, 250)}'
     self.ips = {n: f'{self.subnet}.{i + 1}' for i, n in enumerate(self.names)}
@@ -115,6 +121,12 @@ class NetnsCluster:
             f'--temp-dir={os.path.join(self.temp, name)}']
     argv += (['--head', f'--port={RAY_PORT}', '--include-dashboard=false']
              if head else [f'--address={self.address}'])
+    if self.private.get(name):
+      # Ray's daemons inherit the mount namespace `ray start` ran in.
+      mounts = ' && '.join(f'mount -t tmpfs -o mode=0700 acl {shlex.quote(d)}'
+                           for d in self.private[name])
+      argv = ['unshare', '--mount', '--propagation', 'private', 'sh', '-c',
+              f'{mounts} && exec "$@"', 'sh', *argv]
     result = subprocess.run(self.in_host(name, argv), env=self.env,
                             capture_output=True, text=True, timeout=180,
                             check=False)

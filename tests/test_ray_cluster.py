@@ -7,6 +7,9 @@ head would. Learner, replay, counter (and limiter) and evaluator are pinned
 to host a, actor/0 to b and actor/1 to c, through Ray custom resources.
 Hosts b and c also share a resource `worker`: a node asking for it may run
 on either, which is what lets a node of a lost host come back on the other.
+Host d does not see the tests' temp folders (its Ray runs under a tmpfs over
+pytest's base temp dir), so it does not share their run directories: only
+the tests that pin nodes to it (`host_d`) use it.
 """
 
 import glob
@@ -38,12 +41,14 @@ PLACEMENT = ON_HOST_A + [
 
 
 @pytest.fixture(scope='module')
-def cluster():
+def cluster(tmp_path_factory):
   reason = netns_cluster.why_not_available()
   if reason:
     pytest.skip(f'no network namespaces here: {reason}')
-  hosts = netns_cluster.NetnsCluster(['a', 'b', 'c'], {'a': 3, 'b': 1, 'c': 1},
-                                     {'b': {'worker': 100}, 'c': {'worker': 100}})
+  hosts = netns_cluster.NetnsCluster(
+      ['a', 'b', 'c', 'd'], {'a': 3, 'b': 1, 'c': 1, 'd': 3},
+      {'b': {'worker': 100}, 'c': {'worker': 100}},
+      private={'d': [str(tmp_path_factory.getbasetemp())]})
   try:
     hosts.up()
     yield hosts
@@ -159,6 +164,106 @@ def test_ray_run_places_nodes_on_their_hosts_listens_only_on_cluster_addresses_a
     assert os.path.getsize(os.path.join(
         run_dir, 'logs', node.replace('/', '_') + '.log')) > 0, node
   assert os.listdir(os.path.join(run_dir, 'checkpoints', 'learner'))
+  wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
+
+
+def test_ray_nodes_on_a_host_without_the_run_directory_send_their_files_to_it(
+    cluster, tmp_path):
+  # actor/1 runs on host d, which does not see the run directory; actor/0
+  # on host b, which does.
+  run_dir = str(tmp_path / 'runs' / 'unshared')
+  placement = ON_HOST_A + [
+      '--config.num_actors=2', '--config.resources.node_overrides='
+      'actor/0:ray_resources=host_b:1;actor/1:ray_resources=host_d:1']
+  launcher = _launch(cluster, *placement, '--show_output', run_dir=run_dir,
+                     budget=3000)
+  with killed_on_exit(launcher):
+    stdout, stderr = launcher.communicate(timeout=300)
+  assert launcher.returncode == 0, stderr[-3000:]
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  records = node_records(run_dir)
+  assert set(records) == set(HOST_OF)
+  mirror = records['actor/1']['env']['ACME_LAUNCH_RUN_DIR']
+  assert records['actor/1']['bind_address'] == cluster.ips['d']
+  assert records['actor/1']['env']['ACME_LAUNCH_MIRROR_OF'] == run_dir
+  assert mirror != run_dir and not os.path.exists(mirror)  # Removed at the end.
+  assert records['actor/0']['env']['ACME_LAUNCH_RUN_DIR'] == run_dir
+  assert 'ACME_LAUNCH_MIRROR_OF' not in records['actor/0']['env']
+  # Its log, metrics and TensorBoard events came over, as actor/0's did.
+  for stem in ('actor_0', 'actor_1'):
+    assert os.path.getsize(os.path.join(run_dir, 'logs', f'{stem}.log')) > 0
+    with open(os.path.join(run_dir, 'metrics', f'{stem}.csv')) as f:
+      rows = f.read().splitlines()
+    assert 'actor_steps' in rows[0] and len(rows) > 2, rows[:3]
+    assert rows.count(rows[0]) == 1  # One header.
+    assert glob.glob(os.path.join(run_dir, 'metrics', 'tensorboard', stem,
+                                  'events.*'))
+  # --show_output echoed it, as it reached the run directory.
+  assert '[actor/1] ' in stdout, stdout[-3000:]
+  wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
+
+
+def test_ray_stateful_nodes_on_a_host_without_the_run_directory_checkpoint_into_it_and_resume(
+    cluster, tmp_path):
+  # Replay, counter, limiter and learner on host d, which does not see the
+  # run directory; the actor on b, the evaluator on a.
+  run_dir = str(tmp_path / 'runs' / 'unshared_resumed')
+  placement = [f'--config.resources.{group}.{field}={value}'
+               for group, host in (('replay', 'd'), ('counter', 'd'),
+                                   ('learner', 'd'), ('evaluator', 'a'))
+               for field, value in (('ray_cpus', 0.5),
+                                    ('ray_resources', f'host_{host}:1'))]
+  placement += ['--config.resources.actor.ray_cpus=0.5',
+                '--config.resources.actor.ray_resources=host_b:1',
+                '--config.checkpoint.interval_minutes=0.02']
+  learner_dir = os.path.join(run_dir, 'checkpoints', 'learner')
+  launcher = _launch(cluster, *placement, run_dir=run_dir, budget=10**6)
+  with killed_on_exit(launcher):
+    # Progress and checkpoints reach the run directory from host d.
+    wait_for(lambda: (_steps(run_dir) >= 500 and
+                      glob.glob(os.path.join(learner_dir, 'ckpt-*.index')))
+             or launcher.poll() is not None, 240, 'steps and a checkpoint')
+    assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+    launcher.send_signal(signal.SIGINT)
+    _, stderr = launcher.communicate(timeout=90)
+  assert launcher.returncode == 130, stderr[-3000:]
+  first = read_json(os.path.join(run_dir, 'summary.json'))
+  assert first['exit_reason'] == 'interrupted'
+  record = node_records(run_dir)['learner/0']
+  assert record['bind_address'] == cluster.ips['d']
+  assert record['env']['ACME_LAUNCH_MIRROR_OF'] == run_dir
+  for component in ('learner', 'counter', 'replay'):
+    assert os.listdir(os.path.join(run_dir, 'checkpoints', component))
+  newest = max(glob.glob(os.path.join(learner_dir, 'ckpt-*.index')),
+               key=lambda p: int(re.findall(r'ckpt-(\d+)', p)[-1]))
+
+  launcher = _launch(cluster, *placement, f'--resume={run_dir}',
+                     budget=first['actor_steps'] + 600)
+  with killed_on_exit(launcher):
+    stdout, stderr = launcher.communicate(timeout=300)
+  assert launcher.returncode == 0, stderr[-3000:]
+  assert 'resuming from' in stdout
+  second = read_json(os.path.join(run_dir, 'summary.json'))
+  assert second['exit_reason'] == 'budget_reached'   # Limiter on d: shipped.
+  assert second['restored_actor_steps'] >= first['actor_steps']
+  assert second['learner_steps'] > first['learner_steps']  # Not from 0.
+  # The learner on d restored the newest save the first run left in the run
+  # directory, pushed into its new mirror (a learner that restores nothing
+  # writes no learner_restore.json); so did the counter (the steps above).
+  restore = read_json(os.path.join(run_dir, 'nodes', 'learner_restore.json'))
+  assert restore['checkpoint'].startswith(
+      read_json(os.path.join(run_dir, 'nodes', 'learner_0.json'))['env'][
+          'ACME_LAUNCH_RUN_DIR'])
+  assert os.path.basename(restore['checkpoint']) + '.index' == (
+      os.path.basename(newest))
+  # Saves go on arriving, old ones are removed as on the host (2 kept).
+  assert len(glob.glob(os.path.join(learner_dir, 'ckpt-*.index'))) == 2
+  assert glob.glob(os.path.join(run_dir, 'checkpoints', 'replay', '*', 'DONE'))
+  # Both runs' progress rows under one header.
+  with open(os.path.join(run_dir, 'metrics', 'progress.csv')) as f:
+    rows = f.read().splitlines()
+  assert rows.count(rows[0]) == 1
   wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
 
 
