@@ -103,9 +103,9 @@ class Checkpointer:
 
   def __init__(self, saveable: core.Saveable, directory: str,
                checkpoint_config: ml_collections.ConfigDict):
-    self._saveable = saveable
+    self._saveable = _Snapshot(saveable)
     self._checkpoint = tf.train.Checkpoint(
-        state=tf_savers.SaveableAdapter(saveable))
+        state=tf_savers.SaveableAdapter(self._saveable))
     self._manager = tf.train.CheckpointManager(
         self._checkpoint, directory, max_to_keep=checkpoint_config.max_to_keep)
     self._interval_seconds = 60.0 * checkpoint_config.interval_minutes
@@ -127,9 +127,9 @@ class Checkpointer:
   def save(self, force: bool = False) -> Optional[str]:
     if not force and time.time() - self._last_saved < self._interval_seconds:
       return None
-    state = self._saveable.save()
+    state = self._saveable.take()
     try:
-      path = self._manager.save()
+      path = self._manager.save()  # Writes `state`, the one digested here.
       with open(path + '.digest', 'w') as f:
         f.write(state_digest(state))
     except (OSError, tf.errors.OpError) as e:
@@ -137,6 +137,8 @@ class Checkpointer:
           f'cannot save a checkpoint in {self._manager.directory}: '
           f'{_reason(e)}; the last good checkpoint is kept: '
           f'{self._manager.latest_checkpoint or "none yet"}') from e
+    finally:
+      self._saveable.release()
     self._last_saved = time.time()
     kept = set(self._manager.checkpoints)  # It deletes old saves, not digests.
     for name in os.listdir(self._manager.directory):
@@ -148,6 +150,32 @@ class Checkpointer:
           pass
     logging.info('Saved checkpoint %s', path)
     return path
+
+
+class _Snapshot(core.Saveable):
+  """A Saveable whose state is taken once per save.
+
+  TF's checkpointer asks for the state while it writes; a learner stepping
+  in another thread could change it between that and the state we digest.
+  With a state taken, both are the same object.
+  """
+
+  def __init__(self, saveable: core.Saveable):
+    self._saveable = saveable
+    self._taken = None
+
+  def take(self):
+    self._taken = self._saveable.save()
+    return self._taken
+
+  def release(self) -> None:
+    self._taken = None
+
+  def save(self):
+    return self._saveable.save() if self._taken is None else self._taken
+
+  def restore(self, state) -> None:
+    self._saveable.restore(state)
 
 
 class CheckpointedLearner(core.Worker, core.VariableSource):

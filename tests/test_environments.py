@@ -122,7 +122,8 @@ def test_discount_is_0_only_on_true_termination(env_name, backend):
   assert all(discount == 1.0 for _, _, discount in at_limit)
 
 
-@pytest.mark.parametrize('env_name', ['HalfCheetah-v4', 'dmc:walker-walk'])
+@pytest.mark.parametrize('env_name', ['HalfCheetah-v4', 'Hopper-v4',
+                                      'Walker2d-v4', 'dmc:walker-walk'])
 def test_a_fixed_policy_scores_the_same_on_envpool_and_gym(env_name):
   """Same task, same policy: mean returns within noise of each other (for a
   dm_control task this also checks EnvPool's observation fields are

@@ -237,6 +237,8 @@ def test_ray_stateful_nodes_on_a_host_without_the_run_directory_checkpoint_into_
     assert os.listdir(os.path.join(run_dir, 'checkpoints', component))
   newest = max(glob.glob(os.path.join(learner_dir, 'ckpt-*.index')),
                key=lambda p: int(re.findall(r'ckpt-(\d+)', p)[-1]))
+  with open(newest.replace('.index', '.digest')) as f:
+    newest_digest = f.read()
 
   launcher = _launch(cluster, *placement, f'--resume={run_dir}',
                      budget=first['actor_steps'] + 600)
@@ -257,6 +259,7 @@ def test_ray_stateful_nodes_on_a_host_without_the_run_directory_checkpoint_into_
           'ACME_LAUNCH_RUN_DIR'])
   assert os.path.basename(restore['checkpoint']) + '.index' == (
       os.path.basename(newest))
+  assert restore['digest'] == newest_digest  # The very state it saved.
   # Saves go on arriving, old ones are removed as on the host (2 kept).
   assert len(glob.glob(os.path.join(learner_dir, 'ckpt-*.index'))) == 2
   assert glob.glob(os.path.join(run_dir, 'checkpoints', 'replay', '*', 'DONE'))
