@@ -52,6 +52,6 @@ def get_config() -> ml_collections.ConfigDict:
   # learns better on all three tasks (bench/learning.py, EnvPool, 3 seeds,
   # 1M steps, final evaluation mean +- std over seeds, on / off):
   # HalfCheetah-v4 4,766 +- 609 / 3,676 +- 586; Hopper-v4 1,736 +- 1,013 /
-  # 342, 647 (2 seeds); Walker2d-v4 3,147 +- 128 / 2,713 (1 seed).
+  # 1,324 +- 1,180; Walker2d-v4 3,146 +- 128 / 1,711 +- 877 (README Results).
   config.network.normalize_observations = True
   return config
