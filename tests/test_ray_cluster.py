@@ -195,7 +195,9 @@ def test_ray_nodes_on_a_host_without_the_run_directory_send_their_files_to_it(
     assert os.path.getsize(os.path.join(run_dir, 'logs', f'{stem}.log')) > 0
     with open(os.path.join(run_dir, 'metrics', f'{stem}.csv')) as f:
       rows = f.read().splitlines()
-    assert 'actor_steps' in rows[0] and len(rows) > 2, rows[:3]
+    # A header and at least one episode's row (under load one actor may
+    # play most of the small budget's episodes).
+    assert 'actor_steps' in rows[0] and len(rows) >= 2, rows[:3]
     assert rows.count(rows[0]) == 1  # One header.
     assert glob.glob(os.path.join(run_dir, 'metrics', 'tensorboard', stem,
                                   'events.*'))
