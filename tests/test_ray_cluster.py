@@ -101,6 +101,14 @@ def _listeners(cluster, host):
   return by_pid
 
 
+def _wait_running_on_every_host(cluster, launcher, run_dir):
+  """Until actors step; then the run has node processes on a, b and c."""
+  wait_for(lambda: _steps(run_dir) > 0 or launcher.poll() is not None,
+           240, 'actor steps')
+  assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+  assert {h for h, _, _ in _run_processes(cluster)} == {'a', 'b', 'c'}
+
+
 def _niceness(pid):
   with open(f'/proc/{pid}/stat') as f:
     return int(f.read().rsplit(')', 1)[1].split()[16])
@@ -277,10 +285,7 @@ def test_ray_ctrl_c_saves_checkpoints_and_leaves_no_process_on_any_host(
   run_dir = str(tmp_path / 'runs' / 'interrupted')
   launcher = _launch(cluster, *PLACEMENT, run_dir=run_dir, budget=10**6)
   with killed_on_exit(launcher):
-    wait_for(lambda: _steps(run_dir) > 0 or launcher.poll() is not None,
-             240, 'actor steps')
-    assert launcher.poll() is None, launcher.communicate()[1][-3000:]
-    assert {h for h, _, _ in _run_processes(cluster)} == {'a', 'b', 'c'}
+    _wait_running_on_every_host(cluster, launcher, run_dir)
     launcher.send_signal(signal.SIGINT)
     start = time.time()
     _, stderr = launcher.communicate(timeout=60)
@@ -299,10 +304,7 @@ def test_ray_launcher_killed_with_sigkill_leaves_no_process_on_any_host(
   run_dir = str(tmp_path / 'runs' / 'launcher_killed')
   launcher = _launch(cluster, *PLACEMENT, run_dir=run_dir, budget=10**6)
   with killed_on_exit(launcher):
-    wait_for(lambda: _steps(run_dir) > 0 or launcher.poll() is not None,
-             240, 'actor steps')
-    assert launcher.poll() is None, launcher.communicate()[1][-3000:]
-    assert {h for h, _, _ in _run_processes(cluster)} == {'a', 'b', 'c'}
+    _wait_running_on_every_host(cluster, launcher, run_dir)
     launcher.kill()
     launcher.communicate(timeout=30)
   assert launcher.returncode == -signal.SIGKILL
