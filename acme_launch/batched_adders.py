@@ -25,6 +25,8 @@ import numpy as np
 import reverb
 import tree
 
+from acme_launch import reward_scaling
+
 
 class PerEnvAdders:
   """The agent's own adders, one per environment."""
@@ -62,9 +64,15 @@ class BatchedSequenceAdder:
 
   def __init__(self, client: reverb.Client, table: str,
                signature: reverb_base.Trajectory, num_envs: int,
-               max_in_flight_items: Optional[int] = None):
-    """`signature` is the table's: Acme's `SequenceAdder.signature(...)`."""
+               max_in_flight_items: Optional[int] = None,
+               reward_scaler: Optional[reward_scaling.ReturnScaler] = None):
+    """`signature` is the table's: Acme's `SequenceAdder.signature(...)`.
+
+    With `reward_scaler`, rows hold its scaled rewards (PPO's reward
+    normalization) instead of the environments' own.
+    """
     self._table = table
+    self._reward_scaler = reward_scaler
     self._num_envs = num_envs
     self._max_in_flight_items = max_in_flight_items or num_envs
     self._sequence_length = int(signature.start_of_episode.shape[0])
@@ -119,7 +127,11 @@ class BatchedSequenceAdder:
     buffers.start_of_episode[rows] = self._open_start[index]
     tree.map_structure(lambda buf, x: buf.__setitem__(rows, pick(x)),
                        buffers.action, actions)
-    buffers.reward[rows] = [t.reward for t in timesteps]
+    rewards = [t.reward for t in timesteps]
+    if self._reward_scaler is not None:
+      rewards = self._reward_scaler.scale(index, rewards,
+                                          [t.last() for t in timesteps])
+    buffers.reward[rows] = rewards
     buffers.discount[rows] = [t.discount for t in timesteps]
     if self._has_extras:
       tree.map_structure(lambda buf, x: buf.__setitem__(rows, pick(x)),

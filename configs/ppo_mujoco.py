@@ -37,6 +37,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.ppo.gae_lambda = 0.95
   config.ppo.ppo_clipping_epsilon = 0.2
   config.ppo.max_gradient_norm = 0.5
+  # Rewards written to replay divided by the running std of each env's
+  # discounted return, clipped to +-10 (acme_launch/reward_scaling.py).
+  config.ppo.normalize_rewards = False
   config.ppo.max_queue_batches = 2   # Replay queue size, in learner batches.
   # Actor loop iterations between parameter fetches (an iteration steps each
   # of the actor's envs once). PPO's parameters change once per learner step

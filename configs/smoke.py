@@ -23,6 +23,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.ppo.gae_lambda = 0.95
   config.ppo.ppo_clipping_epsilon = 0.2
   config.ppo.max_gradient_norm = 0.5
+  config.ppo.normalize_rewards = False  # Scaled replay rewards (ppo_mujoco).
   config.ppo.max_queue_batches = 2   # Replay queue size, in learner batches.
   config.ppo.variable_update_period = 10
 

@@ -19,6 +19,7 @@ import reverb
 
 from acme_launch import batched_adders
 from acme_launch import errors
+from acme_launch import reward_scaling
 
 # Devices its learner uses: dm-acme 0.4.0's learning.py has no pmap, so one
 # (the resource planner gives the learner this many GPUs, no more).
@@ -43,10 +44,24 @@ class BoundedQueuePPOBuilder(ppo.PPOBuilder):
   """
 
   def __init__(self, config: ppo.PPOConfig, max_queue_size: int,
-               normalize_observations: bool = False, **kwargs):
+               normalize_observations: bool = False,
+               normalize_rewards: bool = False, **kwargs):
     super().__init__(config, **kwargs)
     self._max_queue_size = max_queue_size
     self._normalize_observations = normalize_observations
+    self._normalize_rewards = normalize_rewards
+
+  def _reward_scaler(self, num_envs: int):
+    """Each actor's own scaler (`ppo.normalize_rewards`), or None."""
+    if not self._normalize_rewards:
+      return None
+    return reward_scaling.ReturnScaler(num_envs, self._config.discount)
+
+  def make_adder(self, replay_client: reverb.Client):
+    adder = super().make_adder(replay_client)
+    scaler = self._reward_scaler(1)
+    return adder if scaler is None else reward_scaling.RewardScalingAdder(
+        adder, scaler)
 
   def make_learner(self, random_key, networks, dataset, replay_client=None,
                    counter=None) -> core.Learner:
@@ -74,7 +89,8 @@ class BoundedQueuePPOBuilder(ppo.PPOBuilder):
     """The same sequences `make_adder` writes, for N envs in one writer."""
     return batched_adders.BatchedSequenceAdder(
         replay_client, self._config.replay_table_name,
-        self.replay_signature(environment_spec), num_envs)
+        self.replay_signature(environment_spec), num_envs,
+        reward_scaler=self._reward_scaler(num_envs))
 
 
 def make_builder(config: ml_collections.ConfigDict,
@@ -83,12 +99,14 @@ def make_builder(config: ml_collections.ConfigDict,
   del environment_spec  # PPO's config needs nothing from it.
   agent_fields = config.ppo.to_dict()
   queue_batches = agent_fields.pop('max_queue_batches')
+  normalize_rewards = agent_fields.pop('normalize_rewards', False)
   if agent_fields.pop('anneal_learning_rate', False):
     agent_fields['learning_rate'] = annealed_learning_rate(config)
   ppo_config = ppo.PPOConfig(**agent_fields)
   return BoundedQueuePPOBuilder(
       ppo_config, max_queue_size=queue_batches * ppo_config.batch_size + 2,
-      normalize_observations=_normalizes(config), logger_fn=learner_logger_fn)
+      normalize_observations=_normalizes(config),
+      normalize_rewards=normalize_rewards, logger_fn=learner_logger_fn)
 
 
 def _normalizes(config: ml_collections.ConfigDict) -> bool:
