@@ -13,6 +13,10 @@ OUT/NAME_TASK.png (each config's mean evaluation return over seeds
 against actor steps, min-max over seeds shaded). A run that already reached
 its budget is not run again, so an interrupted matrix resumes cell by cell;
 compare variants (extra launch flags) under different `--name`s.
+Each run's evaluation curve is kept in OUT/NAME.json, so
+`--merge=A.json,B.json --name=C` pools matrices run apart (other seeds,
+other sessions, other machines) into one table and plots without their run
+directories.
 `--steps` defaults to each config's own budget; `--envs` to its own task.
 An unknown config or task in the lists is one line and exit 2, before
 anything runs.
@@ -95,6 +99,16 @@ def run_seed(config_name: str, task: str, seed: int, steps: int,
   return {**summary, 'seed': seed, 'run_dir': run_dir}
 
 
+def evaluation_curve(run: dict) -> Optional[List[List[float]]]:
+  """[actor steps, mean evaluation return] pairs, the final one included."""
+  from acme_launch import summary as summary_lib  # pylint: disable=g-import-not-at-top
+  curve = [[r['actor_steps'], r['episode_return']]
+           for r in summary_lib.evaluation_rows(run['run_dir'])]
+  if run.get('final_eval_return_mean') is not None:  # At the budget.
+    curve.append([run['final_eval_actor_steps'], run['final_eval_return_mean']])
+  return curve or None
+
+
 def _final_return(summary: dict) -> Optional[float]:
   value = summary.get('final_eval_return_mean')
   return summary.get('last_eval_return') if value is None else value
@@ -124,7 +138,10 @@ def summarize_cell(config_name: str, task: str, steps: int,
                                       'final_eval_return_mean',
                                       'final_eval_return_std',
                                       'final_eval_actor_steps',
-                                      'last_eval_return')} for r in runs],
+                                      'last_eval_return')} | {
+                                          'curve': r.get('curve') or
+                                                   evaluation_curve(r)}
+               for r in runs],
   }
 
 
@@ -134,23 +151,14 @@ def plot_task(task: str, cells: List[Dict], path: str) -> None:
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from acme_launch import summary as summary_lib  # pylint: disable=g-import-not-at-top
   figure, axes = plt.subplots(figsize=(7, 4))
   for cell in cells:
-    curves = []
-    for run in cell['runs']:
-      rows = summary_lib.evaluation_rows(run['run_dir'])
-      steps = [r['actor_steps'] for r in rows]
-      returns = [r['episode_return'] for r in rows]
-      if run.get('final_eval_return_mean') is not None:  # At the budget.
-        steps.append(run['final_eval_actor_steps'])
-        returns.append(run['final_eval_return_mean'])
-      if steps:
-        curves.append((steps, returns))
+    curves = [run['curve'] for run in cell['runs'] if run.get('curve')]
     if not curves:
       continue
     # Seeds evaluate at slightly different steps: put them on one grid.
-    grid = np.linspace(0, max(max(s) for s, _ in curves), 50)
+    curves = [np.asarray(c, float).T for c in curves]
+    grid = np.linspace(0, max(s.max() for s, _ in curves), 50)
     values = np.array([np.interp(grid, s, r) for s, r in curves])
     axes.plot(grid, values.mean(axis=0),
               label=f'{cell["config"]} ({len(curves)} seeds)')
@@ -163,6 +171,59 @@ def plot_task(task: str, cells: List[Dict], path: str) -> None:
   figure.tight_layout()
   figure.savefig(path, dpi=100)
   plt.close(figure)
+
+
+def report(cells: List[Dict], launch_flags: List[str], out: str,
+           name: str) -> None:
+  """Writes OUT/NAME.json and the plots, and prints the table."""
+  os.makedirs(out, exist_ok=True)
+  plots = {}
+  for task in dict.fromkeys(cell['env'] for cell in cells):
+    plots[task] = os.path.join(out, f'{name}_{task.replace(":", "_")}.png')
+    plot_task(task, [c for c in cells if c['env'] == task], plots[task])
+  with open(os.path.join(out, f'{name}.json'), 'w') as f:
+    json.dump({'launch_flags': launch_flags, 'cores': os.cpu_count(),
+               'cells': cells, 'plots': plots}, f, indent=1)
+  print(f'\n{os.cpu_count()} cores; launch flags: '
+        f'{" ".join(launch_flags) or "(config defaults)"}')
+  print(f'{"config":<14} {"task":<22} {"steps":>10} {"seeds":>5} '
+        f'{"final return (mean +- std)":>27} {"wall time":>10} {"env steps/s":>12} '
+        f'{"learner steps/s":>16}')
+  for cell in cells:
+    final = (f'{_format(cell["final_return_mean"])} +- '
+             f'{_format(cell["final_return_std"])}')
+    print(f'{cell["config"]:<14} {cell["env"]:<22} {cell["steps"]:>10,} '
+          f'{len(cell["final_returns"]):>5} {final:>27} '
+          f'{_format(cell["wall_time_minutes"], ".1f"):>8} m '
+          f'{_format(cell["env_steps_per_second"]):>12} '
+          f'{_format(cell["learner_steps_per_second"], ",.1f"):>16}')
+  for task, path in plots.items():
+    print(f'curves {task}: {path}')
+
+
+def merge(paths: List[str]):
+  """The cells of earlier matrices' JSON files, same (config, task, steps)
+  pooled; their launch flags, which must agree."""
+  cells: Dict[tuple, List[dict]] = {}
+  flags = None
+  for path in paths:
+    try:
+      with open(path) as f:
+        matrix = json.load(f)
+    except (OSError, ValueError) as e:
+      _fail(f'--merge: cannot read {path}: {e}')
+    if flags is not None and matrix['launch_flags'] != flags:
+      _fail(f'--merge: {path} ran with launch flags {matrix["launch_flags"]}, '
+            f'the others with {flags}')
+    flags = matrix['launch_flags']
+    for cell in matrix['cells']:
+      runs = cells.setdefault((cell['config'], cell['env'], cell['steps']), [])
+      seeds = {r['seed'] for r in cell['runs']}
+      runs[:] = [r for r in runs if r['seed'] not in seeds] + cell['runs']
+  merged = [summarize_cell(config_name, task, steps,
+                           sorted(runs, key=lambda r: r['seed']))
+            for (config_name, task, steps), runs in cells.items()]
+  return merged, flags or []
 
 
 def _format(value: Optional[float], spec: str = ',.0f') -> str:
@@ -182,8 +243,16 @@ def main(argv: List[str]) -> int:
   parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
   parser.add_argument('--name', default='learning',
                       help='the matrix: its runs, table and plots are named so')
+  parser.add_argument('--merge', default='',
+                      help='comma-separated NAME.json files of earlier '
+                      'matrices: pool their runs into one table and plots '
+                      '(named --name), running nothing')
   args, launch_flags = parser.parse_known_args(argv)
   launch_flags = [f for f in launch_flags if f != '--']
+  if args.merge:
+    cells, flags = merge([p for p in args.merge.split(',') if p])
+    report(cells, flags, args.out, args.name)
+    return 0
   try:
     seeds = [int(s) for s in args.seeds.split(',')]
   except ValueError:
@@ -206,31 +275,7 @@ def main(argv: List[str]) -> int:
     runs = [run_seed(config_name, task, seed, steps, workdir, launch_flags)
             for seed in seeds]
     cells.append(summarize_cell(config_name, task, steps, runs))
-  os.makedirs(args.out, exist_ok=True)
-  plots = {}
-  for task in dict.fromkeys(cell['env'] for cell in cells):
-    plots[task] = os.path.join(args.out,
-                               f'{args.name}_{task.replace(":", "_")}.png')
-    plot_task(task, [c for c in cells if c['env'] == task], plots[task])
-  with open(os.path.join(args.out, f'{args.name}.json'), 'w') as f:
-    json.dump({'launch_flags': launch_flags, 'cores': os.cpu_count(),
-               'cells': cells, 'plots': plots}, f, indent=1)
-
-  print(f'\n{os.cpu_count()} cores; launch flags: '
-        f'{" ".join(launch_flags) or "(config defaults)"}')
-  print(f'{"config":<14} {"task":<22} {"steps":>10} {"seeds":>5} '
-        f'{"final return (mean +- std)":>27} {"wall time":>10} {"env steps/s":>12} '
-        f'{"learner steps/s":>16}')
-  for cell in cells:
-    final = (f'{_format(cell["final_return_mean"])} +- '
-             f'{_format(cell["final_return_std"])}')
-    print(f'{cell["config"]:<14} {cell["env"]:<22} {cell["steps"]:>10,} '
-          f'{len(cell["final_returns"]):>5} {final:>27} '
-          f'{_format(cell["wall_time_minutes"], ".1f"):>8} m '
-          f'{_format(cell["env_steps_per_second"]):>12} '
-          f'{_format(cell["learner_steps_per_second"], ",.1f"):>16}')
-  for task, path in plots.items():
-    print(f'curves {task}: {path}')
+  report(cells, launch_flags, args.out, args.name)
   finished = all(r['exit_reason'] == 'budget_reached'
                  for c in cells for r in c['runs'])
   return 0 if finished else 1

@@ -4,7 +4,9 @@ Each runs as a user runs it (its own process, real programs) with small
 budgets; the assertions read the JSON each script writes next to its table.
 """
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -72,13 +74,34 @@ def test_learning_matrix_runs_each_cell_once_and_resumes_cell_by_cell(tmp_path):
       run['learner_steps'] / run['wall_time_seconds'])
   assert cell['learner_steps_per_second'] > 0
   assert os.path.getsize(results['plots']['HalfCheetah-v4']) > 0
+  assert run['curve'][-1] == [run['final_eval_actor_steps'],
+                              run['final_eval_return_mean']]
   # Run again: the finished cell is read back, not run.
   again = _bench('learning.py', *args)
   assert 'finished before' in again.stdout and 'running:' not in again.stdout
 
+  # Merged with another seed's matrix, once the run directories are gone:
+  # the JSON alone makes the pooled table and plot.
+  shutil.copy(os.path.join(tmp_path, 'learning.json'),
+              os.path.join(tmp_path, 'seed0.json'))
+  other = {**results, 'cells': [{**cell, 'runs': [{**run, 'seed': 1}]}]}
+  with open(os.path.join(tmp_path, 'seed1.json'), 'w') as f:
+    json.dump(other, f)
+  shutil.rmtree(os.path.join(tmp_path, 'learning'))
+  merged_out = os.path.join(tmp_path, 'merged')
+  _bench('learning.py', '--merge=' + ','.join(
+      os.path.join(tmp_path, f'seed{s}.json') for s in (0, 1)),
+         '--name=pooled', f'--out={merged_out}')
+  pooled = read_json(os.path.join(merged_out, 'pooled.json'))
+  [cell] = pooled['cells']
+  assert cell['seeds'] == [0, 1]
+  assert cell['final_returns'] == [run['final_eval_return_mean']] * 2
+  assert os.path.getsize(pooled['plots']['HalfCheetah-v4']) > 0
+
 
 def test_learning_refuses_an_unknown_config_or_task_before_running(tmp_path):
-  for bad in ('--configs=no_such_config', '--envs=NoSuchTask-v9'):
+  for bad in ('--configs=no_such_config', '--envs=NoSuchTask-v9',
+              f'--merge={tmp_path}/no_such_matrix.json'):
     result = subprocess.run(
         [sys.executable, os.path.join(REPO_ROOT, 'bench', 'learning.py'),
          '--configs=smoke', bad, f'--out={tmp_path}'],
