@@ -65,14 +65,19 @@ class BatchedSequenceAdder:
   def __init__(self, client: reverb.Client, table: str,
                signature: reverb_base.Trajectory, num_envs: int,
                max_in_flight_items: Optional[int] = None,
-               reward_scaler: Optional[reward_scaling.ReturnScaler] = None):
+               reward_scaler: Optional[reward_scaling.ReturnScaler] = None,
+               final_rows: bool = True):
     """`signature` is the table's: Acme's `SequenceAdder.signature(...)`.
 
     With `reward_scaler`, rows hold its scaled rewards (PPO's reward
-    normalization) instead of the environments' own.
+    normalization) instead of the environments' own. With `final_rows`
+    False, an episode's end writes no final-observation row: its last step's
+    row gets discount 0 (a time limit too) and the next episode's first row
+    follows it (see `final_observation_rows` in agents/ppo.py).
     """
     self._table = table
     self._reward_scaler = reward_scaler
+    self._final_rows = final_rows
     self._num_envs = num_envs
     self._max_in_flight_items = max_in_flight_items or num_envs
     self._sequence_length = int(signature.start_of_episode.shape[0])
@@ -132,7 +137,10 @@ class BatchedSequenceAdder:
       rewards = self._reward_scaler.scale(index, rewards,
                                           [t.last() for t in timesteps])
     buffers.reward[rows] = rewards
-    buffers.discount[rows] = [t.discount for t in timesteps]
+    discounts = [t.discount for t in timesteps]
+    if not self._final_rows:  # The episode's last row ends its returns.
+      discounts = [0.0 if t.last() else d for t, d in zip(timesteps, discounts)]
+    buffers.discount[rows] = discounts
     if self._has_extras:
       tree.map_structure(lambda buf, x: buf.__setitem__(rows, pick(x)),
                          buffers.extras, extras)
@@ -146,7 +154,8 @@ class BatchedSequenceAdder:
 
     for i, timestep in zip(index, timesteps):
       if timestep.last():
-        self._add_final_row(i)
+        if self._final_rows:
+          self._add_final_row(i)
         self._opened[i] = False
 
   def _add_final_row(self, i: int) -> None:

@@ -45,6 +45,16 @@ def get_config() -> ml_collections.ConfigDict:
   # off; two seeds reached 2,000 and fell back by the budget; README
   # Results, docs/results/ppo_rewnorm.json).
   config.ppo.normalize_rewards = False
+  # Acme's PPO sequences hold, after each episode's last step, a row with
+  # the final observation and zero action, reward, discount and log-prob.
+  # dm-acme 0.4.0's learner trains on that row like any other: its value
+  # target is 0 (also after a time limit, where the state is a healthy
+  # one), its advantage is -V(final observation), which enters each
+  # minibatch's advantage mean and std, and where that advantage is
+  # positive its made-up action gets a policy gradient. False writes no such row: the last step's row ends the
+  # episode's returns (discount 0, a time limit too, as CleanRL treats it)
+  # and the next episode's first row follows. Needs envs_per_actor >= 2.
+  config.ppo.final_observation_rows = True
   config.ppo.max_queue_batches = 2   # Replay queue size, in learner batches.
   # Actor loop iterations between parameter fetches (an iteration steps each
   # of the actor's envs once). PPO's parameters change once per learner step

@@ -24,6 +24,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.ppo.ppo_clipping_epsilon = 0.2
   config.ppo.max_gradient_norm = 0.5
   config.ppo.normalize_rewards = False  # Scaled replay rewards (ppo_mujoco).
+  config.ppo.final_observation_rows = True  # Acme's sequence layout (ppo_mujoco).
   config.ppo.max_queue_batches = 2   # Replay queue size, in learner batches.
   config.ppo.variable_update_period = 10
 

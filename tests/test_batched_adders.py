@@ -109,3 +109,58 @@ def test_same_items_as_acme_sequence_adder(servers):
     for a, b in zip(theirs, mine):
       assert a.dtype == b.dtype and a.shape == b.shape
       np.testing.assert_array_equal(a, b)
+
+
+def test_without_final_rows_each_episode_ends_on_its_last_step(servers):
+  """`final_rows=False`: per environment, the rows are its steps alone (no
+  final-observation row), the last of each episode with discount 0, cut
+  into windows of sequence_length every sequence_length - 1 rows."""
+  envs, spec, builder, _, server = servers
+  table = builder.make_replay_tables(spec)[0]
+  client = reverb.Client(f'localhost:{server.port}')
+  ours = batched_adders.BatchedSequenceAdder(
+      client, table.name, table.info.signature, NUM_ENVS, final_rows=False)
+  length = int(table.info.signature.start_of_episode.shape[0])
+
+  rng = np.random.default_rng(2)
+  streams = [[] for _ in envs]   # Each env's rows, as the reference.
+  timesteps = [env.reset() for env in envs]
+  starts = [True] * NUM_ENVS
+  for i, timestep in enumerate(timesteps):
+    ours.add_first(i, timestep)
+  truncated = 0
+  for _ in range(NUM_STEPS):
+    actions = rng.uniform(spec.actions.minimum, spec.actions.maximum,
+                          (NUM_ENVS,) + spec.actions.shape).astype(np.float32)
+    log_probs = rng.normal(size=NUM_ENVS).astype(np.float32)
+    stepped = [env.step(a) for env, a in zip(envs, actions)]
+    ours.add(actions, stepped, {'log_prob': log_probs})
+    for i, timestep in enumerate(stepped):
+      # Signature order: observation, action, reward, discount,
+      # start_of_episode, extras['log_prob'].
+      streams[i].append((timesteps[i].observation, actions[i],
+                         timestep.reward,
+                         0.0 if timestep.last() else timestep.discount,
+                         starts[i], log_probs[i]))
+      starts[i] = False
+      timesteps[i] = timestep
+      if timestep.last():
+        truncated += timestep.discount > 0
+        timesteps[i] = envs[i].reset()
+        starts[i] = True
+        ours.add_first(i, timesteps[i])
+  ours.close()
+
+  items = _read_all(client, table.name)
+  expected = []
+  for rows in streams:
+    for begin in range(0, len(rows) - length + 1, length - 1):
+      window = rows[begin:begin + length]
+      expected.append(tuple(
+          np.asarray([row[k] for row in window], field.dtype)
+          for k, field in enumerate(items[0])))
+  assert len(items) == len(expected) > NUM_ENVS * NUM_STEPS // length
+  for mine, theirs in zip(sorted(items, key=_key), sorted(expected, key=_key)):
+    for a, b in zip(mine, theirs):
+      np.testing.assert_array_equal(a, b)
+  assert truncated == 0  # Random Hopper falls long before its time limit.

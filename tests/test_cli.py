@@ -55,6 +55,7 @@ def test_config_given_as_a_path(tmp_path):
     (['--config=smoke', '--config.max_actor_steps=-5'], 'max_actor_steps'),
     (['--config=smoke', '--config.final_eval_episodes=-1'], 'final_eval_episodes'),
     (['--config=ppo_mujoco', '--config.max_actor_steps=1000000000000'], 'anneal_learning_rate'),
+    (['--config=smoke', '--config.ppo.final_observation_rows=False'], 'envs_per_actor'),
     (['--config=smoke', '--launch_type=cluster'], 'launch_type'),
     (['--config=smoke', '--no_such_flag'], 'no_such_flag'),
     (['--config=smoke', '--config.env_name=NoSuchTask-v4'], 'NoSuchTask-v4'),

@@ -45,11 +45,13 @@ class BoundedQueuePPOBuilder(ppo.PPOBuilder):
 
   def __init__(self, config: ppo.PPOConfig, max_queue_size: int,
                normalize_observations: bool = False,
-               normalize_rewards: bool = False, **kwargs):
+               normalize_rewards: bool = False,
+               final_observation_rows: bool = True, **kwargs):
     super().__init__(config, **kwargs)
     self._max_queue_size = max_queue_size
     self._normalize_observations = normalize_observations
     self._normalize_rewards = normalize_rewards
+    self._final_observation_rows = final_observation_rows
 
   def _reward_scaler(self, num_envs: int):
     """Each actor's own scaler (`ppo.normalize_rewards`), or None."""
@@ -90,7 +92,8 @@ class BoundedQueuePPOBuilder(ppo.PPOBuilder):
     return batched_adders.BatchedSequenceAdder(
         replay_client, self._config.replay_table_name,
         self.replay_signature(environment_spec), num_envs,
-        reward_scaler=self._reward_scaler(num_envs))
+        reward_scaler=self._reward_scaler(num_envs),
+        final_rows=self._final_observation_rows)
 
 
 def make_builder(config: ml_collections.ConfigDict,
@@ -100,13 +103,20 @@ def make_builder(config: ml_collections.ConfigDict,
   agent_fields = config.ppo.to_dict()
   queue_batches = agent_fields.pop('max_queue_batches')
   normalize_rewards = agent_fields.pop('normalize_rewards', False)
+  final_observation_rows = agent_fields.pop('final_observation_rows', True)
+  if not final_observation_rows and config.envs_per_actor == 1:
+    raise errors.LaunchError(
+        'config.ppo.final_observation_rows=False needs the batched actor: '
+        'set config.envs_per_actor to 2 or more')
   if agent_fields.pop('anneal_learning_rate', False):
     agent_fields['learning_rate'] = annealed_learning_rate(config)
   ppo_config = ppo.PPOConfig(**agent_fields)
   return BoundedQueuePPOBuilder(
       ppo_config, max_queue_size=queue_batches * ppo_config.batch_size + 2,
       normalize_observations=_normalizes(config),
-      normalize_rewards=normalize_rewards, logger_fn=learner_logger_fn)
+      normalize_rewards=normalize_rewards,
+      final_observation_rows=final_observation_rows,
+      logger_fn=learner_logger_fn)
 
 
 def _normalizes(config: ml_collections.ConfigDict) -> bool:
