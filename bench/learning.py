@@ -161,7 +161,8 @@ def plot_task(task: str, cells: List[Dict], path: str) -> None:
     grid = np.linspace(0, max(s.max() for s, _ in curves), 50)
     values = np.array([np.interp(grid, s, r) for s, r in curves])
     axes.plot(grid, values.mean(axis=0),
-              label=f'{cell["config"]} ({len(curves)} seeds)')
+              label=f'{cell["config"]} ({len(curves)} '
+              f'seed{"s" if len(curves) > 1 else ""})')
     axes.fill_between(grid, values.min(axis=0), values.max(axis=0), alpha=0.2)
   axes.set_xlabel('actor steps')
   axes.set_ylabel('evaluation return')
