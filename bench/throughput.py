@@ -142,11 +142,9 @@ def run_stock_acme(workdir: str, actors: int,
 
   config = ppo_mujoco.get_config()
   config.max_actor_steps = args.steps
-  fields = config.ppo.to_dict()
-  fields.pop('max_queue_batches')
-  # Ours, not PPOConfig's: the same schedule acme-launch's PPO adapter uses.
-  if fields.pop('anneal_learning_rate', False):
-    fields['learning_rate'] = ppo_adapter.annealed_learning_rate(config)
+  # PPOConfig's own fields, with the learning rate schedule acme-launch's
+  # PPO adapter uses; acme-launch's extra fields are left out.
+  fields, _ = ppo_adapter.split_fields(config)
   fields.update(PPO_OVERRIDES)
   run_dir = os.path.join(workdir, f'stock_acme_a{actors}')
   rundir.create(run_dir)

@@ -100,23 +100,36 @@ def make_builder(config: ml_collections.ConfigDict,
                  learner_logger_fn: Callable[[], loggers.Logger],
                  environment_spec: specs.EnvironmentSpec) -> ppo.PPOBuilder:
   del environment_spec  # PPO's config needs nothing from it.
-  agent_fields = config.ppo.to_dict()
-  queue_batches = agent_fields.pop('max_queue_batches')
-  normalize_rewards = agent_fields.pop('normalize_rewards', False)
-  final_observation_rows = agent_fields.pop('final_observation_rows', True)
-  if not final_observation_rows and config.envs_per_actor == 1:
+  agent_fields, ours = split_fields(config)
+  if not ours['final_observation_rows'] and config.envs_per_actor == 1:
     raise errors.LaunchError(
         'config.ppo.final_observation_rows=False needs the batched actor: '
         'set config.envs_per_actor to 2 or more')
-  if agent_fields.pop('anneal_learning_rate', False):
-    agent_fields['learning_rate'] = annealed_learning_rate(config)
   ppo_config = ppo.PPOConfig(**agent_fields)
   return BoundedQueuePPOBuilder(
-      ppo_config, max_queue_size=queue_batches * ppo_config.batch_size + 2,
+      ppo_config,
+      max_queue_size=ours['max_queue_batches'] * ppo_config.batch_size + 2,
       normalize_observations=_normalizes(config),
-      normalize_rewards=normalize_rewards,
-      final_observation_rows=final_observation_rows,
+      normalize_rewards=ours['normalize_rewards'],
+      final_observation_rows=ours['final_observation_rows'],
       logger_fn=learner_logger_fn)
+
+
+# Fields of `config.ppo` that are acme-launch's, not dm-acme's PPOConfig's,
+# with their defaults where a config leaves them out.
+OUR_FIELDS = {'max_queue_batches': None, 'anneal_learning_rate': False,
+              'normalize_rewards': False, 'final_observation_rows': True}
+
+
+def split_fields(config: ml_collections.ConfigDict):
+  """`config.ppo` as (PPOConfig keyword arguments, acme-launch's fields);
+  an annealed learning rate is already the schedule in the first."""
+  agent_fields = config.ppo.to_dict()
+  ours = {name: agent_fields.pop(name, default)
+          for name, default in OUR_FIELDS.items()}
+  if ours['anneal_learning_rate']:
+    agent_fields['learning_rate'] = annealed_learning_rate(config)
+  return agent_fields, ours
 
 
 def _normalizes(config: ml_collections.ConfigDict) -> bool:
