@@ -102,8 +102,9 @@ def run_seed(config_name: str, task: str, seed: int, steps: int,
 def evaluation_curve(run: dict) -> Optional[List[List[float]]]:
   """[actor steps, mean evaluation return] pairs, the final one included."""
   from acme_launch import summary as summary_lib  # pylint: disable=g-import-not-at-top
-  curve = [[r['actor_steps'], r['episode_return']]
-           for r in summary_lib.evaluation_rows(run['run_dir'])]
+  rows = (summary_lib.evaluation_rows(run['run_dir'])
+          if run.get('run_dir') else [])
+  curve = [[r['actor_steps'], r['episode_return']] for r in rows]
   if run.get('final_eval_return_mean') is not None:  # At the budget.
     curve.append([run['final_eval_actor_steps'], run['final_eval_return_mean']])
   return curve or None
@@ -132,7 +133,8 @@ def summarize_cell(config_name: str, task: str, steps: int,
       'learner_steps_per_second': mean(
           [r['learner_steps'] / r['wall_time_seconds'] for r in finished
            if r.get('learner_steps') and r.get('wall_time_seconds')]),
-      'runs': [{k: r.get(k) for k in ('seed', 'run_dir', 'exit_reason',
+      # Run directories are this machine's paths: the curve is kept instead.
+      'runs': [{k: r.get(k) for k in ('seed', 'exit_reason',
                                       'actor_steps', 'wall_time_seconds',
                                       'env_steps_per_second', 'learner_steps',
                                       'final_eval_return_mean',
