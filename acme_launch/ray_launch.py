@@ -51,18 +51,26 @@ from acme_launch import supervisor
 from acme_launch import topology
 
 PLACEMENT_TIMEOUT_SECONDS = 60.0
+# Ray actors made for one placement of a node, at most: each one after the
+# first replaces one whose host died before the node started there.
+MAX_PLACEMENTS = 10
 CALL_TIMEOUT_SECONDS = 30.0   # One round of actor calls (poll, ports, ...).
 _MARKER = '.ray_shared_check'
 
 
 class _Move:
-  """A restartable node whose host was lost, waiting for Ray to place it."""
+  """A restartable node whose host was lost, waiting for Ray to place it.
+
+  `attempt` is the node's restart count: placing it again because the host
+  Ray chose died before the node started there is not another restart.
+  """
 
   def __init__(self, describe_ref, old_ip: str, lost: str, attempt: int):
     self.describe_ref = describe_ref
     self.old_ip = old_ip
     self.lost = lost        # 'host IP lost', or why else its actor is gone.
     self.attempt = attempt
+    self.placements = 1     # Ray actors made for this move so far.
     self.deadline = time.time() + PLACEMENT_TIMEOUT_SECONDS
 
 
@@ -84,6 +92,9 @@ class RaySupervisor(supervisor.Supervisor):
     self._unshared_hosts: Set[str] = set()  # Those without the run dir.
     self._files = ray_files.Shipping(run_dir)
     self._moving: Dict[str, _Move] = {}
+    # Ray node ids of hosts seen lost (raylet gone) that Ray may still list
+    # alive: new actors are kept off them (_new_actor).
+    self._lost_hosts: Set[str] = set()
     self._echo_stop = threading.Event()
 
   # Launch --------------------------------------------------------------------
@@ -112,9 +123,20 @@ class RaySupervisor(supervisor.Supervisor):
     return outcome
 
   def _new_actor(self, demand: ray_cluster.Demand):
-    """A NodeHost actor with the node's demand; Ray picks a host that fits."""
+    """A NodeHost actor with the node's demand; Ray picks a host that fits,
+    other than the hosts seen lost.
+
+    Ray declares a host dead only after several missed health checks (see
+    docs on Ray's timeouts); until then it may place an actor there, which
+    dies with the host. A label selector on Ray's own node-id label keeps
+    the launcher's new actors off every host it has seen lost.
+    """
     import ray  # pylint: disable=g-import-not-at-top
+    avoid = ({'label_selector': {
+        'ray.io/node-id': f'!in({",".join(sorted(self._lost_hosts))})'}}
+             if self._lost_hosts else {})
     return ray.remote(ray_host.NodeHost).options(
+        **avoid,
         num_cpus=demand.num_cpus, num_gpus=demand.num_gpus,
         memory=demand.memory_mb * 2 ** 20 or None,
         resources=dict(demand.custom) or None,
@@ -133,6 +155,7 @@ class RaySupervisor(supervisor.Supervisor):
     for demand in self._cluster.demands:
       self._actors[demand.node] = self._new_actor(demand)
     pending = {self._actors[n].describe.remote(): n for n in self._actors}
+    placements: Dict[str, int] = {}
     deadline = time.time() + PLACEMENT_TIMEOUT_SECONDS
     while pending and self._stop_signal is None:
       ready, _ = ray.wait(list(pending), num_returns=len(pending),
@@ -142,9 +165,20 @@ class RaySupervisor(supervisor.Supervisor):
         try:
           self._where[node] = ray.get(ref)
         except ray.exceptions.RayError as e:
-          raise errors.LaunchError(
-              f'the Ray actor for {node} could not start: '
-              f'{" ".join(str(e).split())[:300]}') from None
+          placements[node] = placements.get(node, 1) + 1
+          if (not _host_died(e) or
+              placements[node] > MAX_PLACEMENTS):
+            raise errors.LaunchError(
+                f'the Ray actor for {node} could not start: '
+                f'{_short(e, 300)}') from None
+          # Its host died before the actor started: place it again, on a
+          # live host, with the whole placement time again.
+          self._note_lost_hosts()
+          print(f'acme-launch: node {node}: the host Ray placed it on was '
+                'lost before it started; placing it again', flush=True)
+          self._actors[node] = self._new_actor(self._demands[node])
+          pending[self._actors[node].describe.remote()] = node
+          deadline = time.time() + PLACEMENT_TIMEOUT_SECONDS
       if pending and time.time() >= deadline:
         names = sorted(pending.values())
         demand = {d.node: d for d in self._cluster.demands}[names[0]]
@@ -352,13 +386,49 @@ class RaySupervisor(supervisor.Supervisor):
     except ray.exceptions.RayError:
       pass
     where = self._where[node]
-    lost = (f'its Ray actor on host {where["ip"]} died'
-            if _raylet_answers(where['ray_node_id'])
-            else f'host {where["ip"]} lost')
+    self._note_lost_hosts()
+    lost = (f'host {where["ip"]} lost'
+            if where['ray_node_id'] in self._lost_hosts
+            else f'its Ray actor on host {where["ip"]} died')
+    print(f'acme-launch: node {node}: {lost}; placing it on a live host',
+          flush=True)
     self._files.forget(node)
     self._actors[node] = self._new_actor(self._demands[node])
     self._moving[node] = _Move(self._actors[node].describe.remote(),
                                where['ip'], lost, attempt)
+
+  def _place_again(self, node: str,
+                   error: str) -> Optional[supervisor.Outcome]:
+    """The host Ray chose for a moved node died before the node started
+    there: a new actor on a live host, with the whole placement time again.
+    Not a restart of the node: it never ran there."""
+    import ray  # pylint: disable=g-import-not-at-top
+    move = self._moving[node]
+    try:
+      ray.kill(self._actors[node])
+    except ray.exceptions.RayError:
+      pass
+    if move.placements >= MAX_PLACEMENTS:
+      return self._failed(node, f'{move.lost}; {move.placements} hosts Ray '
+                          f'placed {node} on were lost before it started '
+                          f'(last: {error})')
+    self._note_lost_hosts()
+    print(f'acme-launch: node {node}: the host Ray placed it on was lost '
+          f'before it started ({error}); placing it again', flush=True)
+    self._files.forget(node)
+    self._actors[node] = self._new_actor(self._demands[node])
+    move.describe_ref = self._actors[node].describe.remote()
+    move.placements += 1
+    move.deadline = time.time() + PLACEMENT_TIMEOUT_SECONDS
+    return None
+
+  def _note_lost_hosts(self) -> None:
+    """The hosts new actors avoid: those Ray still lists alive whose raylet
+    does not answer. Asked again each time, so a host cut off briefly is
+    used again once it answers; one Ray has declared dead needs no label."""
+    import ray  # pylint: disable=g-import-not-at-top
+    self._lost_hosts = {host['NodeID'] for host in ray.nodes()
+                        if host.get('Alive') and not _raylet_answers(host)}
 
   def _advance_move(self, node: str) -> Optional[supervisor.Outcome]:
     """Starts a moved node on its new host once Ray placed its actor."""
@@ -376,16 +446,22 @@ class RaySupervisor(supervisor.Supervisor):
                           f'{wanted or "nothing"})')
     actor = self._actors[node]
     try:
-      where = self._where[node] = ray.get(move.describe_ref)
+      where = ray.get(move.describe_ref)
+      if where['ray_node_id'] in self._lost_hosts:
+        # Placed before its host was seen lost (a host without a label
+        # selector match cannot be chosen after).
+        raise _PlacedOnLostHost(f'host {where["ip"]}')
+      self._where[node] = where
       self._check_hosts([node])
       run_dir_env, log_path = self._place_files(node)
       ports = ray.get(actor.free_ports.remote(
           where['ip'], len(self._launched_addresses[node])),
                       timeout=CALL_TIMEOUT_SECONDS)
-    except (ray.exceptions.RayError, errors.LaunchError) as e:
+    except (ray.exceptions.RayError, _PlacedOnLostHost) as e:
+      return self._place_again(node, _short(e, 160))
+    except errors.LaunchError as e:
       return self._failed(node, f'{move.lost}; restarting '
-                          f'{node} failed: '
-                          f'{" ".join(str(e).split())[:300]}')
+                          f'{node} failed: {_short(e, 300)}')
     addresses = [f'{where["ip"]}:{port}' for port in ports]
     argv, env, data_file, program_ref, _ = self._commands[node]
     env = {k: v for k, v in env.items() if k != rundir.MIRROR_OF_ENV}
@@ -460,22 +536,33 @@ class RaySupervisor(supervisor.Supervisor):
     self._moving = {}
 
 
-def _raylet_answers(ray_node_id: str) -> bool:
-  """Whether a Ray node's raylet still accepts connections.
+class _PlacedOnLostHost(Exception):
+  """Ray put a moved node's actor on a host the launcher saw lost."""
+
+
+def _host_died(error: Exception) -> bool:
+  """Whether a Ray error says an actor's host went, not its own code."""
+  import ray  # pylint: disable=g-import-not-at-top
+  return (isinstance(error, ray.exceptions.RayActorError) and
+          not getattr(error, 'actor_init_failed', False))
+
+
+def _short(error: Exception, limit: int) -> str:
+  return ' '.join(str(error).split())[:limit]
+
+
+def _raylet_answers(host: Dict) -> bool:
+  """Whether the raylet of a host of ray.nodes() accepts connections.
 
   Ray reports an actor of a lost host dead before its health checks declare
   the host dead (seen here: about 10 s before); the raylet's port says now.
   """
-  import ray  # pylint: disable=g-import-not-at-top
-  for node in ray.nodes():
-    if node['NodeID'] == ray_node_id and node.get('Alive'):
-      try:
-        with socket.create_connection((node['NodeManagerAddress'],
-                                       node['NodeManagerPort']), timeout=1.0):
-          return True
-      except OSError:
-        return False
-  return False
+  try:
+    with socket.create_connection((host['NodeManagerAddress'],
+                                   host['NodeManagerPort']), timeout=1.0):
+      return True
+  except OSError:
+    return False
 
 
 def _repo_root() -> str:

@@ -18,6 +18,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -403,6 +404,71 @@ def test_ray_host_lost_its_actor_comes_back_on_the_other_host_and_the_run_finish
       cluster.ips[other]]
   assert record['env']['ACME_LAUNCH_NODE_RESTART'] == '1'
   assert record['env']['ACME_LAUNCH_MOVED_FROM'] == cluster.ips[lost]
+  wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
+
+
+class _Lines:
+  """The launcher's stdout, read as it comes (a thread), and all of it."""
+
+  def __init__(self, launcher):
+    self.lines = []
+    self._thread = threading.Thread(
+        target=lambda: self.lines.extend(iter(launcher.stdout.readline, '')),
+        daemon=True)
+    self._thread.start()
+
+  def has(self, text):
+    return any(text in line for line in list(self.lines))
+
+  def text(self):
+    self._thread.join(timeout=10)
+    return ''.join(self.lines)
+
+
+def test_ray_two_hosts_lost_at_once_the_replacement_avoids_both_and_comes_back_on_the_first_that_returns(
+    cluster, tmp_path):
+  # The race of a lost host: Ray declares a host dead only after several
+  # missed health checks, and until then may place a new actor on it. With
+  # b and c both killed, every host with `worker` is dead while Ray still
+  # lists both alive: a replacement Ray placed would die with its host. The
+  # launcher must keep it off both until one comes back (a new Ray node on
+  # the same address), then run it there, as restart 1, not 2.
+  run_dir = str(tmp_path / 'runs' / 'both_lost')
+  launcher = _launch(cluster, *ON_HOST_A, '--config.num_actors=1',
+                     '--config.resources.actor.ray_cpus=0.5',
+                     '--config.resources.actor.ray_resources=worker:1',
+                     run_dir=run_dir, budget=3000)
+  host_by_ip = {ip: host for host, ip in cluster.ips.items()}
+  out = _Lines(launcher)
+  with killed_on_exit(launcher):
+    wait_for(lambda: _steps(run_dir) > 0 or launcher.poll() is not None,
+             240, 'actor steps')
+    assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+    first = node_records(run_dir)['actor/0']
+    lost = host_by_ip[first['bind_address']]
+    back = {'b': 'c', 'c': 'b'}[lost]
+    try:
+      cluster.kill_hosts(['b', 'c'], signals=(signal.SIGKILL,))
+      wait_for(lambda: out.has(f'node actor/0: host {cluster.ips[lost]} '
+                               'lost; placing it on a live host') or
+               launcher.poll() is not None, 60, 'the move')
+      assert launcher.poll() is None, out.text()[-3000:]
+      time.sleep(3)  # Ray still lists b and c alive; nothing may start.
+      assert not out.has('restarting on'), out.text()[-3000:]
+      cluster.start_ray(back)
+      _, stderr = launcher.communicate(timeout=240)
+    finally:
+      cluster.start_ray(lost)
+  stdout = out.text()
+  assert launcher.returncode == 0, stderr[-3000:] + stdout[-3000:]
+  assert (f'node actor/0: host {cluster.ips[lost]} lost; restarting on '
+          f'{cluster.ips[back]} (1 of at most 3)') in stdout, stdout[-3000:]
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['node_restarts'] == {'actor/0': 1}
+  record = node_records(run_dir)['actor/0']
+  assert record['bind_address'] == cluster.ips[back]
+  assert record['ray_node_id'] != first['ray_node_id']
   wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
 
 
