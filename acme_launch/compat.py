@@ -6,7 +6,7 @@ this module before `acme` puts them back as aliases of their successors.
 
 Every process must import it before acme: the launcher does so in
 `acme_launch/__init__.py`, and Launchpad's child processes start through
-`acme_launch.node_entry`, which imports it before unpickling the program.
+`acme_launch.node.entry`, which imports it before unpickling the program.
 """
 
 import contextlib

@@ -24,7 +24,7 @@ written to OUT/throughput.json. Run it on an otherwise idle machine.
 Both sides use the same light PPO settings (1 epoch, 4 minibatches, a replay
 queue of batch + 1000 sequences, as Acme sizes it) so the learner keeps up:
 what is measured is how fast actors produce experience. Stock Acme's
-children start through acme_launch.node_entry, since dm-acme 0.4.0 does not
+children start through acme_launch.node.entry, since dm-acme 0.4.0 does not
 import on JAX 0.4.30 without its aliases; nothing else of acme-launch is in
 the stock program (plus one node that reads its counter).
 """
@@ -55,7 +55,7 @@ STOCK_QUEUE_EXTRA = 1000  # Acme's PPOBuilder: queue of batch_size + 1000.
 def raw_envpool_steps_per_second(seconds: float, num_envs: int = 16) -> float:
   """EnvPool's ceiling: one instance, one thread, random actions."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from acme_launch import environments  # pylint: disable=g-import-not-at-top
+  from acme_launch import envs as environments  # pylint: disable=g-import-not-at-top
   envs = environments.EnvPoolEnvironments('HalfCheetah-v4', num_envs, seed=0)
   shape = (num_envs,) + envs.action_spec().shape
   rng = np.random.default_rng(0)
@@ -70,7 +70,7 @@ def raw_envpool_steps_per_second(seconds: float, num_envs: int = 16) -> float:
 def raw_env_steps_per_second(seconds: float) -> float:
   """One core's ceiling: env.step() with random actions, nothing else."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from acme_launch import environments  # pylint: disable=g-import-not-at-top
+  from acme_launch import envs as environments  # pylint: disable=g-import-not-at-top
   environment = environments.make_environment('HalfCheetah-v4', seed=0)
   spec = environment.action_spec()
   rng = np.random.default_rng(0)
@@ -136,8 +136,12 @@ def run_stock_acme(workdir: str, actors: int,
   from acme.agents.jax import ppo  # pylint: disable=g-import-not-at-top
   import launchpad as lp  # pylint: disable=g-import-not-at-top
   from configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
-  from acme_launch import environments, nodes, program as program_lib  # pylint: disable=g-import-not-at-top,multiple-imports
-  from acme_launch import resources, rundir, supervisor  # pylint: disable=g-import-not-at-top,multiple-imports
+  from acme_launch import envs as environments  # pylint: disable=g-import-not-at-top,multiple-imports
+  from acme_launch.program import nodes  # pylint: disable=g-import-not-at-top,multiple-imports
+  from acme_launch.program import build as program_lib  # pylint: disable=g-import-not-at-top,multiple-imports
+  from acme_launch.plan import resources  # pylint: disable=g-import-not-at-top,multiple-imports
+  from acme_launch import layout  # pylint: disable=g-import-not-at-top,multiple-imports
+  from acme_launch.run import supervisor  # pylint: disable=g-import-not-at-top,multiple-imports
   from acme_launch.agents import ppo as ppo_adapter  # pylint: disable=g-import-not-at-top
 
   config = ppo_mujoco.get_config()
@@ -147,7 +151,7 @@ def run_stock_acme(workdir: str, actors: int,
   fields, _ = ppo_adapter.split_fields(config)
   fields.update(PPO_OVERRIDES)
   run_dir = os.path.join(workdir, f'stock_acme_a{actors}')
-  rundir.create(run_dir)
+  layout.create(run_dir)
   agent = ppo.DistributedPPO(
       environment_factory=lambda is_eval: environments.make_environment(
           'HalfCheetah-v4', seed=0),

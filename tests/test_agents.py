@@ -14,9 +14,9 @@ import pytest
 
 # acme_launch first: it applies the JAX aliases dm-acme 0.4.0 needs.
 from acme_launch import agents
-from acme_launch import batched_actor
-from acme_launch import environments
-from acme_launch import registry
+from acme_launch.program import batched_actor
+from acme_launch import envs as environments
+from acme_launch.config import registry
 from acme import core  # pylint: disable=g-bad-import-order
 from acme import specs  # pylint: disable=g-bad-import-order
 from tests.conftest import read_json, run_launcher

@@ -14,8 +14,8 @@ import reverb
 
 from acme import specs
 from acme_launch import agents
-from acme_launch import batched_adders
-from acme_launch import environments
+from acme_launch.program import batched_adders
+from acme_launch import envs as environments
 from configs import ppo_mujoco
 
 NUM_ENVS = 3

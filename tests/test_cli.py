@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from acme_launch import registry
+from acme_launch.config import registry
 from tests.conftest import run_launcher
 
 

@@ -7,9 +7,9 @@ import sys
 
 import launchpad as lp
 
-from acme_launch import program as program_lib
-from acme_launch import resources
-from acme_launch import supervisor
+from acme_launch.program import build as program_lib
+from acme_launch.plan import resources
+from acme_launch.run import supervisor
 
 
 def test_acme_jax_needs_the_aliases_without_compat():

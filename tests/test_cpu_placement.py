@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from acme_launch import errors
-from acme_launch import gpu_inventory
-from acme_launch import resources
+from acme_launch.plan import gpu_inventory
+from acme_launch.plan import resources
 from tests.conftest import REPO_ROOT, node_records, read_json, run_launcher, user_env
 from tests.test_resources import plan as resource_plan
 

@@ -11,7 +11,7 @@ import dm_env
 import numpy as np
 import pytest
 
-from acme_launch import environments
+from acme_launch import envs as environments
 from tests.conftest import read_json, run_launcher
 
 

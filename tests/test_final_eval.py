@@ -3,8 +3,8 @@
 import jax.numpy as jnp
 import numpy as np
 
-from acme_launch import environments
-from acme_launch import final_eval
+from acme_launch import envs as environments
+from acme_launch.program import final_eval
 
 
 def _zero_policy(action_size):

@@ -422,7 +422,7 @@ def _latest_checkpoint(directory: str) -> str:
 
 
 def _verify_for_resume(run_dir: str):
-  from acme_launch import checkpointing  # pylint: disable=g-import-not-at-top
+  from acme_launch.program import checkpointing  # pylint: disable=g-import-not-at-top
   return checkpointing.verify_for_resume(run_dir)
 
 

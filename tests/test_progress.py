@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from acme_launch import progress
+from acme_launch.run import progress
 
 
 def _quantized_run(rate, quantum, seconds, poll=0.5):

@@ -23,7 +23,7 @@ import time
 import pytest
 
 from acme_launch import errors
-from acme_launch import ray_cluster
+from acme_launch.run.ray import cluster as ray_cluster
 from tests import netns_cluster
 from tests.conftest import (REPO_ROOT, killed_on_exit, node_records, read_json,
                             wait_for)
@@ -80,7 +80,7 @@ def _run_processes(cluster):
           command = f.read().replace(b'\0', b' ').decode(errors='replace')
       except OSError:
         continue
-      if 'acme_launch.node_entry' in command or 'NodeHost' in command:
+      if 'acme_launch.node.entry' in command or 'NodeHost' in command:
         found.append((host, pid, command[:120]))
   return found
 
@@ -531,7 +531,7 @@ def test_ray_address_comes_from_the_flag_or_ray_address(monkeypatch):
 
 
 def test_bind_shim_puts_wildcard_binds_on_the_given_address_only():
-  from acme_launch import loopback  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import loopback  # pylint: disable=g-import-not-at-top
   path = loopback.ensure()
   # 127.0.0.2 is on `lo` (all of 127/8 is): wildcard binds land there.
   loopback.verify(path, '127.0.0.2')

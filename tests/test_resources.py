@@ -11,8 +11,8 @@ from ml_collections import config_flags
 import pytest
 
 from acme_launch import errors
-from acme_launch import gpu_inventory
-from acme_launch import resources
+from acme_launch.plan import gpu_inventory
+from acme_launch.plan import resources
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INVENTORIES = os.path.join(REPO_ROOT, 'tests', 'inventories')
@@ -279,7 +279,7 @@ def test_every_field_is_overridable_from_the_command_line(tmp_path):
   config_file = tmp_path / 'resources_config.py'
   config_file.write_text(textwrap.dedent('''
       import ml_collections
-      from acme_launch import resources
+      from acme_launch.plan import resources
 
       def get_config():
         config = ml_collections.ConfigDict()
@@ -372,7 +372,7 @@ def _run_node_process(env, code):
   """Runs `code` after configure_process() in a fresh interpreter."""
   script = textwrap.dedent('''
       import json
-      from acme_launch import node_entry
+      from acme_launch.node import entry as node_entry
       node_entry.configure_process()
   ''') + textwrap.dedent(code)
   base = {k: v for k, v in os.environ.items()
@@ -411,7 +411,8 @@ def test_configure_process_after_tf_started_is_a_clear_error():
   script = textwrap.dedent('''
       import tensorflow as tf
       tf.constant(1.0)
-      from acme_launch import errors, node_entry
+      from acme_launch import errors
+      from acme_launch.node import entry as node_entry
       try:
         node_entry.configure_process()
       except errors.LaunchError as e:

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from acme_launch import restarts
+from acme_launch.run import restarts
 from tests.conftest import (actor_steps, alive, killed_on_exit, node_pids,
                             read_json, run_launcher, start_launcher,
                             wait_for)

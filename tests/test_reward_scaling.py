@@ -17,9 +17,9 @@ import reverb
 
 from acme import specs
 from acme_launch import agents
-from acme_launch import batched_adders
-from acme_launch import environments
-from acme_launch import reward_scaling
+from acme_launch.program import batched_adders
+from acme_launch import envs as environments
+from acme_launch.program import reward_scaling
 from configs import ppo_mujoco
 from tests import test_batched_adders
 from tests.conftest import read_json, run_launcher

@@ -12,9 +12,9 @@ import signal
 import sys
 import time
 
-from acme_launch import restarts
-from acme_launch import rundir
-from acme_launch import supervisor
+from acme_launch.run import restarts
+from acme_launch import layout
+from acme_launch.run import supervisor
 from tests.conftest import alive
 
 
@@ -27,7 +27,7 @@ SLEEPER = 'import time; time.sleep(60)'
 
 
 def run(run_dir, commands, **options):
-  rundir.create(run_dir)
+  layout.create(run_dir)
   runner = supervisor.Supervisor(str(run_dir), **options)
   outcome = runner.run_commands(commands)
   pids = [child.popen.pid for child in runner._children]  # pylint: disable=protected-access
@@ -45,7 +45,7 @@ def test_a_node_exiting_non_zero_stops_the_run_naming_it(tmp_path):
   assert 'exited with code 3' in outcome.failed_log_tail
   assert 'learner nodes are not restarted' in outcome.failed_log_tail
   assert alive(pids) == []
-  with open(rundir.log_path(str(tmp_path), 'learner/0')) as f:
+  with open(layout.log_path(str(tmp_path), 'learner/0')) as f:
     assert 'out of patience' in f.read()
 
 
@@ -66,7 +66,7 @@ def test_an_actor_is_restarted_with_its_restart_number_until_the_limit(tmp_path)
 def test_the_budget_ends_the_run_with_exit_0(tmp_path):
   # What the steps limiter does: progress.json says so, then lp.stop()
   # signals the launcher (here: this process) with SIGTERM.
-  progress = rundir.progress_path(str(tmp_path))
+  progress = layout.progress_path(str(tmp_path))
   limiter = ('import json, os, signal, time; time.sleep(0.5); '
              f'json.dump({{"budget_reached": True}}, open({progress!r}, "w")); '
              f'os.kill({os.getpid()}, signal.SIGTERM); time.sleep(60)')

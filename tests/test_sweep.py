@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from acme_launch import sweep
+from acme_launch.sweep import runner as sweep
 from tests.conftest import (REPO_ROOT, actor_steps, alive, killed_on_exit,
                             node_pids, node_records, read_json, run_launcher,
                             start_launcher, wait_for)
