@@ -45,7 +45,7 @@ sys.path.insert(0, REPO_ROOT)
 os.environ['JAX_PLATFORMS'] = 'cpu'
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-import acme_launch  # pylint: disable=g-import-not-at-top,unused-import
+from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
 
 # Light learner so actors are what is measured; same for both sides.
 PPO_OVERRIDES = {'num_epochs': 1, 'num_minibatches': 4}

@@ -12,7 +12,8 @@ import jax
 import numpy as np
 import pytest
 
-# acme_launch first: it applies the JAX aliases dm-acme 0.4.0 needs.
+# compat first: it applies the JAX aliases dm-acme 0.4.0 needs.
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme_launch import agents
 from acme_launch.program import batched_actor
 from acme_launch import envs as environments
@@ -68,6 +69,7 @@ def test_every_agent_config_is_in_the_registry_with_a_description():
     assert registry.description(configs[name])
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize('config_name', sorted(SMOKE_OVERRIDES))
 def test_config_trains_under_local_mp_to_a_small_budget(workdir, config_name):
   result = _launch(config_name, workdir, 'smoke', BUDGET)
@@ -83,6 +85,7 @@ def test_config_trains_under_local_mp_to_a_small_budget(workdir, config_name):
   assert os.path.getsize(os.path.join(run_dir, 'metrics', 'learner_0.csv')) > 0
 
 
+@pytest.mark.e2e
 def test_off_policy_resume_restores_the_replay_contents(workdir):
   run_dir = os.path.join(workdir, 'resume')
   first = _launch('td3_mujoco', workdir, 'resume', 2000)
@@ -110,6 +113,7 @@ def test_off_policy_resume_restores_the_replay_contents(workdir):
 # Launcher-side checks: no processes start, each takes a few seconds.
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize('args, expected', [
     (['--config=sac_mujoco', '--config.sac.min_replay_size=0'],
      'config.sac.min_replay_size must be a positive integer'),

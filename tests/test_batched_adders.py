@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import reverb
 
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme import specs
 from acme_launch import agents
 from acme_launch.program import batched_adders

@@ -6,6 +6,7 @@ launch the real program (local_mp) and read its run directory.
 
 import os
 
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme import specs
 import dm_env
 import numpy as np
@@ -167,6 +168,7 @@ def _run(workdir, run_name, config, *args, budget=3000):
   return run_dir, summary
 
 
+@pytest.mark.e2e
 def test_envpool_batched_actor_reaches_the_budget_and_resumes(workdir):
   args = ('--config=smoke', '--config.env_backend=envpool',
           '--config.envs_per_actor=4')
@@ -182,6 +184,7 @@ def test_envpool_batched_actor_reaches_the_budget_and_resumes(workdir):
   assert summary['restored_actor_steps'] >= 3000
 
 
+@pytest.mark.e2e
 def test_gymnasium_v5_task_reaches_the_budget(workdir):
   run_dir, _ = _run(workdir, 'gymnasium', '--config=smoke',
                     '--config.env_name=gymnasium:Hopper-v5',
@@ -191,6 +194,7 @@ def test_gymnasium_v5_task_reaches_the_budget(workdir):
   assert identity['observation_shapes'] == [[11]]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize('backend', ['gym', 'envpool'])
 def test_dmc_task_reaches_the_budget(workdir, backend):
   run_dir, _ = _run(workdir, f'dmc_{backend}', '--config=smoke',
@@ -200,6 +204,7 @@ def test_dmc_task_reaches_the_budget(workdir, backend):
   assert identity['observation_shapes'] == [[17]]  # position 8 + velocity 9.
 
 
+@pytest.mark.e2e
 def test_envpool_with_an_off_policy_agent_reaches_the_budget(workdir):
   """TD3 writes through one Acme adder per env; EnvPool restarts an env on
   the step after its last, and those adders skip that step."""
@@ -224,6 +229,7 @@ def cli_module():
     os.environ['JAX_PLATFORMS'] = saved
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize('config, env_name, backend', [
     (config, env_name, backend)
     for config in ('ppo_mujoco', 'sac_mujoco', 'td3_mujoco', 'd4pg_mujoco')
@@ -250,6 +256,7 @@ def test_every_agent_plans_every_family_and_backend(cli_module, config,
              launch.built.nodes_by_label.values() for node in nodes)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize('args, expected', [
     (['--config.env_name=atari:Pong'], 'gymnasium:TASK or dmc:DOMAIN-TASK'),
     (['--config.env_name=dmc:walker-fly'], 'known: acrobot-swingup'),
@@ -261,6 +268,7 @@ def test_bad_env_names_are_refused_before_launch(cli_module, args, expected):
     cli_module.check_arguments(['launch.py', '--config=smoke', *args])
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize('args, expected', [
     (['--config.env_backend=gpu'], 'choose one of: gym, envpool'),
     (['--config.env_name=gymnasium:Hopper-v5', '--config.env_backend=envpool'],
@@ -275,6 +283,7 @@ def test_bad_env_input_is_one_line_exit_2(workdir, args, expected):
   assert os.listdir(workdir) == []
 
 
+@pytest.mark.e2e
 def test_a_backend_missing_from_the_install_is_one_line_exit_2(workdir,
                                                                 tmp_path):
   # A sitecustomize that makes `import envpool` fail, as without the package.

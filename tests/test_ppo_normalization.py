@@ -5,6 +5,9 @@ import glob
 import os
 import pickle
 
+import pytest
+
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme import specs
 import jax
 import jax.numpy as jnp
@@ -80,6 +83,7 @@ def _normalizer_of_newest_learner_checkpoint(run_dir):
   return {k: np.asarray(v) for k, v in state.params[ppo_adapter.NORMALIZER].items()}
 
 
+@pytest.mark.e2e
 def test_statistics_are_learned_saved_and_continue_after_resume(workdir):
   run_dir = os.path.join(workdir, 'norm')
   args = ('--config=smoke', '--config.network.normalize_observations=True',

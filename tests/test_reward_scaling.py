@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import reverb
 
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme import specs
 from acme_launch import agents
 from acme_launch.program import batched_adders
@@ -167,6 +168,7 @@ def _rows(path):
     return list(csv.DictReader(f))
 
 
+@pytest.mark.e2e
 def test_a_launch_learns_from_scaled_rewards_and_logs_unscaled_returns(
     workdir):
   run_dir = os.path.join(workdir, 'scaled')

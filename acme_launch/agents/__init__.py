@@ -35,6 +35,7 @@ section (and usually `config.network`).
 import importlib
 import types
 
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme import core
 from acme.jax import variable_utils
 import ml_collections

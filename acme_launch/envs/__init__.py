@@ -30,6 +30,7 @@ import os
 from typing import List, Optional, Sequence
 
 from absl import logging
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme import specs
 from acme import wrappers
 import dm_env

@@ -3,7 +3,7 @@
 Launchpad starts a node as `python .../process_entry.py --data_file=...`,
 which unpickles the program, and so imports acme, before any of our code
 runs. The supervisor starts `python -m acme_launch.node.entry` with the same
-arguments instead: it applies the JAX aliases (importing acme_launch does),
+arguments instead: it applies the JAX aliases (compat.py),
 applies the node's resource settings (cores, TF's GPU and thread
 settings: configure_process below), records what the process received, and
 then hands over to Launchpad's own entry.
@@ -15,7 +15,7 @@ import socket
 import sys
 import traceback
 
-import acme_launch  # noqa: F401  (JAX aliases for acme, before unpickling)
+from acme_launch import compat  # noqa: F401  (JAX aliases for acme, before unpickling)
 from acme_launch import errors
 from acme_launch import quiet
 from acme_launch.plan import resources

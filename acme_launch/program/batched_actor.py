@@ -15,6 +15,7 @@ second and at every episode end.
 import time
 from typing import Callable, List, Union
 
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme import core
 from acme.jax import variable_utils
 from acme.utils import counting

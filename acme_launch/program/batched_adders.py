@@ -17,6 +17,7 @@ these at once. Two kinds:
 
 from typing import Optional, Sequence
 
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme import adders as adders_lib
 from acme import types
 from acme.adders.reverb import base as reverb_base

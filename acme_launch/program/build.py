@@ -11,6 +11,7 @@ import functools
 import json
 from typing import Any, Dict, List, Tuple
 
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme import environment_loop
 from acme import specs
 from acme.utils import counting

@@ -33,6 +33,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from absl import logging
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme import core
 from acme.tf import savers as tf_savers
 from acme.utils import counting

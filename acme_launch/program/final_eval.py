@@ -11,6 +11,7 @@ reached, and not updated while the episodes play.
 
 from typing import Callable, Dict, List, Sequence
 
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme.jax import variable_utils
 import dm_env
 import jax

@@ -2,6 +2,7 @@
 
 from typing import Callable, Iterator, List, Optional
 
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme import core
 from acme import specs
 from acme.adders import reverb as adders_reverb
