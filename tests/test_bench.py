@@ -15,6 +15,8 @@ import pytest
 from tests import netns_cluster
 from tests.conftest import REPO_ROOT, read_json, user_env
 
+pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
+
 
 def _bench(script: str, *args: str, timeout: float = 300):
   result = subprocess.run(

@@ -16,6 +16,8 @@ import pytest
 from tests.conftest import (actor_steps, read_json, run_launcher,
                             start_launcher, wait_for)
 
+pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
+
 BUDGET_A, BUDGET_B = 3000, 6000
 
 

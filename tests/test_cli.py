@@ -7,6 +7,8 @@ import pytest
 from acme_launch.config import registry
 from tests.conftest import run_launcher
 
+pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
+
 
 def test_list_configs_prints_one_line_per_config():
   result = run_launcher('--list_configs')

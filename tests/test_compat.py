@@ -7,9 +7,13 @@ import sys
 
 import launchpad as lp
 
+import pytest
+
 from acme_launch.program import build as program_lib
 from acme_launch.plan import resources
 from acme_launch.run import supervisor
+
+pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 
 def test_acme_jax_needs_the_aliases_without_compat():

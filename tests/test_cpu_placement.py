@@ -130,6 +130,7 @@ def test_bad_cpu_input_is_one_clear_line(host, settings, words):
     assert word in message
 
 
+@pytest.mark.e2e
 def test_a_launcher_sees_only_its_own_cuda_visible_devices(tmp_path):
   inventory_file = os.path.join(REPO_ROOT, 'tests', 'inventories', 'h100x8.json')
   gpus = resources.read_inventory(inventory_file)
@@ -149,6 +150,7 @@ def test_a_launcher_sees_only_its_own_cuda_visible_devices(tmp_path):
   assert 'idle GPUs: 7 (' in result.stdout, result.stdout
 
 
+@pytest.mark.e2e
 def test_pinned_nodes_run_on_their_cores_with_threads_to_match(workdir):
   """A real run pinned by core lists (two cores here, so oversubscribed)."""
   result = run_launcher(
@@ -178,6 +180,7 @@ def test_pinned_nodes_run_on_their_cores_with_threads_to_match(workdir):
       'budget_reached')
 
 
+@pytest.mark.e2e
 def test_a_launcher_given_one_core_plans_within_it(workdir):
   """What a sweep does: the launcher's affinity is the host it plans on."""
   command = [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),

@@ -122,6 +122,7 @@ def _steps(run_dir):
     return 0
 
 
+@pytest.mark.e2e
 def test_ray_run_places_nodes_on_their_hosts_listens_only_on_cluster_addresses_and_reaches_budget(
     cluster, tmp_path):
   if not os.path.exists('/usr/bin/ss') and not os.path.exists('/bin/ss'):
@@ -175,6 +176,7 @@ def test_ray_run_places_nodes_on_their_hosts_listens_only_on_cluster_addresses_a
   wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
 
 
+@pytest.mark.e2e
 def test_ray_nodes_on_a_host_without_the_run_directory_send_their_files_to_it(
     cluster, tmp_path):
   # actor/1 runs on host d, which does not see the run directory; actor/0
@@ -214,6 +216,7 @@ def test_ray_nodes_on_a_host_without_the_run_directory_send_their_files_to_it(
   wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
 
 
+@pytest.mark.e2e
 def test_ray_stateful_nodes_on_a_host_without_the_run_directory_checkpoint_into_it_and_resume(
     cluster, tmp_path):
   # Replay, counter, limiter and learner on host d, which does not see the
@@ -280,6 +283,7 @@ def test_ray_stateful_nodes_on_a_host_without_the_run_directory_checkpoint_into_
   wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
 
 
+@pytest.mark.e2e
 def test_ray_ctrl_c_saves_checkpoints_and_leaves_no_process_on_any_host(
     cluster, tmp_path):
   run_dir = str(tmp_path / 'runs' / 'interrupted')
@@ -297,6 +301,7 @@ def test_ray_ctrl_c_saves_checkpoints_and_leaves_no_process_on_any_host(
   wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
 
 
+@pytest.mark.e2e
 def test_ray_launcher_killed_with_sigkill_leaves_no_process_on_any_host(
     cluster, tmp_path):
   # The launcher gets no chance to clean up: Ray ends the Ray actors it
@@ -312,6 +317,7 @@ def test_ray_launcher_killed_with_sigkill_leaves_no_process_on_any_host(
            'no node process or NodeHost actor left on any host')
 
 
+@pytest.mark.e2e
 def test_ray_actor_killed_on_another_host_is_restarted_there_and_the_run_finishes(
     cluster, tmp_path):
   run_dir = str(tmp_path / 'runs' / 'restarted')
@@ -343,6 +349,7 @@ def test_ray_actor_killed_on_another_host_is_restarted_there_and_the_run_finishe
   wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
 
 
+@pytest.mark.e2e
 def test_ray_node_killed_on_another_host_without_restarts_stops_the_run_naming_it(
     cluster, tmp_path):
   run_dir = str(tmp_path / 'runs' / 'killed')
@@ -365,6 +372,7 @@ def test_ray_node_killed_on_another_host_without_restarts_stops_the_run_naming_i
   wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
 
 
+@pytest.mark.e2e
 def test_ray_host_lost_its_actor_comes_back_on_the_other_host_and_the_run_finishes(
     cluster, tmp_path):
   # One actor, on whichever of b and c Ray picks: while its host is gone
@@ -406,6 +414,7 @@ def test_ray_host_lost_its_actor_comes_back_on_the_other_host_and_the_run_finish
   wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
 
 
+@pytest.mark.e2e
 def test_ray_learner_killed_with_auto_resume_resumes_from_its_checkpoint_and_finishes(
     cluster, tmp_path):
   run_dir = str(tmp_path / 'runs' / 'resumed')
@@ -437,6 +446,7 @@ def test_ray_learner_killed_with_auto_resume_resumes_from_its_checkpoint_and_fin
   wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
 
 
+@pytest.mark.e2e
 def test_ray_dry_run_prints_a_host_for_each_node_and_starts_nothing(
     cluster, tmp_path):
   launcher = _launch(cluster, *PLACEMENT, '--dry_run',
@@ -451,6 +461,7 @@ def test_ray_dry_run_prints_a_host_for_each_node_and_starts_nothing(
   assert not _run_processes(cluster)
 
 
+@pytest.mark.e2e
 def test_unreachable_ray_address_is_one_line_exit_2_within_10_seconds(
     cluster, tmp_path):
   nobody = f'{cluster.subnet}.250:6379'  # In the cluster's subnet, no host.
@@ -470,6 +481,7 @@ def test_unreachable_ray_address_is_one_line_exit_2_within_10_seconds(
   assert not os.path.exists(tmp_path / 'never')
 
 
+@pytest.mark.e2e
 def test_plan_the_cluster_cannot_hold_is_one_line_naming_the_group_exit_2(
     cluster, tmp_path):
   launcher = _launch(cluster, '--config.resources.learner.ray_resources=gpu_host:1',
@@ -530,6 +542,7 @@ def test_ray_address_comes_from_the_flag_or_ray_address(monkeypatch):
     ray_cluster.resolve_address('')
 
 
+@pytest.mark.e2e
 def test_bind_shim_puts_wildcard_binds_on_the_given_address_only():
   from acme_launch.run import loopback  # pylint: disable=g-import-not-at-top
   path = loopback.ensure()

@@ -331,6 +331,7 @@ def test_inventory_file_errors(tmp_path):
     resources.read_inventory(str(tmp_path / 'missing.json'))
 
 
+@pytest.mark.e2e
 def test_nvidia_smi_fallback_when_nvml_is_unusable(monkeypatch):
   import pynvml  # pylint: disable=g-import-not-at-top
 
@@ -382,6 +383,7 @@ def _run_node_process(env, code):
                         timeout=120, check=False)
 
 
+@pytest.mark.e2e
 def test_configure_process_hides_gpus_from_tf_and_sets_threads():
   p = plan('h100x8', node_overrides=(
       'actor/0:intra_op_threads=3;actor/0:inter_op_threads=2;'
@@ -407,6 +409,7 @@ def test_configure_process_hides_gpus_from_tf_and_sets_threads():
                  'jax_platform': 'cpu'}
 
 
+@pytest.mark.e2e
 def test_configure_process_after_tf_started_is_a_clear_error():
   script = textwrap.dedent('''
       import tensorflow as tf
@@ -428,6 +431,7 @@ def test_configure_process_after_tf_started_is_a_clear_error():
       result.stdout)
 
 
+@pytest.mark.e2e
 def test_gpus_this_jaxlib_cannot_open_give_a_warning_and_a_cpu_run(workdir):
   # The lock's jaxlib is CPU-only: an 8 x H100 inventory (as nvidia-smi would
   # report on a GPU host set up without ACME_LAUNCH_JAX=cuda12) must not put

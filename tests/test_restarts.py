@@ -41,6 +41,7 @@ def test_a_restarted_node_gets_a_new_seed_for_each_restart(monkeypatch):
   assert len(seeds) == 2 and 1234 not in seeds
 
 
+@pytest.mark.e2e
 def test_a_killed_actor_is_restarted_and_the_run_reaches_its_budget(workdir):
   run_dir = os.path.join(workdir, 'restart')
   launcher = start_launcher('--config=smoke', '--config.max_actor_steps=5000',
@@ -62,6 +63,7 @@ def test_a_killed_actor_is_restarted_and_the_run_reaches_its_budget(workdir):
     assert 'killed by signal 9; restarting it' in f.read()
 
 
+@pytest.mark.e2e
 def test_past_its_restart_limit_a_failing_actor_stops_the_run(workdir):
   # actor/1's environment raises at its step 201, in every incarnation.
   result = run_launcher(
@@ -78,6 +80,7 @@ def test_past_its_restart_limit_a_failing_actor_stops_the_run(workdir):
   assert alive(node_pids(os.path.join(workdir, 'limit')).values()) == []
 
 
+@pytest.mark.e2e
 def test_a_killed_learner_with_auto_resume_resumes_and_finishes(workdir):
   run_dir = os.path.join(workdir, 'resume')
   launcher = start_launcher('--config=smoke', '--config.max_actor_steps=5000',
@@ -100,6 +103,7 @@ def test_a_killed_learner_with_auto_resume_resumes_and_finishes(workdir):
   assert os.path.basename(restore['checkpoint']).startswith('ckpt-')
 
 
+@pytest.mark.e2e
 def test_a_chatty_node_log_is_capped_by_rotation(workdir):
   result = run_launcher(
       '--config=smoke', '--config.max_actor_steps=3000', FAULTY,
@@ -130,6 +134,7 @@ def _tmpfs(path, size):
     subprocess.run(['umount', '-l', path], check=False)
 
 
+@pytest.mark.e2e
 def test_too_little_free_space_refuses_to_start_in_one_line(workdir):
   with _tmpfs(os.path.join(workdir, 'small'), '8m') as small:
     result = run_launcher('--config=smoke', f'--workdir={small}',
@@ -140,6 +145,7 @@ def test_too_little_free_space_refuses_to_start_in_one_line(workdir):
     assert small in lines[0]
 
 
+@pytest.mark.e2e
 def test_a_filling_disk_stops_the_run_with_its_checkpoints_saved(workdir):
   with _tmpfs(os.path.join(workdir, 'disk'), '96m') as disk:
     run_dir = os.path.join(disk, 'run')
@@ -161,6 +167,7 @@ def test_a_filling_disk_stops_the_run_with_its_checkpoints_saved(workdir):
     assert glob.glob(os.path.join(run_dir, 'checkpoints', 'counter', 'ckpt-*.index'))
 
 
+@pytest.mark.e2e
 def test_chaos_actors_killed_at_random_the_counts_stay_exact(workdir):
   """Two actors are SIGKILLed four times at random moments.
 

@@ -7,6 +7,8 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
+pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
+
 
 def _choose(tmp_path, nvidia_smi_output=None, **env):
   bin_dir = tmp_path / 'bin'

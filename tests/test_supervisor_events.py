@@ -12,10 +12,14 @@ import signal
 import sys
 import time
 
+import pytest
+
 from acme_launch.run import restarts
 from acme_launch import layout
 from acme_launch.run import supervisor
 from tests.conftest import alive
+
+pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 
 def node(name, code):

@@ -68,6 +68,7 @@ def _running_launchers(sweep_dir: str):
           if runs and runs[-1]['ended'] is None}
 
 
+@pytest.mark.e2e
 @needs_two_cores
 def test_two_point_sweep_runs_concurrently_on_disjoint_cores_and_tabulates(workdir):
   sweep_dir = os.path.join(workdir, 'seeds')
@@ -143,6 +144,7 @@ def test_two_point_sweep_runs_concurrently_on_disjoint_cores_and_tabulates(workd
     assert f.read(8) == b'\x89PNG\r\n\x1a\n'
 
 
+@pytest.mark.e2e
 @needs_two_cores
 def test_a_failed_point_leaves_the_other_to_finish_and_the_sweep_exits_1_naming_it(workdir):
   sweep_dir = os.path.join(workdir, 'failing')
@@ -167,6 +169,7 @@ def test_a_failed_point_leaves_the_other_to_finish_and_the_sweep_exits_1_naming_
   assert _launches(sweep_dir)['seed=1'][-1]['exit_code'] == 1
 
 
+@pytest.mark.e2e
 @needs_two_cores
 @pytest.mark.parametrize('signum, code, reason', [
     (signal.SIGINT, 130, 'interrupted'), (signal.SIGTERM, 143, 'terminated')])
@@ -195,6 +198,7 @@ def test_ctrl_c_or_sigterm_stops_every_program_and_leaves_no_process(
   assert f'--resume={sweep_dir}' in stderr
 
 
+@pytest.mark.e2e
 def test_kill_9_of_the_sweep_launcher_takes_every_program_with_it(workdir):
   sweep_dir = os.path.join(workdir, 'orphans')
   launcher = start_launcher('--config=smoke', '--sweep=seed=0,1',
@@ -213,6 +217,7 @@ def test_kill_9_of_the_sweep_launcher_takes_every_program_with_it(workdir):
   wait_for(lambda: not alive(pids), 20, 'child launchers and nodes to die')
 
 
+@pytest.mark.e2e
 def test_resume_runs_only_the_unfinished_points(workdir):
   sweep_dir = os.path.join(workdir, 'half')
   launcher = start_launcher('--config=smoke', '--sweep=seed=0,1',
@@ -256,6 +261,7 @@ def _one_gpu_inventory(tmp_path, count: int = 1) -> str:
   return str(path)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize('args, expected', [
     (['--sweep=seedz=0,1'], 'seedz is not a field'),
     (['--sweep=ppo.learning_rat=1e-3,3e-4'], 'ppo.learning_rat is not a field'),
@@ -291,6 +297,7 @@ def test_bad_sweep_input_is_one_line_exit_2_and_creates_nothing(
   assert os.listdir(workdir) == []
 
 
+@pytest.mark.e2e
 def test_dry_run_prints_points_and_slots_and_starts_nothing(workdir, tmp_path):
   result = run_launcher('--config=smoke', '--sweep=ppo.learning_rate=3e-4,1e-3',
                         '--sweep=seed=0,1', '--dry_run',
@@ -306,6 +313,7 @@ def test_dry_run_prints_points_and_slots_and_starts_nothing(workdir, tmp_path):
   assert os.listdir(workdir) == []
 
 
+@pytest.mark.e2e
 @needs_two_cores
 def test_dry_run_gives_each_slot_its_own_gpus(workdir, tmp_path):
   result = run_launcher('--config=smoke', '--sweep=seed=0,1,2', '--dry_run',
@@ -321,6 +329,7 @@ def test_dry_run_gives_each_slot_its_own_gpus(workdir, tmp_path):
   assert os.listdir(workdir) == []
 
 
+@pytest.mark.e2e
 def test_resume_of_a_sweep_takes_no_other_flags(workdir):
   sweep_dir = os.path.join(workdir, 'made')
   os.makedirs(sweep_dir)
