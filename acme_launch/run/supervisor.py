@@ -44,6 +44,7 @@ from acme_launch.run import disk_space
 from acme_launch.run import loopback
 from acme_launch.program import build as program_lib
 from acme_launch.run import progress as progress_lib
+from acme_launch.plan import node_env
 from acme_launch.plan import resources
 from acme_launch.run import restarts
 from acme_launch import layout
@@ -303,10 +304,9 @@ class Supervisor:
 
   def _start(self, node: str, argv: List[str],
              env_overrides: Dict[str, str]) -> _NodeProcess:
-    env = dict(os.environ)
-    env.update(env_overrides)
-    env['ACME_LAUNCH_NODE'] = node
-    env['ACME_LAUNCH_RUN_DIR'] = self._run_dir
+    env = node_env.updated({**os.environ, **env_overrides}, node=node,
+                           run_dir=self._run_dir,
+                           pdb=self._pdb and node == self._debug_node)
     env['PYTHONPATH'] = os.pathsep.join(
         p for p in (_REPO_ROOT, env.get('PYTHONPATH', '')) if p)
     env['PYTHONUNBUFFERED'] = '1'
@@ -338,8 +338,6 @@ class Supervisor:
     """
     log.write('acme-launch: this node ran in the launcher\'s terminal '
               '(--debug_node); its output went there.\n')
-    if self._pdb:
-      env['ACME_LAUNCH_PDB'] = '1'  # node_entry: post-mortem on exceptions.
     return subprocess.Popen(argv, env=env, cwd=_REPO_ROOT,
                             preexec_fn=_die_with_parent)
 
@@ -395,7 +393,7 @@ class Supervisor:
       os.killpg(child.popen.pid, signal.SIGKILL)  # Anything it left behind.
     except (ProcessLookupError, PermissionError):
       pass
-    env = {**child.env_overrides, restarts.RESTART_ENV: str(attempt)}
+    env = node_env.updated(child.env_overrides, restart=attempt)
     return self._start(child.node, child.argv, env)
 
   def _stop_all(self) -> None:

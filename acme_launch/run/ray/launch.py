@@ -9,7 +9,7 @@ local_mp runs, on its host. This module is the launcher's side:
      launcher wrote) and that the bind shim works for the host's address;
   3. give every Courier/Reverb server of a node its host's cluster address
      and a port free there (Launchpad's local launcher says localhost), and
-     ACME_LAUNCH_BIND_ADDRESS to the shim, so each server listens there and
+     its NodeEnv's bind_address to the shim, so each server listens there and
      nowhere else;
   4. turn the program into per-node commands exactly as local_mp does
      (supervisor._node_commands), ship Launchpad's pickled program to each
@@ -18,7 +18,7 @@ local_mp runs, on its host. This module is the launcher's side:
      actor or evaluator that exits non-zero is started again by its Ray
      actor on its host; one whose Ray actor is gone (its host lost) gets a
      new Ray actor, which Ray places on a host that fits its demand, and
-     new server addresses there (ray_host.MOVED_ADDRESSES_ENV); any other
+     new server addresses there (NodeEnv.moved_addresses); any other
      node's death, or one past its restarts, stops the run naming it
      (exit 1; cli.py's --auto_resume may start it again); the steps limiter's
      lp.stop() (a stop request file, ray_host.StopRequest) ends it at the
@@ -45,6 +45,7 @@ from acme_launch.program import build as program_lib
 from acme_launch.run.ray import cluster as ray_cluster
 from acme_launch.run.ray import files as ray_files
 from acme_launch.run.ray import host as ray_host
+from acme_launch.plan import node_env
 from acme_launch.plan import resources
 from acme_launch.run import restarts
 from acme_launch import layout
@@ -54,6 +55,14 @@ from acme_launch.plan import topology
 PLACEMENT_TIMEOUT_SECONDS = 60.0
 CALL_TIMEOUT_SECONDS = 30.0   # One round of actor calls (poll, ports, ...).
 _MARKER = '.ray_shared_check'
+# A moved node's NodeEnv fields, written by _advance_move (node_env.py).
+_MIRROR_OF = node_env.variable('mirror_of')
+_BIND_ADDRESS = node_env.variable('bind_address')
+_SERVER_ADDRESSES = node_env.variable('server_addresses')
+_RAY_NODE_ID = node_env.variable('ray_node_id')
+_MOVED_FROM = node_env.variable('moved_from')
+_MOVED_ADDRESSES = node_env.variable('moved_addresses')
+_RESTART = node_env.variable('restart')
 
 
 class _Move:
@@ -222,14 +231,11 @@ class RaySupervisor(supervisor.Supervisor):
       where = self._where[node]
       data_file = argv[argv.index('--data_file') + 1]
       run_dir_env, log_path = self._place_files(node)
-      env = dict(env, **run_dir_env)
-      env.update({
-          'ACME_LAUNCH_NODE': node,
-          'ACME_LAUNCH_BIND_ADDRESS': where['ip'],
-          'ACME_LAUNCH_SERVER_ADDRESSES': ','.join(addresses[node]),
-          'ACME_LAUNCH_RAY_NODE_ID': where['ray_node_id'],
-          'PYTHONUNBUFFERED': '1',
-      })
+      env = node_env.updated(
+          dict(env, **run_dir_env), node=node, bind_address=where['ip'],
+          server_addresses=tuple(addresses[node]),
+          ray_node_id=where['ray_node_id'])
+      env['PYTHONUNBUFFERED'] = '1'
       # The program's bytes as a top-level ObjectRef: Ray hands the actor
       # the bytes, fetched once per host.
       self._commands[node] = (argv, env, data_file, program_refs[data_file],
@@ -316,7 +322,7 @@ class RaySupervisor(supervisor.Supervisor):
     argv, env, data_file, program_ref, log_path = self._commands[node]
     with open(layout.log_path(self._run_dir, node), 'a') as f:
       f.write(f'\n{line}\n')
-    env = {**env, restarts.RESTART_ENV: str(attempt)}
+    env = node_env.updated(env, restart=attempt)
     try:
       ray.get(self._actors[node].start.remote(argv, env, data_file,
                                               program_ref, log_path),
@@ -389,12 +395,12 @@ class RaySupervisor(supervisor.Supervisor):
                           f'{" ".join(str(e).split())[:300]}')
     addresses = [f'{where["ip"]}:{port}' for port in ports]
     argv, env, data_file, program_ref, _ = self._commands[node]
-    env = {k: v for k, v in env.items() if k != layout.MIRROR_OF_ENV}
-    env = {**env, **run_dir_env, 'ACME_LAUNCH_BIND_ADDRESS': where['ip'],
-           'ACME_LAUNCH_SERVER_ADDRESSES': ','.join(addresses),
-           'ACME_LAUNCH_RAY_NODE_ID': where['ray_node_id'],
-           'ACME_LAUNCH_MOVED_FROM': move.old_ip,
-           ray_host.MOVED_ADDRESSES_ENV: ','.join(
+    env = {k: v for k, v in env.items() if k != _MIRROR_OF}
+    env = {**env, **run_dir_env, _BIND_ADDRESS: where['ip'],
+           _SERVER_ADDRESSES: ','.join(addresses),
+           _RAY_NODE_ID: where['ray_node_id'],
+           _MOVED_FROM: move.old_ip,
+           _MOVED_ADDRESSES: ','.join(
                f'{old}={new}' for old, new in
                zip(self._launched_addresses[node], addresses))}
     self._commands[node] = (argv, env, data_file, program_ref, log_path)
@@ -405,7 +411,7 @@ class RaySupervisor(supervisor.Supervisor):
     print(line, flush=True)
     with open(layout.log_path(self._run_dir, node), 'a') as f:
       f.write(f'\n{line}\n')
-    env = {**env, restarts.RESTART_ENV: str(move.attempt)}
+    env = {**env, _RESTART: str(move.attempt)}
     try:
       ray.get(actor.start.remote(argv, env, data_file, program_ref, log_path),
               timeout=CALL_TIMEOUT_SECONDS + 60)
