@@ -1,8 +1,11 @@
-"""acme-launch: run distributed Acme agents on your own machines."""
+"""acme-launch: run distributed Acme agents on your own machines.
 
-# dm-acme 0.4.0 needs JAX aliases before it is first imported: see compat.py.
-from acme_launch import compat as _compat  # pylint: disable=unused-import
+Importing the package does nothing else: no JAX, gym, acme, Launchpad or TF.
+The JAX aliases dm-acme 0.4.0 needs (compat.py) are applied by every module
+that imports acme, and first thing in every node process (node/entry.py).
+"""
 
-# gym 0.25 prints a deprecation banner to stderr when first imported, and
-# acme's wrappers and envpool import it: import it here, first, quietly.
-_compat.import_gym_quietly()
+import os as _os
+
+# The folder that holds this package: node processes' PYTHONPATH and cwd.
+ROOT = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))

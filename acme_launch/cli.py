@@ -1,6 +1,6 @@
 """Command line: options -> config -> resource plan -> program -> supervisor.
 
-`main` reads the flags once (acme_launch/options.py) and dispatches: list
+`main` reads the flags once (acme_launch/config/options.py) and dispatches: list
 configs, sweep, dry run, or run and report. Every check of user input
 happens before any process starts; a bad input prints one line
 (`acme-launch: error: ...`) and exits with code 2.
@@ -19,10 +19,11 @@ from absl import app
 import ml_collections
 
 from acme_launch import errors
-from acme_launch import experiment_config
-from acme_launch import options as options_lib
-from acme_launch import registry
-from acme_launch import topology
+from acme_launch.config import schema as experiment_config
+from acme_launch.config import options as options_lib
+from acme_launch.config import registry
+from acme_launch.plan import topology
+from acme_launch.run import rundir
 
 EXIT_BAD_INPUT = 2
 
@@ -51,8 +52,8 @@ def _package_versions() -> dict:
 
 def _write_run_config(run_dir, config_name, config, built, plan, seeds,
                       launch_type, argv) -> None:
-  from acme_launch import rundir  # pylint: disable=g-import-not-at-top
-  rundir.write_json_atomic(rundir.config_path(run_dir), {
+  from acme_launch import layout  # pylint: disable=g-import-not-at-top
+  layout.write_json_atomic(layout.config_path(run_dir), {
       'config_name': config_name,
       'config': config.to_dict(),
       'identity': built.identity,
@@ -78,10 +79,10 @@ def _run_dir_path(options: options_lib.Options, config_name: str) -> str:
 
 def _load_config(options: options_lib.Options):
   """The --config flag's config, or with --resume alone the saved one."""
-  from acme_launch import rundir  # pylint: disable=g-import-not-at-top
+  from acme_launch import layout  # pylint: disable=g-import-not-at-top
   if options.config is not None:
     return options.config, options.config_name
-  saved = rundir.read_json(rundir.config_path(os.path.abspath(options.resume)))
+  saved = layout.read_json(layout.config_path(os.path.abspath(options.resume)))
   if saved is None:
     raise errors.LaunchError(
         f'--resume={options.resume}: no run directory with a config.json there')
@@ -109,7 +110,7 @@ class Launch:
   plan: Any                  # resources.ResourcePlan
   built: Any                 # program.BuiltProgram
   run_dir: str
-  resume: Any = None         # checkpointing.ResumeState; None on a dry run
+  resume: Any = None         # resume.ResumeState; None on a dry run
   preload: str = ''          # The loopback shim, preloaded into node processes.
   exposed_reason: str = ''   # Why not, with --allow_exposed_listeners.
   notes: List[str] = dataclasses.field(default_factory=list)  # Lines to show.
@@ -139,7 +140,7 @@ def _check_debugging(launch_type: str, debug_node: str, pdb: bool,
 
 def _loopback(launch_type: str, allow_exposed: bool) -> Tuple[str, str]:
   """(shim to preload, '') or, with --allow_exposed_listeners, ('', why not)."""
-  from acme_launch import loopback  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import loopback  # pylint: disable=g-import-not-at-top
   try:
     path = loopback.ensure()
     if launch_type != 'local_mp' and not loopback.active_in_this_process():
@@ -164,7 +165,7 @@ def connect_cluster(options: options_lib.Options) -> Tuple[str, Any]:
   Imports only ray: main() calls it before the heavy imports, so that an
   unreachable address is reported within seconds.
   """
-  from acme_launch import ray_cluster  # pylint: disable=g-import-not-at-top
+  from acme_launch.run.ray import cluster as ray_cluster  # pylint: disable=g-import-not-at-top
   address = ray_cluster.resolve_address(options.ray_address)
   hosts = ray_cluster.connect(address)
   ray_cluster.check_addresses(hosts, options.allow_public_cluster_address)
@@ -184,18 +185,18 @@ def prepare_launch(options: options_lib.Options,
   """
   # Heavy imports (acme, launchpad, TF) only once the input parsed.
   from acme_launch import agents  # pylint: disable=g-import-not-at-top
-  from acme_launch import checkpointing  # pylint: disable=g-import-not-at-top
-  from acme_launch import disk_space  # pylint: disable=g-import-not-at-top
-  from acme_launch import program as program_lib  # pylint: disable=g-import-not-at-top
-  from acme_launch import gpu_inventory  # pylint: disable=g-import-not-at-top
-  from acme_launch import resources  # pylint: disable=g-import-not-at-top
-  from acme_launch import rundir  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import resume as resume_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import disk_space  # pylint: disable=g-import-not-at-top
+  from acme_launch.program import build as program_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch.plan import gpu_inventory  # pylint: disable=g-import-not-at-top
+  from acme_launch.plan import resources  # pylint: disable=g-import-not-at-top
+  from acme_launch import layout  # pylint: disable=g-import-not-at-top
 
   launch_type, dry_run = options.launch_type, options.dry_run
   config, config_name = _load_config(options)
   experiment_config.validate(config)
   if launch_type == 'ray':
-    from acme_launch import ray_cluster  # pylint: disable=g-import-not-at-top
+    from acme_launch.run.ray import cluster as ray_cluster  # pylint: disable=g-import-not-at-top
     address, hosts = connected_cluster or connect_cluster(options)
   if config.agent not in agents.ADAPTERS:
     raise errors.LaunchError(
@@ -255,7 +256,7 @@ def prepare_launch(options: options_lib.Options,
   except OSError:
     pass  # Not ours to change; writable, as prepare() checked.
   rundir.lock(run_dir)
-  launch.resume = checkpointing.verify_for_resume(run_dir)
+  launch.resume = resume_lib.verify_for_resume(run_dir)
   short = disk_space.shortage(run_dir, int(options.disk_guard_mb * 2**20))
   if short:
     raise errors.LaunchError(short)
@@ -277,13 +278,13 @@ def check_arguments(argv: List[str]) -> Optional[Launch]:
 
 
 def _is_sweep_resume(options: options_lib.Options) -> bool:
-  from acme_launch import sweep  # pylint: disable=g-import-not-at-top
+  from acme_launch.sweep import runner as sweep  # pylint: disable=g-import-not-at-top
   return bool(options.resume) and sweep.is_sweep_dir(options.resume)
 
 
 def _sweep_options(options: options_lib.Options):
   """The sweep's own options (sweep.SweepOptions); LaunchError if bad."""
-  from acme_launch import sweep  # pylint: disable=g-import-not-at-top
+  from acme_launch.sweep import runner as sweep  # pylint: disable=g-import-not-at-top
   if options.debug_node:
     raise errors.LaunchError('--debug_node runs one node in this terminal: '
                              'not with --sweep, whose programs log to files')
@@ -328,8 +329,8 @@ def _check_sweep_point(argv: List[str]):
 
 
 def _sweep_main(options: options_lib.Options) -> int:
-  """--sweep, or --resume of a sweep directory: see acme_launch/sweep.py."""
-  from acme_launch import sweep  # pylint: disable=g-import-not-at-top
+  """--sweep, or --resume of a sweep directory: see acme_launch/sweep/runner.py."""
+  from acme_launch.sweep import runner as sweep  # pylint: disable=g-import-not-at-top
   try:
     sweep_options = _sweep_options(options)
     record, todo, slots = sweep.prepare(sweep_options, _check_sweep_point,
@@ -353,7 +354,7 @@ def _prepare(options: options_lib.Options) -> Launch:
     raise errors.LaunchError(
         '--max_concurrent goes with --sweep (programs of a sweep at once)')
   if options.launch_type in ('local_mt', 'test_mt') and not options.dry_run:
-    from acme_launch import loopback  # pylint: disable=g-import-not-at-top
+    from acme_launch.run import loopback  # pylint: disable=g-import-not-at-top
     loopback.reexec_preloaded()  # Its servers are threads of this process.
   connected_cluster = None
   if options.launch_type == 'ray':
@@ -362,7 +363,7 @@ def _prepare(options: options_lib.Options) -> Launch:
 
 
 def _print_dry_run(launch: Launch) -> None:
-  from acme_launch import resources  # pylint: disable=g-import-not-at-top
+  from acme_launch.plan import resources  # pylint: disable=g-import-not-at-top
   config = launch.config
   print(f'config {launch.config_name}: {config.agent} on {config.env_name}, '
         f'budget {config.max_actor_steps:,} actor steps, '
@@ -373,17 +374,17 @@ def _print_dry_run(launch: Launch) -> None:
   for note in launch.notes:
     print(note)
   if launch.cluster is not None:
-    from acme_launch import ray_cluster  # pylint: disable=g-import-not-at-top
+    from acme_launch.run.ray import cluster as ray_cluster  # pylint: disable=g-import-not-at-top
     print('\n' + ray_cluster.format_fit(launch.cluster))
   print('\ndry run: nothing was started.')
 
 
 def _run_and_report(options: options_lib.Options, launch: Launch) -> int:
   """Runs the prepared program to its end; writes and prints the summary."""
-  from acme_launch import progress as progress_lib  # pylint: disable=g-import-not-at-top
-  from acme_launch import summary as summary_lib  # pylint: disable=g-import-not-at-top
-  from acme_launch import rundir  # pylint: disable=g-import-not-at-top
-  from acme_launch import program as program_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import progress as progress_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import summary as summary_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch import layout  # pylint: disable=g-import-not-at-top
+  from acme_launch.program import build as program_lib  # pylint: disable=g-import-not-at-top
   launch_type, config, config_name = (launch.launch_type, launch.config,
                                       launch.config_name)
   built, run_dir, resume = launch.built, launch.run_dir, launch.resume
@@ -425,7 +426,7 @@ def _run_and_report(options: options_lib.Options, launch: Launch) -> int:
 
   summary = summary_lib.make_summary(run_dir, outcome, config.max_actor_steps,
                                      restored_steps, auto_resumes)
-  rundir.write_json_atomic(rundir.summary_path(run_dir), summary)
+  layout.write_json_atomic(layout.summary_path(run_dir), summary)
   if outcome.failed_node:
     print(f'\nacme-launch: node {outcome.failed_node} failed; the end of its log:\n'
           f'{outcome.failed_log_tail}', file=sys.stderr)
@@ -444,12 +445,12 @@ def _run_and_report(options: options_lib.Options, launch: Launch) -> int:
 def _run_once(options: options_lib.Options, launch: Launch, built, reporter,
               max_wall_time: float):
   """One run of `built` by the launch type's supervisor: its Outcome."""
-  from acme_launch import supervisor  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import supervisor  # pylint: disable=g-import-not-at-top
   common = dict(show_output=options.show_output, reporter=reporter,
                 max_wall_time=max_wall_time,
                 max_node_restarts=options.max_node_restarts)
   if launch.launch_type == 'ray':
-    from acme_launch import ray_launch  # pylint: disable=g-import-not-at-top
+    from acme_launch.run.ray import launch as ray_launch  # pylint: disable=g-import-not-at-top
     runner = ray_launch.RaySupervisor(
         launch.run_dir, launch.cluster,
         allow_public_address=options.allow_public_cluster_address, **common)
@@ -471,8 +472,8 @@ def _run_until_done(options: options_lib.Options, launch: Launch, reporter):
   """Runs the program; with --auto_resume, again from its checkpoints after
   a stateful node's failure. Returns (outcome, auto resumes made); the
   outcome's wall time and node restarts cover every attempt."""
-  from acme_launch import checkpointing  # pylint: disable=g-import-not-at-top
-  from acme_launch import program as program_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import resume as resume_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch.program import build as program_lib  # pylint: disable=g-import-not-at-top
   built = launch.built
   wall_time, node_restarts, resumes = 0.0, collections.Counter(), 0
   while True:
@@ -490,7 +491,7 @@ def _run_until_done(options: options_lib.Options, launch: Launch, reporter):
           f'{options.auto_resume}). The end of its log:\n'
           f'{outcome.failed_log_tail}', file=sys.stderr, flush=True)
     try:
-      for warning in checkpointing.verify_for_resume(launch.run_dir).warnings:
+      for warning in resume_lib.verify_for_resume(launch.run_dir).warnings:
         print(f'acme-launch: warning: {warning}', file=sys.stderr)
     except errors.LaunchError as e:
       print(f'acme-launch: cannot resume: {e}', file=sys.stderr)

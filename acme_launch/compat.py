@@ -4,9 +4,11 @@ dm-acme 0.4.0 was written against JAX 0.3, and refers at import time (in type
 annotations and isinstance checks) to names JAX has since removed. Importing
 this module before `acme` puts them back as aliases of their successors.
 
-Every process must import it before acme: the launcher does so in
-`acme_launch/__init__.py`, and Launchpad's child processes start through
-`acme_launch.node_entry`, which imports it before unpickling the program.
+Every process must import it before acme: each of our modules that imports
+acme imports this one first, and Launchpad's child processes start through
+`acme_launch.node.entry`, which imports it before unpickling the program.
+Importing it also imports gym quietly (import_gym_quietly below). Plain
+`import acme_launch` and the config and plan subpackages do neither.
 """
 
 import contextlib
@@ -53,7 +55,7 @@ def import_gym_quietly() -> None:
   """`import gym` without the banner gym-notices prints to stderr.
 
   gym 0.25 prints it at import; acme's wrappers and envpool import gym, so
-  every process imports it here first (acme_launch/__init__.py).
+  every process imports it here first, with the aliases.
   """
   # gym also installs a 'once' filter for every DeprecationWarning at import:
   # catch_warnings puts the process's filters back afterwards.
@@ -62,3 +64,6 @@ def import_gym_quietly() -> None:
       import gym  # pylint: disable=g-import-not-at-top,unused-import
   except ImportError:
     pass
+
+
+import_gym_quietly()

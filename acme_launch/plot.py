@@ -19,8 +19,8 @@ import matplotlib
 matplotlib.use('Agg')  # Files only; no display needed.
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
-from acme_launch import summary as summary_lib  # pylint: disable=g-import-not-at-top
-from acme_launch import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
+from acme_launch.run import summary as summary_lib  # pylint: disable=g-import-not-at-top
+from acme_launch.sweep import runner as sweep_lib  # pylint: disable=g-import-not-at-top
 
 
 def _read_csv(path: str) -> List[Dict[str, float]]:

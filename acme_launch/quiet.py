@@ -2,11 +2,11 @@
 
 The stack prints a page of notices that say nothing about the run: gym 0.25's
 "unmaintained" banner (handled where gym is first imported:
-compat.import_gym_quietly, run by `import acme_launch`),
+compat.import_gym_quietly, run wherever acme is imported),
 numpy/distutils/JAX DeprecationWarnings from TF, TensorBoard and Reverb, and
 a dm-tree warning logged thousands of times per learner start.
 `quiet_third_party()` runs first in the launcher (launch.py) and in every node
-process (node_entry.py). Real errors and warnings of other kinds still show.
+process (node/entry.py). Real errors and warnings of other kinds still show.
 """
 
 import logging

@@ -44,7 +44,7 @@ def _fail(message: str) -> None:
 def _load_config(name: str):
   """The registry config `name`, or a one-line exit 2."""
   import importlib.util  # pylint: disable=g-import-not-at-top
-  from acme_launch import registry  # pylint: disable=g-import-not-at-top
+  from acme_launch.config import registry  # pylint: disable=g-import-not-at-top
   path = registry.resolve(name)
   if path is None:
     _fail(f'unknown config {name!r}; choose from: '
@@ -56,7 +56,7 @@ def _load_config(name: str):
 
 
 def _check_task(config, task: str) -> None:
-  from acme_launch import environments  # pylint: disable=g-import-not-at-top
+  from acme_launch import envs as environments  # pylint: disable=g-import-not-at-top
   from acme_launch import errors  # pylint: disable=g-import-not-at-top
   try:
     environments.check_task(task, config.get('env_backend', 'gym'))
@@ -101,7 +101,7 @@ def run_seed(config_name: str, task: str, seed: int, steps: int,
 
 def evaluation_curve(run: dict) -> Optional[List[List[float]]]:
   """[actor steps, mean evaluation return] pairs, the final one included."""
-  from acme_launch import summary as summary_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import summary as summary_lib  # pylint: disable=g-import-not-at-top
   rows = (summary_lib.evaluation_rows(run['run_dir'])
           if run.get('run_dir') else [])
   curve = [[r['actor_steps'], r['episode_return']] for r in rows]

@@ -38,7 +38,7 @@ from typing import Dict, List, Optional
 import throughput  # bench/throughput.py: the same programs and rate.
 from throughput import REPO_ROOT
 
-from acme_launch import resources  # pylint: disable=g-import-not-at-top
+from acme_launch.plan import resources  # pylint: disable=g-import-not-at-top
 
 UNPINNED = tuple(f'--config.resources.{group}.cpus=all'
                  for group in resources.GROUPS)

@@ -24,7 +24,7 @@ written to OUT/throughput.json. Run it on an otherwise idle machine.
 Both sides use the same light PPO settings (1 epoch, 4 minibatches, a replay
 queue of batch + 1000 sequences, as Acme sizes it) so the learner keeps up:
 what is measured is how fast actors produce experience. Stock Acme's
-children start through acme_launch.node_entry, since dm-acme 0.4.0 does not
+children start through acme_launch.node.entry, since dm-acme 0.4.0 does not
 import on JAX 0.4.30 without its aliases; nothing else of acme-launch is in
 the stock program (plus one node that reads its counter).
 """
@@ -45,7 +45,7 @@ sys.path.insert(0, REPO_ROOT)
 os.environ['JAX_PLATFORMS'] = 'cpu'
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-import acme_launch  # pylint: disable=g-import-not-at-top,unused-import
+from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
 
 # Light learner so actors are what is measured; same for both sides.
 PPO_OVERRIDES = {'num_epochs': 1, 'num_minibatches': 4}
@@ -55,7 +55,7 @@ STOCK_QUEUE_EXTRA = 1000  # Acme's PPOBuilder: queue of batch_size + 1000.
 def raw_envpool_steps_per_second(seconds: float, num_envs: int = 16) -> float:
   """EnvPool's ceiling: one instance, one thread, random actions."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from acme_launch import environments  # pylint: disable=g-import-not-at-top
+  from acme_launch import envs as environments  # pylint: disable=g-import-not-at-top
   envs = environments.EnvPoolEnvironments('HalfCheetah-v4', num_envs, seed=0)
   shape = (num_envs,) + envs.action_spec().shape
   rng = np.random.default_rng(0)
@@ -70,7 +70,7 @@ def raw_envpool_steps_per_second(seconds: float, num_envs: int = 16) -> float:
 def raw_env_steps_per_second(seconds: float) -> float:
   """One core's ceiling: env.step() with random actions, nothing else."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from acme_launch import environments  # pylint: disable=g-import-not-at-top
+  from acme_launch import envs as environments  # pylint: disable=g-import-not-at-top
   environment = environments.make_environment('HalfCheetah-v4', seed=0)
   spec = environment.action_spec()
   rng = np.random.default_rng(0)
@@ -105,7 +105,7 @@ def run_acme_launch(workdir: str, actors: int, envs: int, backend: str,
                     run_name: str = '', prefix: Tuple[str, ...] = (),
                     env: Optional[Dict[str, str]] = None) -> Optional[float]:
   """`prefix` and `env`: how bench/cluster.py runs it in a host's namespace."""
-  from configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
+  from acme_launch.configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
   batch_size = ppo_mujoco.get_config().ppo.batch_size
   queue_batches = -(-(batch_size + STOCK_QUEUE_EXTRA) // batch_size)
   run_name = run_name or f'acme_launch_{backend}_a{actors}_e{envs}'
@@ -135,9 +135,14 @@ def run_stock_acme(workdir: str, actors: int,
   """Acme's own DistributedPPO program, plus a node that reads its counter."""
   from acme.agents.jax import ppo  # pylint: disable=g-import-not-at-top
   import launchpad as lp  # pylint: disable=g-import-not-at-top
-  from configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
-  from acme_launch import environments, nodes, program as program_lib  # pylint: disable=g-import-not-at-top,multiple-imports
-  from acme_launch import resources, rundir, supervisor  # pylint: disable=g-import-not-at-top,multiple-imports
+  from acme_launch.configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
+  from acme_launch import envs as environments  # pylint: disable=g-import-not-at-top
+  from acme_launch.program import nodes  # pylint: disable=g-import-not-at-top
+  from acme_launch.program import build as program_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch.plan import resources  # pylint: disable=g-import-not-at-top
+  from acme_launch import layout  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import rundir  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import supervisor  # pylint: disable=g-import-not-at-top
   from acme_launch.agents import ppo as ppo_adapter  # pylint: disable=g-import-not-at-top
 
   config = ppo_mujoco.get_config()

@@ -13,7 +13,7 @@ STAMP="$VENV/.acme-launch-lock.sha256"
 if [ -f "$VENV/.acme-launch-bundle" ]; then
   echo "acme-launch: $VENV came from an offline bundle" \
     "($(cat "$VENV/.acme-launch-bundle")); nothing to install" >&2
-  "$VENV/bin/python" acme_launch/loopback.py
+  "$VENV/bin/python" acme_launch/run/loopback.py
   exit 0
 fi
 
@@ -27,12 +27,12 @@ cuda_lock=/dev/null
 lock_hash=$( (cat requirements.txt requirements-nodeps.txt "$cuda_lock"; echo "jax=$jax_build") \
   | sha256sum | cut -d' ' -f1)
 
-# The loopback shim (acme_launch/loopback.py): an LD_PRELOAD library, built
+# The loopback shim (acme_launch/run/loopback.py): an LD_PRELOAD library, built
 # with the system C compiler into $VENV/lib when missing or its source changed.
 # Without a compiler this warns; local runs are then refused unless given
 # --allow_exposed_listeners.
 build_loopback_shim() {
-  "$VENV/bin/python" acme_launch/loopback.py
+  "$VENV/bin/python" acme_launch/run/loopback.py
 }
 
 if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$lock_hash" ]; then

@@ -15,19 +15,19 @@ learner uses (1 for every agent here: dm-acme 0.4.0's learners do not pmap);
 the resource planner gives the learner that many GPUs and leaves the rest
 free.
 
-and what its actors need, which program.py reads instead of guessing:
+and what its actors need, which program/build.py reads instead of guessing:
   POLICY_RETURNS_EXTRAS  bool: the policy returns (actions, extras) (PPO's
                          log-probs) rather than actions alone
   BATCHED_ADDER          bool: the builder has `make_batched_adder(
                          replay_client, environment_spec, num_envs)` (see
-                         batched_adders.py) for actors with envs_per_actor > 1;
+                         program/batched_adders.py) for actors with envs_per_actor > 1;
                          False: each environment gets `builder.make_adder()`
   ACTOR_VARIABLES        str: the learner variables its builder's actor
                          fetches ('policy', PPO's 'network', DQN's ''); see
                          make_variable_client below
 
 Every function gets the same arguments whether it needs them or not, so
-program.py calls every agent alike. Adding an agent: one module here, one
+program/build.py calls every agent alike. Adding an agent: one module here, one
 entry in ADAPTERS, and a config file in configs/ with a `config.<agent>`
 section (and usually `config.network`).
 """
@@ -35,6 +35,7 @@ section (and usually `config.network`).
 import importlib
 import types
 
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme import core
 from acme.jax import variable_utils
 import ml_collections

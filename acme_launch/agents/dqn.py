@@ -8,6 +8,7 @@ greedy) evaluator. For discrete-action tasks such as CartPole-v1.
 
 from typing import Callable
 
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme import specs
 from acme.agents.jax import dqn
 from acme.jax import networks as networks_lib

@@ -1,0 +1,3 @@
+"""Flags and experiment configs: options, the config registry, the shared schema.
+
+Nothing here imports acme, Launchpad, TensorFlow or JAX."""

@@ -1,0 +1,128 @@
+"""Run directory layout: one folder per run, chosen by the launcher.
+
+    <workdir>/<run_name>/
+      config.json     resolved config, resource plan, node seeds, versions
+      checkpoints/    learner/, counter/ (TF checkpointer), replay/ (Reverb)
+      logs/           one file per node process: <label>_<index>.log
+      metrics/        one CSV per node: actor_0.csv, evaluator_0.csv, ...,
+                      progress.csv (counter totals each second), and
+                      tensorboard/<node>/ event files
+      nodes/          what each node process received (env, devices)
+      progress.json   counter totals, rewritten four times a second while running
+      summary.json    final figures, written by the launcher at exit
+"""
+
+import json
+import os
+import tempfile
+from typing import Any, List
+
+from acme_launch.plan import node_env
+from acme_launch.plan import topology
+
+
+def checkpoints_dir(run_dir: str) -> str:
+  return os.path.join(run_dir, 'checkpoints')
+
+
+def component_dir(run_dir: str, component: str) -> str:
+  """checkpoints/<component>: 'learner', 'counter' or 'replay'."""
+  return os.path.join(checkpoints_dir(run_dir), component)
+
+
+# The components saved by TF's checkpointer (replay: Reverb's own).
+COMPONENTS = ('learner', 'counter')
+_DONE_FILE = 'DONE'  # Reverb writes it last into a complete checkpoint.
+
+
+def complete_replay_checkpoints(replay_dir: str) -> List[str]:
+  """Reverb checkpoint folders with their DONE marker, oldest first."""
+  if not os.path.isdir(replay_dir):
+    return []
+  return sorted(
+      os.path.join(replay_dir, name) for name in os.listdir(replay_dir)
+      if os.path.isfile(os.path.join(replay_dir, name, _DONE_FILE)))
+
+
+def logs_dir(run_dir: str) -> str:
+  return os.path.join(run_dir, 'logs')
+
+
+def nodes_dir(run_dir: str) -> str:
+  return os.path.join(run_dir, 'nodes')
+
+
+def metrics_path(run_dir: str, node: str) -> str:
+  return os.path.join(run_dir, 'metrics', topology.file_stem(node) + '.csv')
+
+
+def tensorboard_dir(run_dir: str) -> str:
+  return os.path.join(run_dir, 'metrics', 'tensorboard')
+
+
+def log_path(run_dir: str, node: str) -> str:
+  return os.path.join(logs_dir(run_dir), topology.file_stem(node) + '.log')
+
+
+def progress_path(run_dir: str) -> str:
+  return os.path.join(run_dir, 'progress.json')
+
+
+def summary_path(run_dir: str) -> str:
+  return os.path.join(run_dir, 'summary.json')
+
+
+def config_path(run_dir: str) -> str:
+  return os.path.join(run_dir, 'config.json')
+
+
+def stop_request_path(run_dir: str) -> str:
+  """Where lp.stop() in a node of a Ray run asks the launcher to stop."""
+  return os.path.join(run_dir, 'stop_request.json')
+
+
+def on_this_host(path: str) -> str:
+  """Where this process writes `path`, a path in the launcher's run directory.
+
+  Node objects are built with the launcher's run directory; on a Ray host
+  without it they write into the node's mirror, same layout. Everywhere
+  else this is `path` itself.
+  """
+  # Set only for a node of a Ray run on a host that does not share the run
+  # directory: the launcher's run directory, which that node's run_dir
+  # mirrors there (run/ray/files.py ships the mirror back).
+  settings = node_env.NodeEnv.from_environ()
+  launcher_dir = settings.mirror_of
+  if not launcher_dir:
+    return path
+  relative = os.path.relpath(path, launcher_dir)
+  if relative == '..' or relative.startswith('../'):
+    return path
+  return os.path.normpath(
+      os.path.join(settings.run_dir, relative))
+
+
+def final_eval_path(run_dir: str) -> str:
+  return os.path.join(run_dir, 'final_eval.json')
+
+
+def write_json_atomic(path: str, data: Any) -> None:
+  """Writes JSON through a temp file and rename: readers never see half."""
+  directory = os.path.dirname(path)
+  fd, tmp_path = tempfile.mkstemp(dir=directory, prefix='.tmp-')
+  try:
+    with os.fdopen(fd, 'w') as f:
+      json.dump(data, f, indent=2, sort_keys=True, default=str)
+    os.replace(tmp_path, path)
+  except BaseException:
+    if os.path.exists(tmp_path):
+      os.unlink(tmp_path)
+    raise
+
+
+def read_json(path: str, default: Any = None) -> Any:
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (FileNotFoundError, json.JSONDecodeError):
+    return default

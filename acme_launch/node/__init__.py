@@ -1,0 +1,1 @@
+"""What runs first in every node process, before Launchpad's own entry."""

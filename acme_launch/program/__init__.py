@@ -1,0 +1,1 @@
+"""The Launchpad program and the objects its nodes run."""

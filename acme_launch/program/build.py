@@ -1,0 +1,214 @@
+"""Builds the Launchpad program: the whole topology on one screen.
+
+Small `build_*` functions each return one node's object; `make_program` adds
+the nodes group by group, each under the label its resource placement names.
+Built from Acme's builder interface (any `ActorLearnerBuilder`), not from an
+agent's `Distributed*` class, so every agent shares this one launch path.
+"""
+
+import dataclasses
+import functools
+import json
+from typing import Any, Dict, List, Tuple
+
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme import environment_loop
+from acme import specs
+from acme.utils import counting
+from acme.utils import loggers
+import jax
+import launchpad as lp
+import ml_collections
+import tree
+
+from acme_launch import agents
+from acme_launch.program import batched_actor
+from acme_launch.program import batched_adders
+from acme_launch.program import checkpointing
+from acme_launch import envs as environments
+from acme_launch import errors
+from acme_launch.program import final_eval
+from acme_launch.program import nodes
+from acme_launch.plan import resources
+from acme_launch.program import seeds as seeds_lib
+from acme_launch.plan import topology
+
+
+def program_nodes(config: ml_collections.ConfigDict
+                  ) -> Tuple[topology.Node, ...]:
+  return topology.program_nodes(config.num_actors, config.num_evaluators)
+
+
+def node_list(config: ml_collections.ConfigDict) -> List[Tuple[str, int]]:
+  """The nodes the resource plan places, as (group, index), in launch order
+  (not the limiter, which is placed like the counter)."""
+  return [(node.group, node.index) for node in program_nodes(config)
+          if not node.placed_like]
+
+
+def node_seeds(config: ml_collections.ConfigDict) -> Dict[str, int]:
+  """The seed of every node that has one, by node name."""
+  return {f'{group}/{index}': environments.node_seed(config.seed, group, index)
+          for group, index in node_list(config)}
+
+
+@dataclasses.dataclass(frozen=True)
+class BuiltProgram:
+  program: lp.Program
+  # Node names per Launchpad label, in the order their tasks are numbered.
+  nodes_by_label: Dict[str, List[str]]
+  # What a checkpoint depends on: resuming with a different one is refused.
+  identity: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  # Nodes placed like another node of the plan (the limiter like the counter).
+  placed_like: Dict[str, str] = dataclasses.field(default_factory=dict)
+
+  def placement_node(self, node: str) -> str:
+    """The node of the resource plan whose placement `node` shares."""
+    return self.placed_like.get(node, node)
+
+
+def run_identity(config: ml_collections.ConfigDict,
+                 environment_spec: specs.EnvironmentSpec) -> Dict[str, Any]:
+  """Agent, task, network sizes and spec shapes, as JSON-comparable values."""
+  shapes = lambda spec: [list(s.shape) for s in tree.flatten(spec)]
+  network = config.get('network')
+  return json.loads(json.dumps({
+      'agent': config.agent,
+      'env_name': config.env_name,
+      'network': network.to_dict() if network is not None else None,
+      'observation_shapes': shapes(environment_spec.observations),
+      'action_shapes': shapes(environment_spec.actions),
+  }))
+
+
+def make_program(config: ml_collections.ConfigDict,
+                 plan: resources.ResourcePlan, run_dir: str) -> BuiltProgram:
+  """Returns the program; nothing runs until it is launched."""
+  adapter = agents.get_adapter(config.agent)
+  backend = config.get('env_backend', 'gym')  # Runs saved before it: gym.
+  make_env = functools.partial(
+      environments.make_environment, config.env_name,
+      max_episode_steps=config.env_max_episode_steps, backend=backend)
+  try:
+    environment_spec = specs.make_environment_spec(make_env(seed=0))
+  except Exception as e:  # pylint: disable=broad-except
+    # gym raises many types for an unknown or broken task: report it as input.
+    message = ' '.join(str(e).split())[:300]
+    raise errors.LaunchError(
+        f'cannot make environment {config.env_name!r}: {type(e).__name__}: '
+        f'{message}') from e
+  builder = adapter.make_builder(
+      config, learner_logger_fn=functools.partial(
+          nodes.MetricsLogger, run_dir, 'learner/0', config.log_every_seconds,
+          'learner_steps'),
+      environment_spec=environment_spec)
+  seeds = node_seeds(config)
+
+  def logger_for(node: str) -> loggers.Logger:
+    return nodes.MetricsLogger(run_dir, node, config.log_every_seconds)
+
+  def build_replay():
+    return builder.make_replay_tables(environment_spec)
+
+  def build_counter():
+    return checkpointing.CheckpointedCounter(run_dir, config.checkpoint)
+
+  final_evaluation = config.num_evaluators > 0 and config.final_eval_episodes > 0
+
+  def build_limiter(counter):
+    return nodes.StepsLimiter(counter, config.max_actor_steps, run_dir,
+                              stop_at_budget=not final_evaluation)
+
+  def build_learner(replay, counter):
+    random_key = jax.random.PRNGKey(seeds['learner/0'])
+    networks = adapter.make_networks(config, environment_spec)
+    iterator = builder.make_dataset_iterator(replay)
+    learner = builder.make_learner(
+        random_key, networks, iterator, replay,
+        counting.Counter(counter, 'learner', time_delta=0.))
+    return checkpointing.CheckpointedLearner(learner, run_dir,
+                                             config.checkpoint)
+
+  def build_actor(index, replay, learner, counter):
+    seed = seeds_lib.seed_after_restarts(seeds[f'actor/{index}'])
+    networks = adapter.make_networks(config, environment_spec)
+    policy = adapter.make_policy(config, networks, environment_spec,
+                                 evaluation=False)
+    actor_counter = counting.Counter(counter, 'actor', time_delta=0.)
+    if config.envs_per_actor == 1:  # Acme's own actor and loop.
+      actor = builder.make_actor(jax.random.PRNGKey(seed), policy,
+                                 adder=builder.make_adder(replay),
+                                 variable_source=learner)
+      return nodes.BudgetedEnvironmentLoop(
+          make_env(seed=seed), actor, actor_counter,
+          logger_for(f'actor/{index}'),
+          max_actor_steps=config.max_actor_steps)
+    env_seeds = [seed] + [environments.node_seed(seed, 'env', j)
+                          for j in range(1, config.envs_per_actor)]
+    # EnvPool's worker threads: the actor's omp_threads (0, unset: 1).
+    num_threads = plan.placement(f'actor/{index}').threads or 1
+    if adapter.BATCHED_ADDER:  # PPO: bulk sequence writes.
+      adder = builder.make_batched_adder(replay, environment_spec,
+                                         len(env_seeds))
+    else:
+      adder = batched_adders.PerEnvAdders(
+          [builder.make_adder(replay) for _ in env_seeds])
+    return batched_actor.BatchedEnvironmentLoop(
+        environments.make_environments(
+            config.env_name, env_seeds, config.env_max_episode_steps,
+            backend, num_threads), policy,
+        agents.make_variable_client(adapter, config, learner),
+        adder, jax.random.PRNGKey(seed), actor_counter,
+        logger_for(f'actor/{index}'), max_actor_steps=config.max_actor_steps,
+        policy_returns_extras=adapter.POLICY_RETURNS_EXTRAS)
+
+  def build_evaluator(index, learner, counter):
+    seed = seeds_lib.seed_after_restarts(seeds[f'evaluator/{index}'])
+    environment = make_env(seed=seed)
+    networks = adapter.make_networks(config, environment_spec)
+    policy = adapter.make_policy(config, networks, environment_spec,
+                                 evaluation=True)
+    actor = builder.make_actor(jax.random.PRNGKey(seed), policy,
+                               variable_source=learner)
+    final = None
+    if final_evaluation and index == 0:  # One evaluator plays it.
+      final = final_eval.FinalEvaluation(
+          lambda s: make_env(seed=s),
+          [environments.node_seed(seed, 'final_eval', j)
+           for j in range(config.final_eval_episodes)],
+          policy, agents.make_variable_client(adapter, config, learner),
+          jax.random.PRNGKey(environments.node_seed(seed, 'final_eval_key', 0)),
+          adapter.POLICY_RETURNS_EXTRAS)
+    return nodes.ScheduledEvaluator(
+        environment, actor, counter, logger_for(f'evaluator/{index}'),
+        config.eval_every_steps, config.eval_episodes,
+        max_actor_steps=config.max_actor_steps, run_dir=run_dir,
+        final_evaluation=final)
+
+  program = lp.Program(name=f'{config.agent}_{config.env_name}')
+  nodes_by_label: Dict[str, List[str]] = {}
+  placed_like_nodes: Dict[str, str] = {}
+
+  def add(node: str, lp_node, placed_like: str = ''):
+    label = plan.placement(placed_like or node).label
+    if placed_like:
+      placed_like_nodes[node] = placed_like
+    nodes_by_label.setdefault(label, []).append(node)
+    with program.group(label):
+      return program.add_node(lp_node)
+
+  replay = add('replay/0', checkpointing.ReplayNode(
+      build_replay, run_dir, config.checkpoint))
+  counter = add('counter/0', lp.CourierNode(build_counter))
+  # The limiter shares the counter's placement: it only polls the counter.
+  limiter = topology.Node('limiter', 0, placed_like='counter/0')
+  add(limiter.name, lp.CourierNode(build_limiter, counter),
+      placed_like=limiter.placed_like)
+  learner = add('learner/0', lp.CourierNode(build_learner, replay, counter))
+  for i in range(config.num_actors):
+    add(f'actor/{i}', lp.CourierNode(build_actor, i, replay, learner, counter))
+  for i in range(config.num_evaluators):
+    add(f'evaluator/{i}', lp.CourierNode(build_evaluator, i, learner, counter))
+  return BuiltProgram(program, nodes_by_label,
+                      run_identity(config, environment_spec),
+                      placed_like_nodes)

@@ -1,0 +1,235 @@
+"""The objects that run inside node processes, besides Acme's own.
+
+Each is built by program/build.py inside its node's process (Launchpad calls the
+node's constructor there) and talks to other nodes only through the handles
+it was given. Results go to the run directory, never back to the launcher.
+"""
+
+import csv
+import os
+import time
+from typing import Optional
+
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme import core
+from acme import environment_loop
+from acme.utils import counting
+from acme.utils import loggers
+from acme.utils import signals
+import dm_env
+import launchpad as lp
+import numpy as np
+import tensorflow as tf
+
+from acme_launch.program import final_eval
+from acme_launch import layout
+from acme_launch.plan import topology
+
+
+class MetricsLogger(loggers.Logger):
+  """A node's metrics: rows in metrics/<node>.csv and TensorBoard scalars.
+
+  Unlike Acme's CSVLogger it names the file after the node, so a reader finds
+  `metrics/actor_0.csv` rather than a uid-suffixed folder. The CSV keeps the
+  columns of its first row. TensorBoard events go to
+  metrics/tensorboard/<node>/, stepped by `steps_key` when a row has it.
+  """
+
+  def __init__(self, run_dir: str, node: str, time_delta: float = 0.0,
+               steps_key: str = 'actor_steps'):
+    run_dir = layout.on_this_host(run_dir)
+    self._path = layout.metrics_path(run_dir, node)
+    self._time_delta = time_delta
+    self._steps_key = steps_key
+    self._last_write = -float('inf')
+    self._rows = 0
+    self._file = open(self._path, 'a', newline='')
+    self._writer = None
+    self._summary_writer = tf.summary.create_file_writer(
+        os.path.join(layout.tensorboard_dir(run_dir), topology.file_stem(node)))
+
+  def write(self, data: loggers.LoggingData, force: bool = False) -> None:
+    """Writes a row, unless one was written under `time_delta` ago.
+
+    `force` writes it regardless: a row that must not be lost, such as the
+    totals at the step budget.
+    """
+    now = time.time()
+    if not force and now - self._last_write < self._time_delta:
+      return
+    self._last_write = now
+    row = {k: _scalar(v) for k, v in loggers.to_numpy(data).items()}
+    row['wall_time'] = now
+    if self._writer is None:
+      self._writer = csv.DictWriter(self._file, fieldnames=sorted(row),
+                                    extrasaction='ignore')
+      if self._file.tell() == 0:
+        self._writer.writeheader()
+    self._writer.writerow(row)
+    self._file.flush()
+    self._rows += 1
+    step = int(row.get(self._steps_key, self._rows))
+    with self._summary_writer.as_default():
+      for key, value in row.items():
+        if isinstance(value, (int, float)) and key != 'wall_time':
+          tf.summary.scalar(key, value, step=step)
+    self._summary_writer.flush()
+
+  def close(self) -> None:
+    self._file.close()
+    self._summary_writer.close()
+
+
+def _scalar(value):
+  value = np.asarray(value)
+  return value.item() if value.size == 1 else value.tolist()
+
+
+class BudgetedEnvironmentLoop(environment_loop.EnvironmentLoop):
+  """Acme's loop for one environment, stopping at the program's step budget.
+
+  Acme's own runs until the program stops, so actors go on stepping while
+  the limiter notices the budget, the final evaluation plays and the nodes
+  shut down. This one stops stepping after the episode that takes the
+  counter's actor steps to the budget, then waits for the program to stop.
+  """
+
+  def __init__(self, *args, max_actor_steps: int, **kwargs):
+    super().__init__(*args, **kwargs)
+    self._max_actor_steps = max_actor_steps
+
+  def run(self) -> None:  # pytype: disable=signature-mismatch
+    stop = lp.stop_event()
+    with signals.runtime_terminator():
+      while not stop.is_set():
+        result = self.run_episode()
+        self._logger.write(result)
+        if result.get('actor_steps', 0) >= self._max_actor_steps:
+          stop.wait()
+          return
+
+
+class StepsLimiter:
+  """Stops the program when the actors' step budget is reached.
+
+  Also leaves the counter's counts in the run directory as it polls:
+  progress.json (latest totals, rewritten) for the launcher's progress
+  display and summary, and a row of metrics/progress.csv for plots. Nothing
+  flows back from the launcher into the program.
+  """
+
+  def __init__(self, counter: counting.Counter, max_actor_steps: int,
+               run_dir: str, stop_at_budget: bool = True):
+    self._counter = counter
+    self._max_actor_steps = max_actor_steps
+    self._run_dir = layout.on_this_host(run_dir)
+    # False when an evaluator plays the final evaluation and then stops the
+    # program: this node keeps writing progress until then.
+    self._stop_at_budget = stop_at_budget
+
+  def run(self) -> None:
+    stop = lp.stop_event()
+    history = MetricsLogger(self._run_dir, 'progress', time_delta=1.0)
+    budget_row_written = False
+    while not stop.is_set():
+      counts = self._counter.get_counts()
+      budget_reached = counts.get('actor_steps', 0) >= self._max_actor_steps
+      layout.write_json_atomic(
+          layout.progress_path(self._run_dir),
+          {'time': time.time(), 'counts': counts,
+           'budget_reached': budget_reached})
+      # The totals at the budget always get their row: plots and rates end
+      # at the budget, not up to a second before it.
+      history.write({key: counts.get(key, 0) for key in _PROGRESS_KEYS},
+                    force=budget_reached and not budget_row_written)
+      budget_row_written = budget_row_written or budget_reached
+      if budget_reached and self._stop_at_budget:
+        lp.stop()
+        return
+      stop.wait(_POLL_SECONDS)
+
+
+_POLL_SECONDS = 0.25  # Budget overshoot is at most this much stepping (plus
+                      # the episode Acme's loop counts at its end).
+_PROGRESS_KEYS = ('actor_steps', 'actor_episodes', 'learner_steps',
+                  'evaluator_episodes')
+
+
+class ScheduledEvaluator(core.Worker):
+  """Plays evaluation episodes every `eval_every_steps` actor steps.
+
+  Stock Acme's evaluator plays without pause and takes CPU from the actors;
+  this one waits for the actors between evaluations. An evaluation happens at
+  step 0 too, so every run records at least one. Given a `final_evaluation`,
+  once the actors reach `max_actor_steps` it plays that, writes
+  final_eval.json and stops the program (the steps limiter leaves the stop
+  to it).
+  """
+
+  def __init__(self, environment: dm_env.Environment, actor: core.Actor,
+               counter: counting.Counter, logger: loggers.Logger,
+               eval_every_steps: int, eval_episodes: int,
+               max_actor_steps: int = 0, run_dir: str = '',
+               final_evaluation: Optional[final_eval.FinalEvaluation] = None):
+    self._max_actor_steps = max_actor_steps
+    self._run_dir = layout.on_this_host(run_dir)
+    self._final_evaluation = final_evaluation
+    self._environment = environment
+    self._actor = actor
+    self._parent_counter = counter
+    self._counter = counting.Counter(counter, 'evaluator')
+    self._logger = logger
+    self._eval_every_steps = eval_every_steps
+    self._eval_episodes = eval_episodes
+    self._loop = environment_loop.EnvironmentLoop(
+        environment, actor, counter=None, logger=loggers.NoOpLogger(),
+        should_update=True)
+
+  def run(self) -> None:
+    stop = lp.stop_event()
+    next_eval_at = 0
+    # On stop, end even in the middle of an episode.
+    with signals.runtime_terminator():
+      while not stop.is_set():
+        actor_steps = self._parent_counter.get_counts().get('actor_steps', 0)
+        if self._final_evaluation and actor_steps >= self._max_actor_steps:
+          self._evaluate_final(actor_steps)
+          lp.stop()
+          return
+        if actor_steps < next_eval_at:
+          stop.wait(_POLL_SECONDS)
+          continue
+        self._evaluate(actor_steps)
+        next_eval_at = ((actor_steps // self._eval_every_steps + 1) *
+                        self._eval_every_steps)
+
+  def _evaluate_final(self, actor_steps: int) -> None:
+    started = time.time()
+    result = self._final_evaluation.run()
+    returns = np.asarray(result['returns'])
+    layout.write_json_atomic(layout.final_eval_path(self._run_dir), {
+        'actor_steps': int(actor_steps),
+        'episodes': len(returns),
+        'return_mean': float(returns.mean()),
+        'return_std': float(returns.std()),
+        'returns': result['returns'],
+        'lengths': result['lengths'],
+        'seconds': round(time.time() - started, 2),
+    })
+
+  def _evaluate(self, actor_steps: int) -> None:
+    self._actor.update(wait=True)
+    returns, lengths = [], []
+    for _ in range(self._eval_episodes):
+      result = self._loop.run_episode()
+      returns.append(float(result['episode_return']))
+      lengths.append(int(result['episode_length']))
+      counts = self._counter.increment(episodes=1, steps=lengths[-1])
+    self._logger.write({
+        'actor_steps': actor_steps,
+        'episode_return': float(np.mean(returns)),
+        'episode_return_min': float(np.min(returns)),
+        'episode_return_max': float(np.max(returns)),
+        'episode_length': float(np.mean(lengths)),
+        'evaluator_episodes': counts['evaluator_episodes'],
+    })

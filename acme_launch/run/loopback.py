@@ -1,0 +1,234 @@
+"""Keeps the servers of a local run on loopback: the LD_PRELOAD bind() shim.
+
+Courier (Launchpad 0.5.0) and Reverb (0.7.0) servers bind the wildcard
+`[::]:PORT` in C++ and take only a port, so every node of a local run would
+listen on every network interface, and Courier serves pickled Python calls
+without credentials. `native/loopback_bind.c` is a tiny library that wraps
+glibc's `bind()` (both libraries call it dynamically) and rewrites a wildcard
+address to loopback: 0.0.0.0 -> 127.0.0.1, [::] on an IPv6-only socket ->
+[::1], [::] on a dual-stack socket -> ::ffff:127.0.0.1 (IPv4 loopback, where
+`localhost` resolves; a client that tries ::1 first is refused at once and
+moves on to 127.0.0.1). Outbound connections are untouched.
+
+On a Ray cluster (`--launch_type=ray`) ACME_LAUNCH_BIND_ADDRESS names the
+host's cluster address (IPv4) and wildcard binds land there instead of on
+loopback: the other hosts reach the node, nothing listens on any other
+interface (acme_launch/run/ray/launch.py sets it per node).
+
+The library is built with the system C compiler into the virtual environment
+(`<sys.prefix>/lib/acme_launch_loopback.so`, or ACME_LAUNCH_LOOPBACK_LIBRARY)
+by scripts/setup.sh, and again by the launcher whenever its source changed.
+The supervisor preloads it into every `local_mp` node process; for
+`local_mt`/`test_mt`, where the servers are threads of the launcher, the
+launcher re-executes itself once with it preloaded. Before a run starts the
+launcher checks, in a throwaway process, that a wildcard bind really lands on
+loopback; when it does not (no compiler, a static interpreter...) the CLI
+refuses the run unless `--allow_exposed_listeners` is given, or the launcher
+runs in a network namespace with no interface but loopback (nothing to
+expose there: `docker run --network none`, `unshare -n`).
+
+This module imports nothing from acme_launch, so that setup can run it as a
+script before anything else is importable:
+
+    python acme_launch/run/loopback.py           # build if missing or stale
+    python acme_launch/run/loopback.py --check   # also prove it works; exit 1 if not
+"""
+
+import ctypes
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'native',
+                      'loopback_bind.c')
+LIBRARY_ENV = 'ACME_LAUNCH_LOOPBACK_LIBRARY'
+BIND_ADDRESS_ENV = 'ACME_LAUNCH_BIND_ADDRESS'  # Read by the shim at load.
+_REEXEC_ENV = 'ACME_LAUNCH_LOOPBACK_REEXEC'
+_ACTIVE_SYMBOL = 'acme_launch_loopback_active'
+
+# Run with the shim preloaded: binds wildcards, prints where they landed.
+_PROBE = r'''
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.bind(('0.0.0.0', 0))
+print(s.getsockname()[0])
+if socket.has_ipv6:
+  try:
+    s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    s.bind(('::', 0))
+    print(s.getsockname()[0])
+  except OSError:
+    pass
+'''
+_LOOPBACK = ('127.0.0.1', '::1', '::ffff:127.0.0.1')
+
+
+class Unavailable(Exception):
+  """The shim cannot be built or does not work here; the message says why."""
+
+
+def library_path() -> str:
+  return os.environ.get(LIBRARY_ENV) or os.path.join(
+      sys.prefix, 'lib', 'acme_launch_loopback.so')
+
+
+def _source_digest() -> str:
+  with open(SOURCE, 'rb') as f:
+    return hashlib.sha256(f.read()).hexdigest()
+
+
+def _stamp_path(path: str) -> str:
+  return path + '.sha256'
+
+
+def is_current(path: str) -> bool:
+  """True when `path` exists and was built from the present source."""
+  try:
+    with open(_stamp_path(path)) as f:
+      return os.path.isfile(path) and f.read().strip() == _source_digest()
+  except OSError:
+    return False
+
+
+def build(path: str) -> None:
+  """Compiles the shim to `path` (atomically); Unavailable on failure."""
+  compiler = os.environ.get('CC', 'cc')
+  directory = os.path.dirname(path) or '.'
+  try:
+    fd, tmp_path = tempfile.mkstemp(dir=directory, prefix='.loopback-',
+                                    suffix='.so')
+    os.close(fd)
+  except OSError as e:
+    raise Unavailable(f'cannot write the loopback shim to {path}: '
+                      f'{e.strerror}') from None
+  try:
+    try:
+      result = subprocess.run(
+          [compiler, '-shared', '-fPIC', '-O2', '-Wall', '-o', tmp_path,
+           SOURCE, '-ldl'],
+          capture_output=True, text=True, timeout=120, check=False)
+    except OSError as e:
+      raise Unavailable(f'cannot build the loopback shim: no C compiler '
+                        f'({compiler}: {e.strerror})') from None
+    if result.returncode != 0:
+      first = (result.stderr.strip().splitlines() or ['no output'])[0]
+      raise Unavailable(f'cannot build the loopback shim with {compiler}: '
+                        f'{first[:200]}')
+    os.chmod(tmp_path, 0o755)
+    os.replace(tmp_path, path)
+    with open(_stamp_path(path) + '.tmp', 'w') as f:
+      f.write(_source_digest() + '\n')
+    os.replace(_stamp_path(path) + '.tmp', _stamp_path(path))
+  except OSError as e:
+    raise Unavailable(f'cannot write the loopback shim to {path}: '
+                      f'{e.strerror}') from None
+  finally:
+    if os.path.exists(tmp_path):
+      os.unlink(tmp_path)
+
+
+def preload_value(existing: str, path: str) -> str:
+  """LD_PRELOAD with `path` first, keeping what was already preloaded."""
+  others = [p for p in (existing or '').replace(':', ' ').split()
+            if p and p != path]
+  return ' '.join([path] + others)
+
+
+def verify(path: str, bind_address: str = '') -> None:
+  """Proves, in a throwaway process, that wildcard binds land on loopback.
+
+  With `bind_address` (an IPv4 address of this host), that they land there.
+  """
+  env = dict(os.environ, LD_PRELOAD=preload_value(os.environ.get('LD_PRELOAD'), path))
+  env.pop('ACME_LAUNCH_LOOPBACK_DEBUG', None)
+  env.pop(BIND_ADDRESS_ENV, None)
+  expected = _LOOPBACK
+  if bind_address:
+    env[BIND_ADDRESS_ENV] = bind_address
+    expected = (bind_address, '::ffff:' + bind_address)
+  try:
+    result = subprocess.run([sys.executable, '-S', '-c', _PROBE], env=env,
+                            capture_output=True, text=True, timeout=60,
+                            check=False)
+  except (OSError, subprocess.TimeoutExpired) as e:
+    raise Unavailable(f'cannot run the loopback shim check: {e}') from None
+  addresses = result.stdout.split()
+  if result.returncode != 0 or not addresses or any(
+      a not in expected for a in addresses):
+    detail = ' '.join(result.stderr.split())[:200] or (
+        'a wildcard bind landed on ' + (', '.join(addresses) or 'nothing'))
+    raise Unavailable(f'the loopback shim {path} does not work here: {detail}')
+
+
+def ensure(bind_address: str = '') -> str:
+  """The shim's path, built if missing or stale and checked; Unavailable."""
+  path = library_path()
+  if not is_current(path):
+    build(path)
+  verify(path, bind_address)
+  return path
+
+
+def only_loopback_interfaces() -> bool:
+  """True in a network namespace whose only interface is loopback.
+
+  There (`docker run --network none`, `unshare -n`) no listener can be
+  reached from another machine, with or without the shim.
+  """
+  try:
+    return all(name == 'lo' for _, name in socket.if_nameindex())
+  except OSError:
+    return False
+
+
+def active_in_this_process() -> bool:
+  """True when the shim was preloaded into this process."""
+  try:
+    ctypes.c_int.in_dll(ctypes.CDLL(None), _ACTIVE_SYMBOL)
+  except ValueError:
+    return False
+  return True
+
+
+def reexec_preloaded() -> None:
+  """Re-executes this process with the shim preloaded, once.
+
+  For `local_mt`/`test_mt`, whose servers are threads of the launcher: a
+  library must be preloaded when the process starts. Returns (and leaves the
+  decision to the caller, see `active_in_this_process`) when the shim is
+  already loaded, unavailable, or this process is the re-executed one.
+  """
+  if active_in_this_process() or os.environ.get(_REEXEC_ENV):
+    return
+  try:
+    path = ensure()
+  except Unavailable:
+    return
+  env = dict(os.environ, LD_PRELOAD=preload_value(os.environ.get('LD_PRELOAD'), path))
+  env[_REEXEC_ENV] = '1'
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os.execve(sys.executable, sys.orig_argv, env)
+
+
+def main(argv) -> int:
+  path = library_path()
+  try:
+    if not is_current(path):
+      build(path)
+      print(f'acme-launch: built the loopback shim {path}', file=sys.stderr)
+    if '--check' in argv:
+      verify(path)
+  except Unavailable as e:
+    print(f'acme-launch: warning: {e}; local runs will be refused unless '
+          'given --allow_exposed_listeners', file=sys.stderr)
+    return 1 if '--check' in argv else 0
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main(sys.argv[1:]))

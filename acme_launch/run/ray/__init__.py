@@ -1,0 +1,1 @@
+"""`--launch_type=ray`: the same program on an existing Ray cluster."""

@@ -1,0 +1,81 @@
+"""Final figures of a run, from what its nodes left in the run directory."""
+
+import csv
+import glob
+import os
+from typing import Any, Dict, List, Optional
+
+from acme_launch import layout
+
+
+def evaluation_rows(run_dir: str) -> List[Dict[str, float]]:
+  """Every evaluation row of every evaluator, in actor-step order."""
+  rows = []
+  for path in sorted(glob.glob(os.path.join(run_dir, 'metrics', 'evaluator_*.csv'))):
+    with open(path, newline='') as f:
+      for row in csv.DictReader(f):
+        rows.append({k: float(v) for k, v in row.items() if v not in ('', None)})
+  return sorted(rows, key=lambda r: (r.get('actor_steps', 0), r.get('wall_time', 0)))
+
+
+def make_summary(run_dir: str, outcome, max_actor_steps: int,
+                 restored_actor_steps: int = 0,
+                 auto_resumes: int = 0) -> Dict[str, Any]:
+  """summary.json's content; steps/s counts this launch's steps only."""
+  counts = layout.read_json(layout.progress_path(run_dir), {}).get('counts', {})
+  evaluations = evaluation_rows(run_dir)
+  last_eval: Optional[Dict[str, float]] = evaluations[-1] if evaluations else None
+  actor_steps = int(counts.get('actor_steps', 0))
+  wall_time = outcome.wall_time
+  final = layout.read_json(layout.final_eval_path(run_dir))
+  return {
+      'exit_reason': outcome.reason,
+      'exit_code': outcome.exit_code,
+      'failed_node': outcome.failed_node or None,
+      'max_actor_steps': max_actor_steps,
+      'actor_steps': actor_steps,
+      'restored_actor_steps': restored_actor_steps,
+      'actor_episodes': int(counts.get('actor_episodes', 0)),
+      'learner_steps': int(counts.get('learner_steps', 0)),
+      'evaluator_episodes': int(counts.get('evaluator_episodes', 0)),
+      'evaluations': len(evaluations),
+      'wall_time_seconds': round(wall_time, 2),
+      'env_steps_per_second': (round((actor_steps - restored_actor_steps) /
+                                     wall_time, 1) if wall_time else 0.0),
+      'last_eval_return': last_eval['episode_return'] if last_eval else None,
+      'last_eval_actor_steps': int(last_eval['actor_steps']) if last_eval else None,
+      # At the budget, with the final parameters (None if not reached).
+      'final_eval_return_mean': final['return_mean'] if final else None,
+      'final_eval_return_std': final['return_std'] if final else None,
+      'final_eval_episodes': final['episodes'] if final else None,
+      'final_eval_actor_steps': final['actor_steps'] if final else None,
+      # Actors and evaluators started again after dying, per node.
+      'node_restarts': dict(getattr(outcome, 'restarts', {}) or {}),
+      'node_restarts_total': sum((getattr(outcome, 'restarts', {}) or {}).values()),
+      'auto_resumes': auto_resumes,
+  }
+
+
+def format_summary(summary: Dict[str, Any]) -> str:
+  last_eval = summary['last_eval_return']
+  eval_text = ('none' if last_eval is None else
+               f'{last_eval:.1f} (at {summary["last_eval_actor_steps"]:,} actor steps)')
+  lines = [
+      f'exit reason        {summary["exit_reason"]}',
+      f'actor steps        {summary["actor_steps"]:,} / {summary["max_actor_steps"]:,}',
+      f'learner steps      {summary["learner_steps"]:,}',
+      f'wall time          {summary["wall_time_seconds"]:.1f} s',
+      f'env steps/s        {summary["env_steps_per_second"]:,.1f}',
+      f'last eval return   {eval_text}',
+  ]
+  if summary.get('node_restarts_total') or summary.get('auto_resumes'):
+    restarted = ', '.join(f'{node} x{count}' for node, count
+                          in sorted(summary['node_restarts'].items()))
+    lines.append(f'restarts           {restarted or "none"}; '
+                 f'whole-program resumes {summary["auto_resumes"]}')
+  if summary.get('final_eval_return_mean') is not None:
+    lines.append(
+        f'final eval return  {summary["final_eval_return_mean"]:.1f} +- '
+        f'{summary["final_eval_return_std"]:.1f} ({summary["final_eval_episodes"]} '
+        f'episodes at {summary["final_eval_actor_steps"]:,} actor steps)')
+  return '\n'.join(lines)

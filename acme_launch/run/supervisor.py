@@ -1,0 +1,373 @@
+"""Starts the program's processes and watches them until the run ends.
+
+For `local_mp` Launchpad turns the program into one command per node, as its
+own local launcher does; this module then runs those commands itself instead
+of handing them to a terminal (gnome-terminal, tmux, xterm, or Launchpad's
+`output_to_files`, which writes to one shared temp folder). That gives:
+  - one log file per node in the run directory (optionally echoed, prefixed
+    with the node's name, to this terminal);
+  - fail-fast: a node that exits non-zero or dies stops the whole run, and the
+    launcher names it and shows the end of its log;
+  - no orphans: each child dies with the launcher (PR_SET_PDEATHSIG) and is
+    killed by process group on stop.
+`local_mt` and `test_mt` run every node as a thread of this process through
+`lp.launch`.
+
+The run ends when the step budget is reached (the steps limiter node calls
+`lp.stop()`, which signals this process with SIGTERM and leaves
+`budget_reached` in progress.json), when a node fails, or when the user stops it.
+"""
+
+import ctypes
+import dataclasses
+import logging
+import logging.handlers
+import os
+import pdb as pdb_lib
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from absl import flags
+import launchpad as lp
+
+import acme_launch
+from acme_launch.run import core
+from acme_launch.run import disk_space
+from acme_launch.run import loopback
+from acme_launch.program import build as program_lib
+from acme_launch.run import progress as progress_lib
+from acme_launch.plan import node_env
+from acme_launch.plan import resources
+from acme_launch import layout
+from acme_launch.plan import topology
+
+_REPO_ROOT = acme_launch.ROOT
+_PR_SET_PDEATHSIG = 1
+NODE_LOG_BACKUPS = 3   # Rotated node logs kept: log.1 ... log.3.
+
+# What every supervisor returns, also named here.
+Outcome = core.Outcome
+EXIT_OK, EXIT_NODE_FAILED, EXIT_INTERRUPTED = (
+    core.EXIT_OK, core.EXIT_NODE_FAILED, core.EXIT_INTERRUPTED)
+STOP_TIMEOUT_SECONDS = core.STOP_TIMEOUT_SECONDS
+
+@dataclasses.dataclass
+class _NodeProcess:
+  node: str
+  popen: subprocess.Popen
+  log: 'NodeLog'
+  argv: List[str]
+  env_overrides: Dict[str, str]
+  relay_thread: Optional[threading.Thread] = None
+
+
+class NodeLog:
+  """A node's log file, capped: `max_bytes` per file, `backups` older ones.
+
+  Node output reaches it through the launcher (see _relay), so a node that
+  writes without end fills at most (backups + 1) x max_bytes of disk;
+  logging's RotatingFileHandler does the rotating (log -> log.1 -> ...).
+  """
+
+  def __init__(self, path: str, max_bytes: int, backups: int = NODE_LOG_BACKUPS):
+    self.path = path
+    self._handler = logging.handlers.RotatingFileHandler(
+        path, maxBytes=max_bytes, backupCount=backups)
+    self._handler.terminator = ''  # Lines keep their own newline.
+    self._handler.setFormatter(logging.Formatter('%(message)s'))
+    self._lock = threading.Lock()
+
+  def write(self, text: str) -> None:
+    with self._lock:
+      self._handler.emit(logging.makeLogRecord({'msg': text, 'args': None}))
+
+  def close(self) -> None:
+    self._handler.close()
+
+
+def _die_with_parent() -> None:
+  """Runs in the child before exec: SIGKILL it if the launcher dies."""
+  libc = ctypes.CDLL('libc.so.6', use_errno=True)
+  libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _stop_thread_program() -> None:
+  """Asks Launchpad's worker manager to stop every node thread.
+
+  lp.stop() needs a node's Launchpad context, which the launcher's main
+  thread lacks (it raised AssertionError there); the manager's own SIGTERM
+  handler is what lp.stop() would reach.
+  """
+  os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _node_output_to(log_path: str) -> None:
+  """local_mt: node threads' output (C++ and logging) into one log file.
+
+  The process's file descriptors 1 and 2 go to `log_path`, which is where
+  Reverb's C++ log lines and absl's handler (bound to the original stderr
+  object) write; sys.stdout and sys.stderr become new objects on the
+  terminal, so the launcher's own lines, prints and a debugger stay here.
+  """
+  sys.stdout.flush()
+  sys.stderr.flush()
+  terminal_out, terminal_err = os.dup(1), os.dup(2)
+  log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+  os.dup2(log_fd, 1)
+  os.dup2(log_fd, 2)
+  os.close(log_fd)
+  sys.stdout = os.fdopen(terminal_out, 'w', buffering=1)
+  sys.stderr = os.fdopen(terminal_err, 'w', buffering=1)
+
+
+def _relay(stream, log: NodeLog, node: str, echo: bool) -> None:
+  """Copies a child's output to its log and, with --show_output, prefixed
+  with its node to this terminal."""
+  for line in iter(stream.readline, ''):
+    log.write(line)
+    if echo:
+      sys.stdout.write(f'[{node}] {line}')
+      sys.stdout.flush()
+
+
+class Supervisor(core.SupervisorCore):
+  """Runs one launched program to its end; see the module docstring."""
+
+  def __init__(self, run_dir: str, show_output: bool = False,
+               max_wall_time: float = 0.0,
+               reporter: Optional[progress_lib.ProgressReporter] = None,
+               preload: str = '', debug_node: str = '', pdb: bool = False,
+               max_node_restarts: int = 0,
+               node_log_max_bytes: int = 20 * 2**20,
+               disk_guard_bytes: int = 0):
+    super().__init__(run_dir, show_output=show_output,
+                     max_wall_time=max_wall_time, reporter=reporter,
+                     max_node_restarts=max_node_restarts)
+    self._disk_guard_bytes = disk_guard_bytes
+    self._disk_checked = 0.0
+    self._node_log_max_bytes = node_log_max_bytes
+    self._debug_node = debug_node  # Runs in the foreground of this terminal.
+    self._pdb = pdb
+    self._preload = preload  # The loopback shim for every node process.
+    self._children: List[_NodeProcess] = []
+
+  # local_mp --------------------------------------------------------------
+
+  def run_multiprocess(self, built: program_lib.BuiltProgram,
+                       plan: resources.ResourcePlan) -> Outcome:
+    with core.program_files_in(os.path.join(self._run_dir, '.launchpad')):
+      commands = list(core.node_commands(built, plan))
+    return self.run_commands(commands)
+
+  def run_commands(self, commands: Sequence[Tuple[str, List[str],
+                                                  Dict[str, str]]]) -> Outcome:
+    """Starts one process per (node, argv, env overrides) and watches them.
+
+    The commands are Launchpad's for the program's nodes; any will do (the
+    supervisor's own tests run trivial ones). Returns once the run ends, with
+    every process gone.
+    """
+    start = self._start_time = time.time()
+    previous = {s: signal.signal(s, self._on_signal)
+                for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+      for node, argv, env in commands:
+        self._children.append(self._start(node, argv, env))
+      outcome = self._watch()
+    finally:
+      self._stop_all()
+      for child in self._children:
+        if child.relay_thread:
+          child.relay_thread.join(timeout=5)
+        child.log.close()
+      for s, handler in previous.items():
+        signal.signal(s, handler)
+    outcome.wall_time = time.time() - start
+    outcome.restarts = dict(self._restarts.restarts)
+    return outcome
+
+  def _start(self, node: str, argv: List[str],
+             env_overrides: Dict[str, str]) -> _NodeProcess:
+    env = node_env.updated({**os.environ, **env_overrides}, node=node,
+                           run_dir=self._run_dir,
+                           pdb=self._pdb and node == self._debug_node)
+    env['PYTHONPATH'] = os.pathsep.join(
+        p for p in (_REPO_ROOT, env.get('PYTHONPATH', '')) if p)
+    env['PYTHONUNBUFFERED'] = '1'
+    if self._preload:
+      env['LD_PRELOAD'] = loopback.preload_value(env.get('LD_PRELOAD', ''),
+                                                 self._preload)
+    log = NodeLog(layout.log_path(self._run_dir, node),
+                  self._node_log_max_bytes)
+    if node == self._debug_node:
+      return _NodeProcess(node, self._start_in_foreground(argv, env, log), log,
+                          argv, env_overrides)
+    popen = subprocess.Popen(
+        argv, env=env, cwd=_REPO_ROOT, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        errors='replace', start_new_session=True, preexec_fn=_die_with_parent)
+    child = _NodeProcess(node, popen, log, argv, env_overrides)
+    child.relay_thread = threading.Thread(
+        target=_relay, args=(popen.stdout, log, node, self._show_output),
+        daemon=True)
+    child.relay_thread.start()
+    return child
+
+  def _start_in_foreground(self, argv: List[str], env: Dict[str, str],
+                           log: NodeLog) -> subprocess.Popen:
+    """--debug_node: the node shares this terminal, stdin and process group.
+
+    breakpoint() in its code stops at a prompt here, and Ctrl-C reaches it
+    with the launcher (it stops as on SIGTERM). Its output is not in its log.
+    """
+    log.write('acme-launch: this node ran in the launcher\'s terminal '
+              '(--debug_node); its output went there.\n')
+    return subprocess.Popen(argv, env=env, cwd=_REPO_ROOT,
+                            preexec_fn=_die_with_parent)
+
+  def _watch(self) -> Outcome:
+    while True:
+      if self._stop_signal is not None:
+        progress = layout.read_json(layout.progress_path(self._run_dir), {})
+        if progress.get('budget_reached'):
+          return Outcome(EXIT_OK, 'budget_reached')
+        if self._stop_signal == signal.SIGINT:
+          return Outcome(EXIT_INTERRUPTED, 'interrupted')
+        return Outcome(128 + self._stop_signal, 'terminated')
+      for i, child in enumerate(self._children):
+        code = child.popen.poll()
+        if code is None or code == 0:
+          continue
+        how = (f'was killed by signal {-code}' if code < 0
+               else f'exited with code {code}')
+        decision = self._restarts.on_death(child.node)
+        if not decision.restart:
+          if child.relay_thread:
+            child.relay_thread.join(timeout=5)  # Its last lines, for the tail.
+          return Outcome(EXIT_NODE_FAILED, 'node_failed',
+                         failed_node=child.node,
+                         failed_log_tail=core.log_tail(child.log.path) +
+                         f'\n(node {child.node} {how}; {decision.reason})')
+        self._children[i] = self._restart(child, how, decision.attempt)
+      if all(child.popen.poll() is not None for child in self._children):
+        return Outcome(EXIT_OK, 'all_nodes_exited')
+      if self._wall_time_exceeded():
+        return Outcome(EXIT_OK, 'max_wall_time')
+      if time.time() - self._disk_checked > disk_space.CHECK_EVERY_SECONDS:
+        self._disk_checked = time.time()
+        short = disk_space.shortage(self._run_dir, self._disk_guard_bytes)
+        if short:
+          # Stopping now leaves room for the checkpoints saved on stop.
+          return Outcome(EXIT_NODE_FAILED, 'low_disk_space',
+                         failed_log_tail=f'stopped: {short}')
+      self._report()
+      time.sleep(0.5)
+
+  def _restart(self, child: _NodeProcess, how: str,
+               attempt: int) -> _NodeProcess:
+    """Starts a dead actor or evaluator again, with its restart number."""
+    line = (f'acme-launch: node {child.node} {how}; restarting it ({attempt} '
+            f'of at most {self._restarts.max_restarts})')
+    print(line, flush=True)
+    if child.relay_thread:
+      child.relay_thread.join(timeout=5)
+    child.log.write(f'\n{line}\n')
+    child.log.close()
+    try:
+      os.killpg(child.popen.pid, signal.SIGKILL)  # Anything it left behind.
+    except (ProcessLookupError, PermissionError):
+      pass
+    env = node_env.updated(child.env_overrides, restart=attempt)
+    return self._start(child.node, child.argv, env)
+
+  def _stop_all(self) -> None:
+    """SIGTERM every node; once the nodes that save state are done, kill.
+
+    Replay, counter and learner save on SIGTERM and are given
+    STOP_TIMEOUT_SECONDS. The others hold nothing to save, and an actor
+    blocked inside a Reverb insert never runs its signal handler: they are
+    killed as soon as the saving nodes have exited.
+    """
+    for child in self._children:
+      if child.popen.poll() is None:
+        try:
+          child.popen.send_signal(signal.SIGTERM)
+        except ProcessLookupError:
+          pass
+    saving = [c for c in self._children
+              if topology.saves_on_stop(c.node)]
+    deadline = time.time() + STOP_TIMEOUT_SECONDS
+    while time.time() < deadline and any(
+        c.popen.poll() is None for c in saving):
+      time.sleep(0.2)
+    self._kill_all()
+
+  def _kill_all(self) -> None:
+    for child in self._children:
+      try:
+        if child.node == self._debug_node:
+          child.popen.kill()  # Its process group is the launcher's.
+        else:
+          os.killpg(child.popen.pid, signal.SIGKILL)
+      except (ProcessLookupError, PermissionError):
+        pass
+      child.popen.wait()
+
+  # local_mt / test_mt ----------------------------------------------------
+
+  def run_threads(self, built: program_lib.BuiltProgram,
+                  launch_type: str) -> Outcome:
+    """All nodes as threads of this process (debugging).
+
+    Launchpad's worker manager handles Ctrl-C and SIGTERM here. A thread
+    blocked in C (a learner waiting on Reverb) cannot be interrupted, so the
+    manager is told never to kill the process; the run ends once every
+    thread finished or STOP_TIMEOUT_SECONDS passed, and the caller then exits
+    the process (the node threads are daemons).
+    """
+    start = self._start_time = time.time()
+    flags.FLAGS.lp_termination_notice_secs = -1
+    if not self._show_output:
+      _node_output_to(layout.log_path(self._run_dir, 'threads'))
+    manager = lp.launch(built.program, launch_type=launch_type,
+                        serialize_py_nodes=launch_type == 'test_mt')
+    failure, wall_time_exceeded = '', False
+    while not manager.wait_for_stop(0.5):
+      self._report()
+      if self._wall_time_exceeded():
+        wall_time_exceeded = True
+        _stop_thread_program()
+        break
+      try:
+        manager.check_for_thread_worker_exception()
+      except Exception as e:  # pylint: disable=broad-except
+        failure = f'{type(e).__name__}: {e}'
+        if self._pdb:
+          # The node thread's own frames: `up`/`down` walk its stack while
+          # the other nodes keep running; quitting the debugger ends the run.
+          print(f'acme-launch: a node thread raised {failure}; post-mortem '
+                'debugger (q ends it, and with it the run)', flush=True)
+          pdb_lib.post_mortem(e.__traceback__)
+        _stop_thread_program()
+        break
+    waiter = threading.Thread(target=manager.wait,
+                              kwargs={'raise_error': False}, daemon=True)
+    waiter.start()
+    waiter.join(STOP_TIMEOUT_SECONDS)
+
+    progress = layout.read_json(layout.progress_path(self._run_dir), {})
+    if failure:
+      outcome = Outcome(EXIT_NODE_FAILED, 'node_failed',
+                        failed_node='a node thread', failed_log_tail=failure)
+    elif progress.get('budget_reached'):
+      outcome = Outcome(EXIT_OK, 'budget_reached')
+    elif wall_time_exceeded:
+      outcome = Outcome(EXIT_OK, 'max_wall_time')
+    else:
+      outcome = Outcome(EXIT_INTERRUPTED, 'interrupted')
+    outcome.wall_time = time.time() - start
+    return outcome

@@ -1,0 +1,148 @@
+"""Every bench/ script, run tiny: none can break unnoticed.
+
+Each runs as a user runs it (its own process, real programs) with small
+budgets; the assertions read the JSON each script writes next to its table.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests import netns_cluster
+from tests.conftest import REPO_ROOT, read_json, user_env
+
+pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
+
+
+def _bench(script: str, *args: str, timeout: float = 300):
+  result = subprocess.run(
+      [sys.executable, os.path.join(REPO_ROOT, 'bench', script), *args],
+      cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
+      env=user_env(), check=False)
+  assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+  return result
+
+
+def test_throughput_measures_stock_acme_and_acme_launch(tmp_path):
+  _bench('throughput.py', '--seconds=5', '--warmup=0', '--steps=8000',
+         '--ceiling_seconds=1', '--cells=1x2', '--backends=envpool',
+         f'--out={tmp_path}')
+  results = read_json(os.path.join(tmp_path, 'throughput.json'))
+  assert results['ceilings']['gym'] > 0 and results['ceilings']['envpool'] > 0
+  assert [(r['backend'], r['actors'], r['envs_per_actor'])
+          for r in results['acme_launch']] == [('envpool', 1, 2)]
+  rates = ([r['env_steps_per_second'] for r in results['stock_acme']] +
+           [r['env_steps_per_second'] for r in results['acme_launch']])
+  assert len(rates) == 2 and all(r and r > 0 for r in rates), results
+
+
+def test_scaling_measures_pinned_unpinned_stock_and_a_packed_sweep(tmp_path):
+  _bench('scaling.py', '--actors=1', '--envs_per_actor=2', '--seconds=5',
+         '--warmup=0', '--steps=8000', '--sweep_points=2',
+         '--sweep_concurrent=2', '--sweep_steps=1000', f'--out={tmp_path}',
+         timeout=900)
+  results = read_json(os.path.join(tmp_path, 'scaling.json'))
+  [row] = results['actors']
+  assert row['actors'] == 1
+  # One actor pins with 3 cores (learner, replay, actor). Two cores here:
+  # then the small-host plan (the actor on a core of its own) is measured.
+  assert row['auto_pinned'] is (results['cores'] >= 3)
+  measured = ['stock_acme', 'auto', 'unpinned']
+  if not row['auto_pinned']:
+    measured.append('small_host_pinned')
+  for key in measured:
+    assert row[key] and row[key] > 0, (key, results)
+  for label, concurrent in (('serial', 1), ('packed', 2)):
+    sweep = results['sweep'][label]
+    assert sweep['concurrent'] == concurrent
+    assert sweep['programs_per_hour'] > 0, results
+
+
+def test_learning_matrix_runs_each_cell_once_and_resumes_cell_by_cell(tmp_path):
+  args = ('--configs=smoke', '--envs=HalfCheetah-v4', '--steps=2000',
+          '--seeds=0', f'--out={tmp_path}')
+  _bench('learning.py', *args)
+  results = read_json(os.path.join(tmp_path, 'learning.json'))
+  [cell] = results['cells']
+  assert (cell['config'], cell['env'], cell['steps']) == ('smoke', 'HalfCheetah-v4', 2000)
+  [run] = cell['runs']
+  assert run['exit_reason'] == 'budget_reached' and run['actor_steps'] >= 2000
+  assert cell['final_return_mean'] == run['final_eval_return_mean'] is not None
+  assert cell['learner_steps_per_second'] == pytest.approx(
+      run['learner_steps'] / run['wall_time_seconds'])
+  assert cell['learner_steps_per_second'] > 0
+  assert os.path.getsize(results['plots']['HalfCheetah-v4']) > 0
+  assert run['curve'][-1] == [run['final_eval_actor_steps'],
+                              run['final_eval_return_mean']]
+  # Run again: the finished cell is read back, not run.
+  again = _bench('learning.py', *args)
+  assert 'finished before' in again.stdout and 'running:' not in again.stdout
+
+  # Merged with another seed's matrix, once the run directories are gone:
+  # the JSON alone makes the pooled table and plot.
+  shutil.copy(os.path.join(tmp_path, 'learning.json'),
+              os.path.join(tmp_path, 'seed0.json'))
+  other = {**results, 'cells': [{**cell, 'runs': [{**run, 'seed': 1}]}]}
+  with open(os.path.join(tmp_path, 'seed1.json'), 'w') as f:
+    json.dump(other, f)
+  shutil.rmtree(os.path.join(tmp_path, 'learning'))
+  merged_out = os.path.join(tmp_path, 'merged')
+  _bench('learning.py', '--merge=' + ','.join(
+      os.path.join(tmp_path, f'seed{s}.json') for s in (0, 1)),
+         '--name=pooled', f'--out={merged_out}')
+  pooled = read_json(os.path.join(merged_out, 'pooled.json'))
+  [cell] = pooled['cells']
+  assert cell['seeds'] == [0, 1]
+  assert cell['final_returns'] == [run['final_eval_return_mean']] * 2
+  assert os.path.getsize(pooled['plots']['HalfCheetah-v4']) > 0
+
+
+def test_learning_refuses_an_unknown_config_or_task_before_running(tmp_path):
+  for bad in ('--configs=no_such_config', '--envs=NoSuchTask-v9',
+              f'--merge={tmp_path}/no_such_matrix.json'):
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, 'bench', 'learning.py'),
+         '--configs=smoke', bad, f'--out={tmp_path}'],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 2
+    lines = [l for l in result.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and 'error' in lines[0], lines
+    assert not os.path.exists(os.path.join(tmp_path, 'learning'))
+
+
+def test_startup_reports_first_steps_and_memory(tmp_path):
+  _bench('startup.py', '--config=smoke', f'--out={tmp_path}')
+  results = read_json(os.path.join(tmp_path, 'startup.json'))
+  assert 0 < results['first_actor_step_seconds'] < 300
+  assert 0 < results['first_learner_step_seconds'] < 300
+  assert {'learner/0', 'actor/0'} <= set(results['resident_mib'])
+
+
+def test_soak_samples_every_node_and_reports_growth(tmp_path):
+  result = _bench('soak.py', '--config=smoke', '--minutes=1', '--every=1',
+                  '--settle_minutes=0.1', f'--out={tmp_path}')
+  soak = read_json(os.path.join(tmp_path, 'soak.json'))
+  assert {'learner/0', 'actor/0', 'replay/0', 'counter/0'} <= set(soak['nodes'])
+  for node in soak['nodes'].values():
+    assert node['rss_mib_end'] > 50 and node['fds_end'] > 0
+  assert soak['actor_steps_end'] > soak['actor_steps_settled'] >= 0
+  assert os.path.getsize(os.path.join(tmp_path, 'soak_rss.png')) > 0
+  assert 'largest growth' in result.stdout
+
+
+def test_cluster_measures_local_mp_and_ray_side_by_side(tmp_path):
+  reason = netns_cluster.why_not_available()
+  if reason:
+    pytest.skip(f'no network namespaces here: {reason}')
+  _bench('cluster.py', '--seconds=5', '--warmup=0', '--steps=5000',
+         '--actors=1', '--envs_per_actor=2', '--rounds=1', f'--out={tmp_path}',
+         timeout=600)
+  results = read_json(os.path.join(tmp_path, 'cluster.json'))
+  assert results['local_mp_env_steps_per_second'] > 0, results
+  assert results['ray_env_steps_per_second'] > 0, results
+  assert results['ray_over_local_mp'] > 0
+  assert len(results['local_mp_rounds']) == len(results['ray_rounds']) == 1

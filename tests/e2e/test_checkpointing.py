@@ -1,0 +1,148 @@
+"""Checkpoints and resume, on real runs of the smoke config.
+
+Two runs are made once per module: `trained` (a run to budget A) and
+`resumed` (a copy of it resumed to budget B, so two learner checkpoints).
+Each test works on its own copy of one of them, so any test runs alone
+(`-k`) or in any order.
+"""
+
+import glob
+import os
+import shutil
+import signal
+
+import pytest
+
+from tests.conftest import (actor_steps, read_json, run_launcher,
+                            start_launcher, wait_for)
+
+pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
+
+BUDGET_A, BUDGET_B = 3000, 6000
+
+
+def _launch(run_dir, *args):
+  return run_launcher('--config=smoke', f'--resume={run_dir}', *args)
+
+
+def _learner_checkpoints(run_dir):
+  return sorted(glob.glob(os.path.join(run_dir, 'checkpoints', 'learner', 'ckpt-*.index')))
+
+
+@pytest.fixture(scope='module')
+def trained(tmp_path_factory):
+  """A run directory trained to BUDGET_A (checkpoints saved at the end)."""
+  workdir = str(tmp_path_factory.mktemp('trained'))
+  result = run_launcher('--config=smoke', f'--config.max_actor_steps={BUDGET_A}',
+                        f'--workdir={workdir}', '--run_name=run')
+  assert result.returncode == 0, result.stderr[-2000:]
+  return os.path.join(workdir, 'run')
+
+
+@pytest.fixture(scope='module')
+def resumed(trained, tmp_path_factory):
+  """(run directory, first run's summary, its newest learner digest, resume
+  result): a copy of `trained` resumed to BUDGET_B."""
+  run_dir = str(tmp_path_factory.mktemp('resumed') / 'run')
+  shutil.copytree(trained, run_dir)
+  first = read_json(os.path.join(run_dir, 'summary.json'))
+  with open(_learner_checkpoints(run_dir)[-1].replace('.index', '.digest')) as f:
+    saved_digest = f.read()
+  result = _launch(run_dir, f'--config.max_actor_steps={BUDGET_B}')
+  return run_dir, first, saved_digest, result
+
+
+def _copy(run_dir, tmp_path):
+  copy = str(tmp_path / 'run')
+  shutil.copytree(run_dir, copy)
+  return copy
+
+
+def test_first_run_saves_learner_counter_and_replay(trained):
+  run_dir = trained
+  assert len(_learner_checkpoints(run_dir)) == 1
+  assert glob.glob(os.path.join(run_dir, 'checkpoints', 'counter', 'ckpt-*.index'))
+  assert glob.glob(os.path.join(run_dir, 'checkpoints', 'replay', '*', 'DONE'))
+
+
+def test_budget_already_met_exits_zero_without_starting(trained, tmp_path):
+  run_dir = _copy(trained, tmp_path)
+  result = _launch(run_dir, f'--config.max_actor_steps={BUDGET_A}')
+  assert result.returncode == 0, result.stderr
+  assert 'nothing to do' in result.stdout
+  assert len(_learner_checkpoints(run_dir)) == 1
+
+
+def test_resume_with_another_environment_is_refused(trained, tmp_path):
+  run_dir = _copy(trained, tmp_path)
+  result = _launch(run_dir, f'--config.max_actor_steps={BUDGET_B}',
+                   '--config.env_name=Hopper-v4')
+  assert result.returncode == 2
+  assert 'env_name' in result.stderr and 'Traceback' not in result.stderr
+
+
+def test_resume_continues_steps_and_restores_exact_parameters(resumed):
+  run_dir, first, saved_digest, result = resumed
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert 'resuming from' in result.stdout
+  second = read_json(os.path.join(run_dir, 'summary.json'))
+  assert second['restored_actor_steps'] >= first['actor_steps'] >= BUDGET_A
+  assert second['actor_steps'] >= BUDGET_B
+  assert second['learner_steps'] > first['learner_steps']   # Not from 0.
+  restore = read_json(os.path.join(run_dir, 'nodes', 'learner_restore.json'))
+  assert restore['checkpoint'].endswith('ckpt-1')
+  assert restore['digest'] == saved_digest
+  assert len(_learner_checkpoints(run_dir)) == 2
+
+
+def test_truncated_newest_checkpoint_falls_back_with_a_warning(resumed, tmp_path):
+  run_dir = _copy(resumed[0], tmp_path)
+  assert len(_learner_checkpoints(run_dir)) == 2
+  newest = _learner_checkpoints(run_dir)[-1].replace('.index', '')
+  data_files = sorted(glob.glob(newest + '.data-*'))
+  for path in data_files:
+    with open(path, 'r+b') as f:
+      f.truncate(max(os.path.getsize(path) // 2, 1))
+
+  result = _launch(run_dir, f'--config.max_actor_steps={BUDGET_B}')
+
+  assert result.returncode == 0, result.stderr[-2000:]
+  warnings = [l for l in result.stderr.splitlines() if 'warning:' in l]
+  assert len(warnings) == 1 and 'learner checkpoint unreadable' in warnings[0]
+  assert 'ckpt-1' in warnings[0]
+  # The damaged files are kept; the state file now points at the good one.
+  assert all(os.path.exists(p) for p in data_files)
+  state = open(os.path.join(run_dir, 'checkpoints', 'learner', 'checkpoint')).read()
+  assert 'model_checkpoint_path: "ckpt-1"' in state
+
+
+def test_no_readable_checkpoint_is_one_line_and_exit_2(resumed, tmp_path):
+  run_dir = _copy(resumed[0], tmp_path)
+  for index in _learner_checkpoints(run_dir):
+    with open(index, 'wb') as f:
+      f.write(b'not a checkpoint')
+  result = _launch(run_dir, f'--config.max_actor_steps={BUDGET_B * 2}')
+  assert result.returncode == 2
+  errors = [l for l in result.stderr.splitlines() if 'acme-launch: error:' in l]
+  assert len(errors) == 1
+  assert 'no readable learner checkpoint' in errors[0]
+  assert 'Traceback' not in result.stderr
+
+
+def test_sigterm_leaves_a_checkpoint_that_resumes(workdir):
+  run_dir = os.path.join(workdir, 'terminated')
+  launcher = start_launcher('--config=smoke', '--config.max_actor_steps=10000000',
+                            f'--workdir={workdir}', '--run_name=terminated')
+  wait_for(lambda: actor_steps(run_dir) >= 1000, 180, '1000 actor steps')
+  launcher.send_signal(signal.SIGTERM)
+  launcher.communicate(timeout=60)
+  assert launcher.returncode == 143
+  stopped_at = read_json(os.path.join(run_dir, 'summary.json'))['actor_steps']
+
+  result = run_launcher('--config=smoke', f'--resume={run_dir}',
+                        f'--config.max_actor_steps={stopped_at + 1500}')
+
+  assert result.returncode == 0, result.stderr[-2000:]
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['restored_actor_steps'] >= stopped_at
+  assert os.path.isfile(os.path.join(run_dir, 'nodes', 'learner_restore.json'))

@@ -1,0 +1,544 @@
+"""Hardening: servers on loopback only, private files, faults, hostile input.
+
+The first tests share one real `local_mp` smoke run (`private_run`), looked
+at while it runs and after it reached its budget.
+"""
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+from hypothesis import HealthCheck, event, given, settings, strategies as st
+import psutil
+import pytest
+
+from tests.conftest import (REPO_ROOT, actor_steps, alive, node_pids, read_json,
+                            run_launcher, start_launcher, wait_for)
+
+pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
+
+_LOOPBACK = ('127.0.0.1', '::1', '::ffff:127.0.0.1')
+_NODES = ('replay/0', 'counter/0', 'limiter/0', 'learner/0', 'actor/0',
+          'evaluator/0')
+# A shim that cannot be there: its folder does not exist, so it cannot be built.
+_NO_SHIM = {'ACME_LAUNCH_LOOPBACK_LIBRARY': '/nonexistent-acme-launch/shim.so'}
+
+
+def _listening(pid: int):
+  """(ip, port) of every TCP socket `pid` listens on."""
+  return [(c.laddr.ip, c.laddr.port)
+          for c in psutil.Process(pid).net_connections(kind='tcp')
+          if c.status == psutil.CONN_LISTEN]
+
+
+def _external_addresses():
+  """This machine's addresses other than loopback and link-local."""
+  addresses = []
+  for entries in psutil.net_if_addrs().values():
+    for entry in entries:
+      if entry.family not in (socket.AF_INET, socket.AF_INET6):
+        continue
+      ip = entry.address.split('%')[0]
+      if ip in _LOOPBACK or ip.startswith(('127.', 'fe80:')):
+        continue
+      addresses.append((entry.family, ip))
+  return addresses
+
+
+def _connects(family, ip: str, port: int) -> bool:
+  with socket.socket(family, socket.SOCK_STREAM) as s:
+    s.settimeout(3)
+    try:
+      s.connect((ip, port))
+    except OSError:
+      return False
+    return True
+
+
+def _servers_snapshot(pids):
+  """Waits until every node listens; then where, and who answers where."""
+
+  def every_node_listening():
+    found = {pid: _listening(pid) for pid in pids}
+    return found if all(found.values()) else None
+
+  listening = wait_for(every_node_listening, 90, 'every node process to listen')
+  ports = sorted({port for sockets in listening.values() for _, port in sockets})
+  return {
+      'listening': sorted(s for sockets in listening.values() for s in sockets),
+      'loopback_answers': {p: _connects(socket.AF_INET, '127.0.0.1', p)
+                           for p in ports},
+      'external_answers': {(ip, p): _connects(family, ip, p)
+                           for family, ip in _external_addresses()
+                           for p in ports},
+  }
+
+
+@pytest.fixture(scope='module')
+def private_run(tmp_path_factory):
+  """A local_mp smoke run to its budget, seen while running and after."""
+  workdir = str(tmp_path_factory.mktemp('hardening'))
+  run_dir = os.path.join(workdir, 'private')
+  launcher = start_launcher('--config=smoke', f'--workdir={workdir}',
+                            '--run_name=private')
+  try:
+    wait_for(lambda: actor_steps(run_dir) > 0, 240, 'actor steps')
+    pids = wait_for(lambda: len(node_pids(run_dir)) == len(_NODES) and
+                    node_pids(run_dir), 60, 'every node to record itself')
+    snapshot = _servers_snapshot(pids.values())
+    data_files = {}
+    for node, pid in pids.items():
+      argv = psutil.Process(pid).cmdline()
+      data_files[node] = argv[argv.index('--data_file') + 1]
+    snapshot['data_files'] = {
+        node: (path, stat.S_IMODE(os.stat(path).st_mode),
+               stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode))
+        for node, path in data_files.items()}
+    stdout, stderr = launcher.communicate(timeout=300)
+  finally:
+    if launcher.poll() is None:
+      launcher.kill()
+      launcher.communicate()
+  yield {'run_dir': run_dir, 'workdir': workdir, 'pids': pids,
+         'returncode': launcher.returncode, 'stdout': stdout,
+         'stderr': stderr, **snapshot}
+
+
+def test_local_mp_servers_listen_on_loopback_only_and_the_run_reaches_its_budget(
+    private_run):
+  assert private_run['returncode'] == 0, private_run['stderr'][-3000:]
+  summary = read_json(os.path.join(private_run['run_dir'], 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['learner_steps'] > 0
+  listening = private_run['listening']
+  # Reverb in replay, Courier in every node: at least one server each.
+  assert len(listening) >= len(_NODES), listening
+  assert all(ip in _LOOPBACK for ip, _ in listening), listening
+  assert all(private_run['loopback_answers'].values()), private_run['loopback_answers']
+  # Nothing answers on this machine's other addresses.
+  assert not any(private_run['external_answers'].values()), [
+      k for k, v in private_run['external_answers'].items() if v]
+  for node in ('replay_0', 'learner_0'):
+    env = read_json(os.path.join(private_run['run_dir'], 'nodes', f'{node}.json'))
+    assert env['pid'] in private_run['pids'].values()
+
+
+def test_run_directory_and_launchpad_program_files_are_private(private_run):
+  run_dir = private_run['run_dir']
+  assert private_run['returncode'] == 0
+  # While it ran: Launchpad's pickled programs lived in the run directory.
+  for node, (path, mode, dir_mode) in private_run['data_files'].items():
+    assert path.startswith(os.path.join(run_dir, '.launchpad') + os.sep), node
+    assert os.path.basename(path) == 'job.pkl'
+    assert mode & 0o077 == 0, (node, oct(mode))
+    assert dir_mode == 0o700, (node, oct(dir_mode))
+  # ...and went with the launcher.
+  assert os.listdir(os.path.join(run_dir, '.launchpad')) == []
+  # Everything the launcher and the nodes wrote is the user's alone.
+  assert stat.S_IMODE(os.stat(run_dir).st_mode) == 0o700
+  open_to_others = []
+  checked = 0
+  for root, dirs, files in os.walk(run_dir):
+    for name in dirs + files:
+      path = os.path.join(root, name)
+      checked += 1
+      if stat.S_IMODE(os.lstat(path).st_mode) & 0o077:
+        open_to_others.append(path)
+  assert open_to_others == []
+  assert checked > 20  # Logs, metrics, checkpoints, config, summary...
+  for name in ('config.json', 'summary.json', 'logs/learner_0.log',
+               'metrics/actor_0.csv', 'checkpoints/learner/checkpoint'):
+    assert os.path.exists(os.path.join(run_dir, name)), name
+
+
+@pytest.mark.parametrize('launch_type', ['local_mp', 'local_mt'])
+def test_without_a_working_shim_local_runs_are_refused_in_one_line(
+    workdir, launch_type):
+  result = run_launcher('--config=smoke', f'--launch_type={launch_type}',
+                        f'--workdir={workdir}', env=_NO_SHIM)
+  assert result.returncode == 2, result.stderr[-2000:]
+  assert 'Traceback' not in result.stderr
+  errors = [l for l in result.stderr.splitlines() if 'acme-launch: error:' in l]
+  assert len(errors) == 1, result.stderr
+  assert 'loopback shim' in errors[0] and '--allow_exposed_listeners' in errors[0]
+  assert os.listdir(workdir) == []
+
+
+def test_allow_exposed_listeners_passes_the_shim_check_with_a_warning(private_run):
+  # The finished run's budget is met: past every check, it exits 0 at once.
+  result = run_launcher(f'--resume={private_run["run_dir"]}',
+                        '--allow_exposed_listeners', env=_NO_SHIM)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert 'nothing to do' in result.stdout
+  warnings = [l for l in result.stderr.splitlines()
+              if 'acme-launch: warning:' in l and 'every network interface' in l]
+  assert len(warnings) == 1, result.stderr
+
+
+def test_a_network_namespace_with_only_loopback_needs_no_shim(private_run):
+  if shutil.which('unshare') is None or subprocess.run(
+      ['unshare', '-n', 'true'], capture_output=True, check=False).returncode:
+    pytest.skip('cannot make a network namespace here (unshare -n)')
+  result = subprocess.run(
+      ['unshare', '-n', sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
+       f'--resume={private_run["run_dir"]}'],
+      cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+      env={**os.environ, **_NO_SHIM}, check=False)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert 'nothing to do' in result.stdout
+  assert 'acme-launch: warning:' not in result.stderr
+
+
+def test_local_mt_servers_listen_on_loopback_only(workdir):
+  run_dir = os.path.join(workdir, 'threads')
+  launcher = start_launcher('--config=smoke', '--launch_type=local_mt',
+                            '--config.max_actor_steps=3000',
+                            f'--workdir={workdir}', '--run_name=threads')
+  try:
+    wait_for(lambda: actor_steps(run_dir) > 0, 240, 'actor steps')
+    # Every node is a thread of the launcher (re-executed with the shim).
+    listening = wait_for(
+        lambda: len(_listening(launcher.pid)) >= len(_NODES) and
+        _listening(launcher.pid), 60, 'every server to listen')
+    stdout, stderr = launcher.communicate(timeout=300)
+  finally:
+    if launcher.poll() is None:
+      launcher.kill()
+      launcher.communicate()
+  assert all(ip in _LOOPBACK for ip, _ in listening), listening
+  assert launcher.returncode == 0, stderr[-3000:]
+  assert 'exit reason        budget_reached' in stdout
+
+
+# Hostile input ---------------------------------------------------------------
+
+_GROUPS = ('replay', 'counter', 'learner', 'actor', 'evaluator')
+_HOSTILE_WORDS = (
+    '', ' ', '-1', '1.5', '1e-300', '1e3', '1e309', 'nan', 'inf', '-inf',
+    '2**31', '99999999999999999999999', 'true', 'None', 'auto', '0,,1',
+    'limit:', 'limit:-1', '=', ',', ';', ':', 'A=1,B', 'XLA_FLAGS=--x',
+    'gym:HalfCheetah-v4', 'no_such_module:X-v0', 'ü', "'", '"', '\\',
+    '$HOME', '--', '\n')
+
+
+def _hostile():
+  return st.one_of(
+      st.sampled_from(_HOSTILE_WORDS),
+      st.integers(min_value=-2**40, max_value=2**70).map(str),
+      st.floats(allow_nan=True, allow_infinity=True).map(repr),
+      st.text(alphabet='ab01-_,;:=/. ', max_size=12))
+
+
+def _ints(low, high):
+  return st.integers(low, high).map(str)
+
+
+def _floats(low, high):
+  return st.floats(low, high).map(repr)
+
+
+def _words(*words):
+  return st.sampled_from(words)
+
+
+# A plausible value per field, often wrong; _hostile() for any field as well.
+_GROUP_FIELDS = {
+    'gpus': _words('auto', 'none', '0', '1', '2', '0,1', '0,2', '7', '1,1', ''),
+    'jax_preallocate': _words('true', 'false'),
+    'jax_mem_fraction': _floats(-0.5, 1.5),
+    'jax_allocator': _words('default', 'platform', 'bfc', 'cuda_async', 'x'),
+    'tf_gpu': _words('none', 'growth', 'limit:512', '2048', 'limit:0', 'x'),
+    'intra_op_threads': _ints(-1, 64),
+    'inter_op_threads': _ints(-1, 64),
+    'omp_threads': _ints(-1, 64),
+    'extra_env': _words('', 'A=1', 'A=1,B=2', 'CUDA_VISIBLE_DEVICES=0',
+                        'JAX_PLATFORMS=cuda', 'TF_CPP_MIN_LOG_LEVEL=0', 'X'),
+}
+_FIELDS = {
+    'max_actor_steps': _ints(-5, 10**9),
+    'num_actors': _ints(-1, 12),
+    'envs_per_actor': _ints(-1, 64),
+    'num_evaluators': _ints(-1, 3),
+    'eval_every_steps': _ints(-1, 10**6),
+    'eval_episodes': _ints(-1, 10),
+    'seed': _ints(-3, 2**40),
+    'env_max_episode_steps': _ints(-1, 1000),
+    'log_every_seconds': _floats(-1, 100),
+    'env_name': _words('HalfCheetah-v4', 'Hopper-v4', 'Walker2d-v4',
+                       'Pendulum-v1', 'NoSuchTask-v4'),
+    'checkpoint.interval_minutes': _floats(-1, 100),
+    'checkpoint.max_to_keep': _ints(-1, 5),
+    'checkpoint.replay': _words('true', 'false'),
+    'resources.cuda_context_overhead_mb': _ints(-10, 100000),
+    'no_such_field': _words('1'),
+    'resources.no_such_group.gpus': _words('0'),
+    **{f'resources.{g}.{f}': values for g in _GROUPS
+       for f, values in _GROUP_FIELDS.items()},
+}
+_NODE_NAMES = ('replay/0', 'counter/0', 'learner/0', 'actor/0', 'actor/1',
+               'actor/9', 'evaluator/0', 'evaluator/1', 'limiter/0', 'nosuch/0',
+               'actor', 'actor/-1')
+_GPU_NAMES = ('NVIDIA A100-SXM4-80GB', 'Tesla T4', 'NVIDIA H100 80GB HBM3', '')
+
+
+def _value(values):
+  return st.one_of(values, values, values, _hostile())  # 3:1 plausible.
+
+
+def _override():
+  return st.sampled_from(sorted(_FIELDS)).flatmap(
+      lambda field: st.tuples(st.just(field), _value(_FIELDS[field])))
+
+
+def _node_overrides():
+  entry = st.tuples(
+      st.sampled_from(_NODE_NAMES),
+      st.sampled_from(sorted(_GROUP_FIELDS) + ['nosuch']).flatmap(
+          lambda field: st.tuples(st.just(field), _value(
+              _GROUP_FIELDS.get(field, _words('1'))))))
+  return st.one_of(st.just(''), st.lists(entry, min_size=1, max_size=3).map(
+      lambda entries: ';'.join(f'{n}:{f}={v}' for n, (f, v) in entries)))
+
+
+def _inventories():
+  gpu = st.fixed_dictionaries({
+      'index': st.one_of(st.integers(0, 7), st.integers(0, 7),
+                         st.integers(-2, 2**40),
+                         st.sampled_from(['0', 1.5, None])),
+      'name': st.sampled_from(_GPU_NAMES),
+      'memory_mb': st.one_of(st.sampled_from([81920, 15360, 12288, 1]),
+                             st.integers(-10, 2**40))})
+  files = st.sampled_from(['tests/inventories/a100x2_t4.json',
+                           'tests/inventories/h100x8.json',
+                           'tests/inventories/rtx3080_3080ti.json'])
+  return st.one_of(
+      st.just(None),  # Ask the driver (none here).
+      files, files,
+      st.just('/nonexistent/inventory.json'),
+      st.lists(gpu, max_size=4).map(json.dumps),
+      st.sampled_from(['', '{}', '[1]', 'not json', '[{"index": 0}]']),
+      st.binary(max_size=16))
+
+
+_ARGUMENTS = st.tuples(
+    st.lists(_override(), max_size=5),
+    _node_overrides(),
+    _inventories(),
+    st.sampled_from(['local_mp'] * 4 + ['local_mt', 'test_mt']),
+    st.sampled_from(['smoke', 'ppo_mujoco', 'sac_mujoco', 'td3_mujoco',
+                     'd4pg_mujoco', 'dqn_cartpole']))
+
+
+@pytest.fixture(scope='module')
+def cli_module():
+  # As launch.py does: the launcher's own JAX stays on the CPU.
+  saved = {k: os.environ.get(k) for k in ('JAX_PLATFORMS', 'TF_CPP_MIN_LOG_LEVEL')}
+  os.environ['JAX_PLATFORMS'] = 'cpu'
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  from acme_launch import cli  # pylint: disable=g-import-not-at-top
+  yield cli
+  for key, value in saved.items():
+    if value is None:
+      os.environ.pop(key, None)
+    else:
+      os.environ[key] = value
+
+
+@settings(max_examples=600, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(arguments=_ARGUMENTS)
+def test_any_overrides_and_resource_specs_give_exit_0_or_one_line_exit_2(
+    cli_module, tmp_path_factory, arguments):
+  """What decides the exit code before launch, in process: never a traceback.
+
+  `cli.check_arguments` is the CLI's own parsing, validation and planning
+  (prepare_launch, as for --dry_run); LaunchError is exit 2, a return exit 0,
+  anything else would be a traceback.
+  """
+  from acme_launch import errors  # pylint: disable=g-import-not-at-top
+  overrides, node_overrides, inventory, launch_type, config = arguments
+  argv = ['launch.py', f'--config={config}', f'--launch_type={launch_type}']
+  argv += [f'--config.{field}={value}' for field, value in overrides]
+  if node_overrides:
+    argv.append(f'--config.resources.node_overrides={node_overrides}')
+  if inventory is not None:
+    path = inventory
+    if isinstance(inventory, bytes) or not inventory.startswith(
+        ('tests/', '/nonexistent')):
+      fd, path = tempfile.mkstemp(dir=tmp_path_factory.getbasetemp(),
+                                  suffix='.json')
+      with os.fdopen(fd, 'wb') as f:
+        f.write(inventory if isinstance(inventory, bytes) else inventory.encode())
+    argv.append(f'--gpu_inventory={path}')
+  try:
+    launch = cli_module.check_arguments(argv)
+  except errors.LaunchError as e:
+    message = str(e)
+    assert message and '\n' not in message and 'Traceback' not in message, argv
+    event('exit 2')
+    return
+  event('exit 0')
+  assert launch.plan.placements, argv
+  assert launch.built.program.get_all_nodes(), argv
+
+
+def test_help_exits_0():
+  result = run_launcher('--help')
+  assert result.returncode == 0
+  assert '--config' in result.stdout
+
+
+def test_a_huge_actor_count_is_refused_at_once(workdir):
+  started = time.time()
+  result = run_launcher('--config=smoke', '--config.num_actors=1000000000',
+                        f'--workdir={workdir}')
+  assert result.returncode == 2
+  assert 'config.num_actors must be at most' in result.stderr
+  assert time.time() - started < 60
+  assert os.listdir(workdir) == []
+
+
+# Faults during a run -----------------------------------------------------------
+
+
+def _checkpoint_run(workdir: str, run_name: str) -> subprocess.Popen:
+  # The disk guard (which stops a run before the disk fills) is off: these
+  # tests are about what a failed checkpoint write does.
+  return start_launcher('--config=smoke', '--config.max_actor_steps=10000000',
+                        '--config.checkpoint.interval_minutes=0.02',
+                        '--disk_guard_mb=0',
+                        f'--workdir={workdir}', f'--run_name={run_name}')
+
+
+def _latest_checkpoint(directory: str) -> str:
+  with open(os.path.join(directory, 'checkpoint')) as f:
+    first = f.readline()  # model_checkpoint_path: "ckpt-N"
+  return os.path.basename(first.split('"')[1])
+
+
+def _verify_for_resume(run_dir: str):
+  from acme_launch.run import resume as resume_lib  # pylint: disable=g-import-not-at-top
+  return resume_lib.verify_for_resume(run_dir)
+
+
+@contextlib.contextmanager
+def _unwritable(path: str):
+  """Makes `path` refuse new files, to root too; yields how."""
+  if os.geteuid() != 0:
+    os.chmod(path, 0o500)
+    try:
+      yield 'chmod 0500'
+    finally:
+      os.chmod(path, 0o700)
+    return
+  if shutil.which('chattr') and subprocess.run(
+      ['chattr', '+i', path], capture_output=True, check=False).returncode == 0:
+    try:
+      yield 'chattr +i'
+    finally:
+      subprocess.run(['chattr', '-i', path], check=True)
+    return
+  if subprocess.run(['mount', '--bind', path, path], capture_output=True,
+                    check=False).returncode == 0:
+    try:
+      subprocess.run(['mount', '-o', 'remount,ro,bind', path], check=True)
+      yield 'read-only bind mount'
+    finally:
+      subprocess.run(['umount', path], check=True)
+    return
+  pytest.skip('cannot make a folder unwritable for root here '
+              '(no chattr +i, no bind mounts)')
+
+
+def test_unwritable_checkpoint_folder_stops_the_run_and_keeps_the_last_checkpoint(
+    workdir):
+  run_dir = os.path.join(workdir, 'frozen')
+  learner_dir = os.path.join(run_dir, 'checkpoints', 'learner')
+  launcher = _checkpoint_run(workdir, 'frozen')
+  try:
+    wait_for(lambda: os.path.isfile(os.path.join(learner_dir, 'checkpoint')),
+             240, 'a learner checkpoint')
+    pids = node_pids(run_dir)
+    with _unwritable(learner_dir):
+      last_good = _latest_checkpoint(learner_dir)
+      _, stderr = launcher.communicate(timeout=180)
+  finally:
+    if launcher.poll() is None:
+      launcher.kill()
+      launcher.communicate()
+  assert launcher.returncode == 1, stderr[-3000:]
+  assert 'node learner/0 failed' in stderr
+  assert f'cannot save a checkpoint in {learner_dir}' in stderr
+  assert f'the last good checkpoint is kept: {os.path.join(learner_dir, last_good)}' in stderr
+  assert read_json(os.path.join(run_dir, 'summary.json'))['failed_node'] == 'learner/0'
+  wait_for(lambda: not alive(pids.values()), 30, 'node processes to end')
+  resume = _verify_for_resume(run_dir)
+  assert resume.checkpoints['learner'] == os.path.join(learner_dir, last_good)
+  assert resume.warnings == []
+
+
+def test_full_disk_stops_the_run_and_keeps_the_last_checkpoint(workdir):
+  if os.geteuid() != 0:
+    pytest.skip('mounting a small tmpfs needs root')
+  run_dir = os.path.join(workdir, 'full')
+  checkpoints = os.path.join(run_dir, 'checkpoints')
+  learner_dir = os.path.join(checkpoints, 'learner')
+  os.makedirs(checkpoints, mode=0o700)
+  if subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=16m,mode=0700',
+                     'tmpfs', checkpoints], capture_output=True,
+                    check=False).returncode:
+    pytest.skip('cannot mount a tmpfs here')
+  try:
+    launcher = _checkpoint_run(workdir, 'full')
+    try:
+      wait_for(lambda: os.path.isfile(os.path.join(learner_dir, 'checkpoint')),
+               240, 'a learner checkpoint')
+      filler = os.path.join(checkpoints, 'filler')
+      with open(filler, 'wb') as f:
+        with contextlib.suppress(OSError):
+          while True:
+            f.write(b'\0' * (1 << 20))
+            f.flush()
+      _, stderr = launcher.communicate(timeout=180)
+    finally:
+      if launcher.poll() is None:
+        launcher.kill()
+        launcher.communicate()
+    assert launcher.returncode == 1, stderr[-3000:]
+    failed = read_json(os.path.join(run_dir, 'summary.json'))['failed_node']
+    assert failed in ('replay/0', 'counter/0', 'learner/0')
+    assert f'node {failed} failed' in stderr
+    assert 'No space left on device; the last good checkpoint is kept' in stderr
+    os.unlink(filler)
+    resume = _verify_for_resume(run_dir)  # Reads every file it would restore.
+    assert set(resume.checkpoints) >= {'learner', 'counter'}
+    assert resume.warnings == []
+  finally:
+    subprocess.run(['umount', checkpoints], check=True)
+
+
+def test_an_environment_error_in_an_actor_is_that_actors_failure(workdir):
+  run_dir = os.path.join(workdir, 'faulty')
+  started = time.time()
+  result = run_launcher(
+      '--config=smoke', '--config.max_actor_steps=10000000',
+      '--config.num_actors=2', '--max_node_restarts=0',
+      '--config.env_name=tests.faulty_env:RaisingHalfCheetah-v4',
+      '--config.resources.node_overrides='
+      'actor/1:extra_env=ACME_TEST_RAISE_AFTER_STEPS=300',
+      f'--workdir={workdir}', '--run_name=faulty', timeout=300)
+  assert result.returncode == 1, result.stderr[-3000:]
+  assert 'node actor/1 failed' in result.stderr
+  assert 'injected fault: environment step 301 in node actor/1' in result.stderr
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['failed_node'] == 'actor/1'
+  assert summary['exit_reason'] == 'node_failed'
+  assert alive(node_pids(run_dir).values()) == []
+  assert time.time() - started < 240

@@ -1,0 +1,305 @@
+"""Environment families and backends: same semantics, real runs, bad input.
+
+The semantics tests step the real environments in this process; the runs
+launch the real program (local_mp) and read its run directory.
+"""
+
+import os
+
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme import specs
+import dm_env
+import numpy as np
+import pytest
+
+from acme_launch import envs as environments
+from tests.conftest import read_json, run_launcher
+
+
+def _batch(env_name, backend, num_envs, max_episode_steps, seed=0):
+  seeds = [seed + i for i in range(num_envs)]
+  return environments.make_environments(env_name, seeds, max_episode_steps,
+                                        backend)
+
+
+def _episodes(envs, policy, episodes_per_env):
+  """Plays until each env ended `episodes_per_env` episodes, as the batched
+  actor does; returns (length, return, final discount) per episode."""
+  timesteps = envs.reset()
+  n = len(timesteps)
+  lengths, returns = np.zeros(n, int), np.zeros(n)
+  done = np.zeros(n, int)
+  results = []
+  while (done < episodes_per_env).any():
+    observations = np.stack([t.observation for t in timesteps])
+    timesteps = envs.step(policy(observations))
+    for i, t in enumerate(timesteps):
+      if t.first():  # EnvPool restarted it: not a step.
+        continue
+      lengths[i] += 1
+      returns[i] += t.reward
+      if t.last():
+        if done[i] < episodes_per_env:
+          results.append((lengths[i], returns[i], float(t.discount)))
+        done[i] += 1
+        lengths[i], returns[i] = 0, 0.0
+        if not envs.auto_reset:
+          timesteps[i] = envs.reset_one(i)
+  return results
+
+
+def _linear_policy(env_name, scale=0.3):
+  """A fixed deterministic policy: tanh of a seeded linear map."""
+  spec = specs.make_environment_spec(environments.make_environment(env_name, 0))
+  weights = np.random.default_rng(7).normal(
+      0, scale, (spec.observations.shape[0], spec.actions.shape[0]))
+  return lambda obs: np.tanh(obs @ weights).astype(np.float32)
+
+
+def _spec_fields(spec):
+  fields = {'shape': spec.shape, 'dtype': spec.dtype, 'name': spec.name,
+            'type': type(spec).__name__}
+  if isinstance(spec, specs.DiscreteArray):
+    fields['num_values'] = spec.num_values
+  elif isinstance(spec, specs.BoundedArray):
+    fields['minimum'] = np.broadcast_to(spec.minimum, spec.shape).tolist()
+    fields['maximum'] = np.broadcast_to(spec.maximum, spec.shape).tolist()
+  return fields
+
+
+@pytest.mark.parametrize('env_name', ['HalfCheetah-v4', 'Hopper-v4',
+                                      'CartPole-v1', 'dmc:walker-walk',
+                                      'dmc:cartpole-swingup'])
+def test_envpool_specs_equal_the_gym_backends(env_name):
+  gym_spec = specs.make_environment_spec(
+      environments.make_environment(env_name, 0))
+  envpool_spec = specs.make_environment_spec(
+      environments.make_environment(env_name, 0, backend='envpool'))
+  for gym_field, envpool_field in zip(gym_spec, envpool_spec):
+    assert _spec_fields(gym_field) == _spec_fields(envpool_field)
+
+
+@pytest.mark.parametrize('backend', ['gym', 'envpool'])
+def test_dmc_observation_fields_are_concatenated_in_sorted_order(backend):
+  # walker: height (1), orientations (14), velocity (9), sorted by name as
+  # Acme's ConcatObservationWrapper does. Every episode starts with the
+  # torso 1.3 m up (only the joint angles are random).
+  envs = _batch('dmc:walker-walk', backend, num_envs=4, max_episode_steps=0)
+  observations = np.stack([t.observation for t in envs.reset()])
+  np.testing.assert_allclose(observations[:, 0], 1.3, atol=1e-5)
+  orientations = observations[:, 1:15].reshape(4, 7, 2)
+  np.testing.assert_allclose(np.linalg.norm(orientations, axis=2), 1.0,
+                             atol=1e-4)
+
+
+@pytest.mark.parametrize('env_name, backend', [
+    ('HalfCheetah-v4', 'gym'), ('HalfCheetah-v4', 'envpool'),
+    ('gymnasium:HalfCheetah-v5', 'gym'), ('dmc:cheetah-run', 'gym'),
+    ('dmc:cheetah-run', 'envpool')])
+def test_time_limit_ends_episodes_at_its_length_with_discount_1(env_name,
+                                                                backend):
+  envs = _batch(env_name, backend, num_envs=3, max_episode_steps=40)
+  action_shape = environments.make_environment(env_name, 0).action_spec().shape
+  zero = np.zeros((3,) + action_shape, np.float32)
+  episodes = _episodes(envs, lambda obs: zero, episodes_per_env=2)
+  assert len(episodes) == 6
+  assert all(length == 40 and discount == 1.0
+             for length, _, discount in episodes), episodes
+
+
+@pytest.mark.parametrize('env_name, backend', [
+    ('Hopper-v4', 'gym'), ('Hopper-v4', 'envpool'),
+    ('gymnasium:Hopper-v5', 'gym')])
+def test_discount_is_0_only_on_true_termination(env_name, backend):
+  # Strong random actions make Hopper fall well before the 100-step limit.
+  rng = np.random.default_rng(0)
+  envs = _batch(env_name, backend, num_envs=4, max_episode_steps=100)
+  episodes = _episodes(envs, lambda obs: rng.uniform(-1, 1, (4, 3)),
+                       episodes_per_env=3)
+  fell = [e for e in episodes if e[0] < 100]
+  at_limit = [e for e in episodes if e[0] == 100]
+  assert fell, episodes  # Some terminations seen...
+  assert all(discount == 0.0 for _, _, discount in fell)
+  assert all(discount == 1.0 for _, _, discount in at_limit)
+
+
+@pytest.mark.parametrize('env_name', ['HalfCheetah-v4', 'Hopper-v4',
+                                      'Walker2d-v4', 'dmc:walker-walk'])
+def test_a_fixed_policy_scores_the_same_on_envpool_and_gym(env_name):
+  """Same task, same policy: mean returns within noise of each other (for a
+  dm_control task this also checks EnvPool's observation fields are
+  concatenated in the gym backend's order)."""
+  policy = _linear_policy(env_name)
+  means, errors = [], []
+  for backend in ('gym', 'envpool'):
+    envs = _batch(env_name, backend, num_envs=16, max_episode_steps=200,
+                  seed=100)
+    returns = np.array([r for _, r, _ in _episodes(envs, policy, 2)])
+    means.append(returns.mean())
+    errors.append(returns.std(ddof=1) / np.sqrt(len(returns)))
+  # Reset noise differs per seed; 4 standard errors plus 5% covers it.
+  tolerance = 4 * np.hypot(*errors) + 0.05 * abs(np.mean(means))
+  assert abs(means[0] - means[1]) <= tolerance, (means, errors)
+
+
+def test_gymnasium_adapter_speaks_dm_env():
+  environment = environments.make_environment('gymnasium:Hopper-v5', seed=3)
+  first = environment.reset()
+  assert first.step_type == dm_env.StepType.FIRST
+  assert first.observation.dtype == np.float32
+  assert environment.action_spec().minimum.tolist() == [-1.0] * 3
+  # Same seed, same first observation: the adapter seeds the first reset.
+  again = environments.make_environment('gymnasium:Hopper-v5', seed=3).reset()
+  np.testing.assert_array_equal(first.observation, again.observation)
+
+
+def _run(workdir, run_name, config, *args, budget=3000):
+  result = run_launcher(config, f'--workdir={workdir}', f'--run_name={run_name}',
+                        f'--config.max_actor_steps={budget}', *args)
+  assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+  # Nothing of gym's deprecation banner in the launcher's terminal.
+  assert 'unmaintained' not in result.stdout + result.stderr
+  run_dir = os.path.join(workdir, run_name)
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['actor_steps'] >= budget
+  assert summary['learner_steps'] > 0
+  assert summary['last_eval_return'] is not None
+  return run_dir, summary
+
+
+@pytest.mark.e2e
+def test_envpool_batched_actor_reaches_the_budget_and_resumes(workdir):
+  args = ('--config=smoke', '--config.env_backend=envpool',
+          '--config.envs_per_actor=4')
+  run_dir, _ = _run(workdir, 'envpool', *args, budget=3000)
+  config = read_json(os.path.join(run_dir, 'config.json'))
+  assert config['config']['env_backend'] == 'envpool'
+  # The actor's episodes end at the smoke config's 100-step limit.
+  with open(os.path.join(run_dir, 'metrics', 'actor_0.csv')) as f:
+    header = f.readline().strip().split(',')
+    lengths = {line.split(',')[header.index('episode_length')] for line in f}
+  assert lengths == {'100'}
+  _, summary = _run(workdir, 'envpool', *args, budget=6000)
+  assert summary['restored_actor_steps'] >= 3000
+
+
+@pytest.mark.e2e
+def test_gymnasium_v5_task_reaches_the_budget(workdir):
+  run_dir, _ = _run(workdir, 'gymnasium', '--config=smoke',
+                    '--config.env_name=gymnasium:Hopper-v5',
+                    '--config.envs_per_actor=2')
+  identity = read_json(os.path.join(run_dir, 'config.json'))['identity']
+  assert identity['env_name'] == 'gymnasium:Hopper-v5'
+  assert identity['observation_shapes'] == [[11]]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize('backend', ['gym', 'envpool'])
+def test_dmc_task_reaches_the_budget(workdir, backend):
+  run_dir, _ = _run(workdir, f'dmc_{backend}', '--config=smoke',
+                    '--config.env_name=dmc:cheetah-run',
+                    f'--config.env_backend={backend}')
+  identity = read_json(os.path.join(run_dir, 'config.json'))['identity']
+  assert identity['observation_shapes'] == [[17]]  # position 8 + velocity 9.
+
+
+@pytest.mark.e2e
+def test_envpool_with_an_off_policy_agent_reaches_the_budget(workdir):
+  """TD3 writes through one Acme adder per env; EnvPool restarts an env on
+  the step after its last, and those adders skip that step."""
+  _run(workdir, 'td3_envpool', '--config=td3_mujoco',
+       '--config.env_backend=envpool', '--config.envs_per_actor=2',
+       '--config.env_max_episode_steps=100', '--config.td3.min_replay_size=200',
+       '--config.td3.batch_size=32', '--config.td3.samples_per_insert=32',
+       '--config.network.hidden_layers=(16,16)', '--config.eval_every_steps=500',
+       '--config.log_every_seconds=1', budget=1200)
+
+
+@pytest.fixture(scope='module')
+def cli_module():
+  # As launch.py does: the launcher's own JAX stays on the CPU.
+  saved = os.environ.get('JAX_PLATFORMS')
+  os.environ['JAX_PLATFORMS'] = 'cpu'
+  from acme_launch import cli  # pylint: disable=g-import-not-at-top
+  yield cli
+  if saved is None:
+    os.environ.pop('JAX_PLATFORMS', None)
+  else:
+    os.environ['JAX_PLATFORMS'] = saved
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize('config, env_name, backend', [
+    (config, env_name, backend)
+    for config in ('ppo_mujoco', 'sac_mujoco', 'td3_mujoco', 'd4pg_mujoco')
+    for env_name, backend in (('Walker2d-v4', 'envpool'),
+                              ('gymnasium:Walker2d-v5', 'gym'),
+                              ('dmc:walker-walk', 'gym'),
+                              ('dmc:walker-walk', 'envpool'))] + [
+    ('dqn_cartpole', 'CartPole-v1', 'envpool')])
+def test_every_agent_plans_every_family_and_backend(cli_module, config,
+                                                    env_name, backend):
+  """What --dry_run decides, in process: the program builds, with the spec
+  of the task (gym and Gymnasium Walker: 17 observations; 6 actions)."""
+  launch = cli_module.check_arguments(
+      ['launch.py', f'--config={config}', f'--config.env_name={env_name}',
+       f'--config.env_backend={backend}'])
+  identity = launch.built.identity
+  assert identity['env_name'] == env_name
+  if config != 'dqn_cartpole':
+    mujoco = env_name.startswith(('Walker2d', 'gymnasium:'))
+    # dm_control's walker: orientations 14 + height 1 + velocity 9.
+    assert identity['observation_shapes'] == ([[17]] if mujoco else [[24]])
+    assert identity['action_shapes'] == [[6]]
+  assert any(node.startswith('evaluator') for nodes in
+             launch.built.nodes_by_label.values() for node in nodes)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize('args, expected', [
+    (['--config.env_name=atari:Pong'], 'gymnasium:TASK or dmc:DOMAIN-TASK'),
+    (['--config.env_name=dmc:walker-fly'], 'known: acrobot-swingup'),
+    (['--config.env_name=gymnasium:NoSuchTask-v5'], 'unknown gymnasium task'),
+])
+def test_bad_env_names_are_refused_before_launch(cli_module, args, expected):
+  from acme_launch import errors  # pylint: disable=g-import-not-at-top
+  with pytest.raises(errors.LaunchError, match=expected):
+    cli_module.check_arguments(['launch.py', '--config=smoke', *args])
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize('args, expected', [
+    (['--config.env_backend=gpu'], 'choose one of: gym, envpool'),
+    (['--config.env_name=gymnasium:Hopper-v5', '--config.env_backend=envpool'],
+     'envpool does not run'),
+])
+def test_bad_env_input_is_one_line_exit_2(workdir, args, expected):
+  result = run_launcher('--config=smoke', f'--workdir={workdir}', *args)
+  assert result.returncode == 2, result.stderr[-2000:]
+  error_lines = [l for l in result.stderr.splitlines()
+                 if l.startswith('acme-launch: error:')]
+  assert len(error_lines) == 1 and expected in error_lines[0], result.stderr
+  assert os.listdir(workdir) == []
+
+
+@pytest.mark.e2e
+def test_a_backend_missing_from_the_install_is_one_line_exit_2(workdir,
+                                                                tmp_path):
+  # A sitecustomize that makes `import envpool` fail, as without the package.
+  (tmp_path / 'sitecustomize.py').write_text(
+      'import sys\n'
+      'class _NoEnvpool:\n'
+      '  def find_spec(self, name, path=None, target=None):\n'
+      '    if name.split(".")[0] == "envpool":\n'
+      '      raise ModuleNotFoundError("No module named %r" % name)\n'
+      'sys.meta_path.insert(0, _NoEnvpool())\n')
+  result = run_launcher('--config=smoke', '--config.env_backend=envpool',
+                        f'--workdir={workdir}',
+                        env={'PYTHONPATH': str(tmp_path)})
+  assert result.returncode == 2, result.stderr[-2000:]
+  error_lines = [l for l in result.stderr.splitlines()
+                 if l.startswith('acme-launch: error:')]
+  assert len(error_lines) == 1, result.stderr
+  assert 'envpool cannot be imported' in error_lines[0]
+  assert 'gym, envpool' in error_lines[0]

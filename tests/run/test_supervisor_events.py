@@ -1,0 +1,121 @@
+"""The supervisor's event handling, in this process, with trivial commands.
+
+Each test hands Supervisor.run_commands a few small Python processes standing
+in for nodes (the real programs are in the end-to-end tests) and checks what
+it decides: a failure stops the run naming the node, an actor is restarted
+with its restart number, the budget ends the run, stop lets saving nodes
+finish and kills the rest, no process is left. Each takes seconds.
+"""
+
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from acme_launch.plan import node_env
+from acme_launch.run import restarts
+from acme_launch import layout
+from acme_launch.run import rundir
+from acme_launch.run import supervisor
+from tests.conftest import alive
+
+pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
+
+
+def node(name, code):
+  """(node, argv, env) running `code`; it sees its node name and run dir."""
+  return name, [sys.executable, '-c', code], {}
+
+
+SLEEPER = 'import time; time.sleep(60)'
+
+
+def run(run_dir, commands, **options):
+  rundir.create(run_dir)
+  runner = supervisor.Supervisor(str(run_dir), **options)
+  outcome = runner.run_commands(commands)
+  pids = [child.popen.pid for child in runner._children]  # pylint: disable=protected-access
+  return outcome, pids
+
+
+def test_a_node_exiting_non_zero_stops_the_run_naming_it(tmp_path):
+  outcome, pids = run(tmp_path, [
+      node('learner/0', 'import sys, time; time.sleep(0.5); '
+           'print("learner: out of patience"); sys.exit(3)'),
+      node('actor/0', SLEEPER)])
+  assert (outcome.exit_code, outcome.reason, outcome.failed_node) == (
+      supervisor.EXIT_NODE_FAILED, 'node_failed', 'learner/0')
+  assert 'learner: out of patience' in outcome.failed_log_tail
+  assert 'exited with code 3' in outcome.failed_log_tail
+  assert 'learner nodes are not restarted' in outcome.failed_log_tail
+  assert alive(pids) == []
+  with open(layout.log_path(str(tmp_path), 'learner/0')) as f:
+    assert 'out of patience' in f.read()
+
+
+def test_an_actor_is_restarted_with_its_restart_number_until_the_limit(tmp_path):
+  seen = tmp_path / 'restarts_seen'
+  outcome, pids = run(tmp_path, [
+      node('actor/0', 'import os, sys; '
+           f'open({str(seen)!r}, "a").write(os.environ.get('
+           f'{node_env.variable("restart")!r}, "0") + "\\n"); sys.exit(1)'),
+      node('learner/0', SLEEPER)], max_node_restarts=2)
+  assert seen.read_text().split() == ['0', '1', '2']
+  assert (outcome.reason, outcome.failed_node) == ('node_failed', 'actor/0')
+  assert 'restarted 2 times already' in outcome.failed_log_tail
+  assert outcome.restarts == {'actor/0': 2}
+  assert alive(pids) == []
+
+
+def test_the_budget_ends_the_run_with_exit_0(tmp_path):
+  # What the steps limiter does: progress.json says so, then lp.stop()
+  # signals the launcher (here: this process) with SIGTERM.
+  progress = layout.progress_path(str(tmp_path))
+  limiter = ('import json, os, signal, time; time.sleep(0.5); '
+             f'json.dump({{"budget_reached": True}}, open({progress!r}, "w")); '
+             f'os.kill({os.getpid()}, signal.SIGTERM); time.sleep(60)')
+  outcome, pids = run(tmp_path, [node('limiter/0', limiter),
+                                 node('actor/0', SLEEPER)])
+  assert (outcome.exit_code, outcome.reason) == (0, 'budget_reached')
+  assert alive(pids) == []
+
+
+def test_stop_lets_saving_nodes_finish_and_kills_the_others(tmp_path):
+  saved = tmp_path / 'saved'
+  learner = ('import signal, sys, time\n'
+             'def save(*_):\n'
+             '  time.sleep(1.0)\n'
+             f'  open({str(saved)!r}, "w").write("checkpoint")\n'
+             '  sys.exit(0)\n'
+             'signal.signal(signal.SIGTERM, save)\n'
+             'time.sleep(60)\n')
+  # An actor stuck where its signal handler never runs.
+  actor = ('import signal, time; '
+           'signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)')
+  started = time.time()
+  outcome, pids = run(tmp_path, [node('learner/0', learner),
+                                 node('actor/0', actor)], max_wall_time=1.0)
+  assert outcome.reason == 'max_wall_time'
+  assert saved.read_text() == 'checkpoint'
+  assert time.time() - started < supervisor.STOP_TIMEOUT_SECONDS
+  assert alive(pids) == []
+
+
+def test_ctrl_c_ends_the_run_as_interrupted(tmp_path):
+  trigger = ('import os, signal, time; time.sleep(0.5); '
+             f'os.kill({os.getpid()}, signal.SIGINT); time.sleep(60)')
+  before = signal.getsignal(signal.SIGINT)
+  outcome, pids = run(tmp_path, [node('evaluator/0', trigger),
+                                 node('actor/0', SLEEPER)])
+  assert (outcome.exit_code, outcome.reason) == (supervisor.EXIT_INTERRUPTED,
+                                                 'interrupted')
+  assert alive(pids) == []
+  assert signal.getsignal(signal.SIGINT) is before  # Its handler is gone.
+
+
+def test_nodes_that_all_finish_end_the_run(tmp_path):
+  outcome, _ = run(tmp_path, [node('actor/0', 'print("done")'),
+                              node('evaluator/0', 'pass')])
+  assert (outcome.exit_code, outcome.reason) == (0, 'all_nodes_exited')
