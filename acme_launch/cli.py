@@ -197,12 +197,8 @@ def prepare_launch(options: options_lib.Options,
   if launch_type == 'ray':
     from acme_launch.run.ray import cluster as ray_cluster  # pylint: disable=g-import-not-at-top
     address, hosts = connected_cluster or connect_cluster(options)
-  if config.agent not in agents.ADAPTERS:
-    raise errors.LaunchError(
-        f'config.agent {config.agent!r} is unknown; known agents: '
-        f'{", ".join(agents.ADAPTERS)}')
   inventory = resources.read_inventory(options.gpu_inventory)
-  learner_devices = agents.get_adapter(config.agent).LEARNER_DEVICES
+  learner_devices = agents.load(config.agent).learner_devices
   # Only local_mp starts a process per node on this host: pin them within
   # the cores this launcher may use (a sweep or `taskset` gives it a slice).
   host_cores = (sorted(os.sched_getaffinity(0)) if launch_type == 'local_mp'

@@ -84,24 +84,33 @@ def run_identity(config: ml_collections.ConfigDict,
 def make_program(config: ml_collections.ConfigDict,
                  plan: resources.ResourcePlan, run_dir: str) -> BuiltProgram:
   """Returns the program; nothing runs until it is launched."""
-  adapter = agents.get_adapter(config.agent)
+  adapter = agents.load(config.agent)
   backend = config.get('env_backend', 'gym')  # Runs saved before it: gym.
   make_env = functools.partial(
       environments.make_environment, config.env_name,
-      max_episode_steps=config.env_max_episode_steps, backend=backend)
+      max_episode_steps=config.env_max_episode_steps, backend=backend,
+      config=config)
   try:
     environment_spec = specs.make_environment_spec(make_env(seed=0))
+  except errors.LaunchError:
+    raise
   except Exception as e:  # pylint: disable=broad-except
     # gym raises many types for an unknown or broken task: report it as input.
     message = ' '.join(str(e).split())[:300]
     raise errors.LaunchError(
         f'cannot make environment {config.env_name!r}: {type(e).__name__}: '
         f'{message}') from e
-  builder = adapter.make_builder(
-      config, learner_logger_fn=functools.partial(
+  builder = agents.call(
+      adapter, 'make_builder', config, learner_logger_fn=functools.partial(
           nodes.MetricsLogger, run_dir, 'learner/0', config.log_every_seconds,
           'learner_steps'),
       environment_spec=environment_spec)
+  # What the nodes will call, tried once here: an adapter that raises is one
+  # line before any process starts, not a node failing after launch.
+  for evaluation in (False, True):
+    agents.call(adapter, 'make_policy', config,
+                agents.call(adapter, 'make_networks', config, environment_spec),
+                environment_spec, evaluation)
   seeds = node_seeds(config)
 
   def logger_for(node: str) -> loggers.Logger:
@@ -148,7 +157,7 @@ def make_program(config: ml_collections.ConfigDict,
     # EnvPool's worker threads: the actor's omp_threads (0, unset: 1).
     num_threads = int(plan.placement(f'actor/{index}').env.get(
         'OMP_NUM_THREADS', 1))
-    if adapter.BATCHED_ADDER:  # PPO: bulk sequence writes.
+    if adapter.batched_adder:  # PPO: bulk sequence writes.
       adder = builder.make_batched_adder(replay, environment_spec,
                                          len(env_seeds))
     else:
@@ -157,11 +166,11 @@ def make_program(config: ml_collections.ConfigDict,
     return batched_actor.BatchedEnvironmentLoop(
         environments.make_environments(
             config.env_name, env_seeds, config.env_max_episode_steps,
-            backend, num_threads), policy,
+            backend, num_threads, config=config), policy,
         agents.make_variable_client(adapter, config, learner),
         adder, jax.random.PRNGKey(seed), actor_counter,
         logger_for(f'actor/{index}'), max_actor_steps=config.max_actor_steps,
-        policy_returns_extras=adapter.POLICY_RETURNS_EXTRAS)
+        policy_returns_extras=adapter.policy_returns_extras)
 
   def build_evaluator(index, learner, counter):
     seed = restarts.seed_after_restarts(seeds[f'evaluator/{index}'])
@@ -179,7 +188,7 @@ def make_program(config: ml_collections.ConfigDict,
            for j in range(config.final_eval_episodes)],
           policy, agents.make_variable_client(adapter, config, learner),
           jax.random.PRNGKey(environments.node_seed(seed, 'final_eval_key', 0)),
-          adapter.POLICY_RETURNS_EXTRAS)
+          adapter.policy_returns_extras)
     return nodes.ScheduledEvaluator(
         environment, actor, counter, logger_for(f'evaluator/{index}'),
         config.eval_every_steps, config.eval_episodes,
