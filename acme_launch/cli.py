@@ -363,6 +363,9 @@ def _print_dry_run(launch: Launch) -> None:
   print(f'config {launch.config_name}: {config.agent} on {config.env_name}, '
         f'budget {config.max_actor_steps:,} actor steps, '
         f'launch type {launch.launch_type}\n')
+  from acme_launch.program import build  # pylint: disable=g-import-not-at-top
+  print('environment (as the agent sees it):')
+  print(build.describe_spec(launch.built.environment_spec) + '\n')
   print(_describe_nodes(launch.built, launch.launch_type))
   print('\nresource placement:')
   print(resources.format_plan(launch.plan))

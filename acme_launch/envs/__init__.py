@@ -61,7 +61,8 @@ def parse_task(env_name: str) -> Task:
   if not sep:
     return Task('gym', env_name)
   if family not in FAMILIES and _is_module(family):
-    if name.isidentifier() and _has_attr(family, name):
+    if name.isidentifier() and (_has_attr(family, name) or
+                                not _gym_registered(name)):
       return Task(USER, env_name)  # A factory of the user's (envs/user.py).
     return Task('gym', env_name)  # gym's own MODULE:ID form.
   if family not in FAMILIES or not name:
@@ -76,6 +77,11 @@ def _has_attr(module: str, name: str) -> bool:
     return hasattr(importlib.import_module(module), name)
   except Exception:  # pylint: disable=broad-except
     return False  # check_task reports the import error.
+
+
+def _gym_registered(name: str) -> bool:
+  import gym  # pylint: disable=g-import-not-at-top
+  return name in gym.envs.registry
 
 
 def _is_module(name: str) -> bool:

@@ -19,6 +19,7 @@ from acme.utils import loggers
 import jax
 import launchpad as lp
 import ml_collections
+import numpy as np
 import tree
 
 from acme_launch import agents
@@ -61,6 +62,8 @@ class BuiltProgram:
   identity: Dict[str, Any] = dataclasses.field(default_factory=dict)
   # Nodes placed like another node of the plan (the limiter like the counter).
   placed_like: Dict[str, str] = dataclasses.field(default_factory=dict)
+  # What the agent sees of the environment (acme.specs.EnvironmentSpec).
+  environment_spec: Any = None
 
   def placement_node(self, node: str) -> str:
     """The node of the resource plan whose placement `node` shares."""
@@ -221,4 +224,27 @@ def make_program(config: ml_collections.ConfigDict,
     add(f'evaluator/{i}', lp.CourierNode(build_evaluator, i, learner, counter))
   return BuiltProgram(program, nodes_by_label,
                       run_identity(config, environment_spec),
-                      placed_like_nodes)
+                      placed_like_nodes, environment_spec)
+
+
+def describe_spec(environment_spec) -> str:
+  """Lines such as `observations: float32 (17,) in [-inf, inf]`."""
+  def one(spec) -> str:
+    text = f'{np.dtype(spec.dtype).name} {tuple(spec.shape)}'
+    if hasattr(spec, 'num_values'):
+      return f'{text}, {spec.num_values} values'
+    if hasattr(spec, 'minimum'):
+      low, high = np.min(spec.minimum), np.max(spec.maximum)
+      return f'{text} in [{low:g}, {high:g}]'
+    return text
+
+  lines = []
+  for field in ('observations', 'actions', 'rewards', 'discounts'):
+    spec = getattr(environment_spec, field)
+    leaves = tree.flatten_with_path(spec)
+    if len(leaves) == 1 and not leaves[0][0]:
+      lines.append(f'{field}: {one(spec)}')
+    else:
+      lines.extend(f'{field}.{".".join(map(str, path))}: {one(leaf)}'
+                   for path, leaf in leaves)
+  return '\n'.join(lines)
