@@ -19,6 +19,7 @@ import tempfile
 from typing import Any, Dict
 
 from acme_launch import errors
+from acme_launch.plan import node_env
 from acme_launch.plan import topology
 
 
@@ -63,12 +64,6 @@ def stop_request_path(run_dir: str) -> str:
   return os.path.join(run_dir, 'stop_request.json')
 
 
-# Set only for a node of a Ray run on a host that does not share the run
-# directory: the launcher's run directory, which that node's
-# ACME_LAUNCH_RUN_DIR mirrors there (run/ray/files.py ships the mirror back).
-MIRROR_OF_ENV = 'ACME_LAUNCH_MIRROR_OF'
-
-
 def on_this_host(path: str) -> str:
   """Where this process writes `path`, a path in the launcher's run directory.
 
@@ -76,14 +71,18 @@ def on_this_host(path: str) -> str:
   without it they write into the node's mirror, same layout. Everywhere
   else this is `path` itself.
   """
-  launcher_dir = os.environ.get(MIRROR_OF_ENV)
+  # Set only for a node of a Ray run on a host that does not share the run
+  # directory: the launcher's run directory, which that node's run_dir
+  # mirrors there (run/ray/files.py ships the mirror back).
+  settings = node_env.NodeEnv.from_environ()
+  launcher_dir = settings.mirror_of
   if not launcher_dir:
     return path
   relative = os.path.relpath(path, launcher_dir)
   if relative == '..' or relative.startswith('../'):
     return path
   return os.path.normpath(
-      os.path.join(os.environ['ACME_LAUNCH_RUN_DIR'], relative))
+      os.path.join(settings.run_dir, relative))
 
 
 def create(run_dir: str) -> None:

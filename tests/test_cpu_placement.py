@@ -13,6 +13,7 @@ import pytest
 
 from acme_launch import errors
 from acme_launch.plan import gpu_inventory
+from acme_launch.plan import node_env
 from acme_launch.plan import resources
 from tests.conftest import REPO_ROOT, node_records, read_json, run_launcher, user_env
 from tests.test_resources import plan as resource_plan
@@ -56,7 +57,7 @@ def test_auto_gives_learner_replay_and_each_actor_their_own_cores():
     env = placement.env
     assert env['ACME_LAUNCH_CPUS'] == resources.format_cores(placement.cores)
     assert env['OMP_NUM_THREADS'] == str(len(placement.cores))
-    assert env[resources.TF_INTRA_OP_ENV] == str(len(placement.cores))
+    assert env[node_env.variable('tf_intra_op_threads')] == str(len(placement.cores))
   assert 'cores: pinned' in p.cpu_note
 
 

@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from acme_launch.plan import node_env
+from acme_launch.program import seeds as seeds_lib
 from acme_launch.run import restarts
 from tests.conftest import (actor_steps, alive, killed_on_exit, node_pids,
                             read_json, run_launcher, start_launcher,
@@ -32,12 +34,12 @@ def test_policy_restarts_actors_and_evaluators_up_to_the_limit_only():
 
 
 def test_a_restarted_node_gets_a_new_seed_for_each_restart(monkeypatch):
-  monkeypatch.delenv(restarts.RESTART_ENV, raising=False)
-  assert restarts.seed_after_restarts(1234) == 1234
+  monkeypatch.delenv(node_env.variable('restart'), raising=False)
+  assert seeds_lib.seed_after_restarts(1234) == 1234
   seeds = set()
   for attempt in ('1', '2'):
-    monkeypatch.setenv(restarts.RESTART_ENV, attempt)
-    seeds.add(restarts.seed_after_restarts(1234))
+    monkeypatch.setenv(node_env.variable('restart'), attempt)
+    seeds.add(seeds_lib.seed_after_restarts(1234))
   assert len(seeds) == 2 and 1234 not in seeds
 
 
@@ -57,7 +59,7 @@ def test_a_killed_actor_is_restarted_and_the_run_reaches_its_budget(workdir):
   assert summary['node_restarts'] == {'actor/0': 1}
   record = read_json(os.path.join(run_dir, 'nodes', 'actor_0.json'))
   assert record['pid'] != first_pid
-  assert record['env'][restarts.RESTART_ENV] == '1'
+  assert record['env'][node_env.variable('restart')] == '1'
   assert 'restarting it (1 of at most 3)' in stdout
   with open(os.path.join(run_dir, 'logs', 'actor_0.log')) as f:
     assert 'killed by signal 9; restarting it' in f.read()

@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from acme_launch.plan import node_env
 from acme_launch.run import restarts
 from acme_launch import layout
 from acme_launch.run import supervisor
@@ -58,7 +59,7 @@ def test_an_actor_is_restarted_with_its_restart_number_until_the_limit(tmp_path)
   outcome, pids = run(tmp_path, [
       node('actor/0', 'import os, sys; '
            f'open({str(seen)!r}, "a").write(os.environ.get('
-           f'{restarts.RESTART_ENV!r}, "0") + "\\n"); sys.exit(1)'),
+           f'{node_env.variable("restart")!r}, "0") + "\\n"); sys.exit(1)'),
       node('learner/0', SLEEPER)], max_node_restarts=2)
   assert seen.read_text().split() == ['0', '1', '2']
   assert (outcome.reason, outcome.failed_node) == ('node_failed', 'actor/0')

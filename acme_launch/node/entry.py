@@ -18,38 +18,26 @@ import traceback
 from acme_launch import compat  # noqa: F401  (JAX aliases for acme, before unpickling)
 from acme_launch import errors
 from acme_launch import quiet
-from acme_launch.plan import resources
+from acme_launch.plan import node_env
 from acme_launch import layout
 from acme_launch.plan import topology
 
 # Environment variables worth recording: what decides devices and threads.
-_RECORDED_ENV_PREFIXES = ('CUDA_', 'JAX_', 'XLA_', 'TF_', 'OMP_', 'ACME_LAUNCH_')
+_RECORDED_ENV_PREFIXES = ('CUDA_', 'JAX_', 'XLA_', 'TF_', 'OMP_', node_env.PREFIX)
 
 
 def _fail(message: str) -> None:
   raise errors.LaunchError(message)
 
 
-def _env_int(name: str) -> int:
-  text = os.environ.get(name, '0') or '0'
-  if not text.isdigit():
-    _fail(f'{name} must be a non-negative integer, got {text!r}')
-  return int(text)
-
-
-def pin_cores(text: str) -> None:
-  """Pins every thread of this process to the cores in `text` ('0-3,8').
+def pin_cores(cores) -> None:
+  """Pins every thread of this process to `cores` (none: leaves it be).
 
   Threads started later inherit it; the ones already running (none should
   be, before TF and XLA start) are pinned one by one.
   """
-  if not text:
+  if not cores:
     return
-  try:
-    cores = resources.parse_core_list(text)
-  except ValueError:
-    _fail(f"{resources.CPUS_ENV} must be a core list like '0-3,8', "
-          f'got {text!r}')
   try:
     threads = [int(t) for t in os.listdir('/proc/self/task')]
   except OSError:
@@ -60,21 +48,20 @@ def pin_cores(text: str) -> None:
     except ProcessLookupError:
       pass  # That thread ended meanwhile.
     except OSError as e:
-      _fail(f'cannot pin this process to cores {text}: {e.strerror}')
+      _fail(f'cannot pin this process to cores '
+            f'{node_env.format_cores(cores)}: {e.strerror}')
 
 
-def configure_process() -> None:
-  """Applies the node's cores and TF settings from its env, before TF starts.
+def configure_process(settings: node_env.NodeEnv) -> None:
+  """Applies the node's cores and TF settings, before TF starts.
 
   Called by main() below before any node code runs (the planner in
-  plan/resources.py only writes the env). TF sees no GPU unless
-  ACME_LAUNCH_TF_GPU asks for one, so it never competes with JAX.
+  plan/resources.py only writes them). TF sees no GPU unless the plan's
+  tf_gpu asks for one, so it never competes with JAX.
   """
-  pin_cores(os.environ.get(resources.CPUS_ENV, ''))
-  mode, limit_mb = resources.parse_tf_gpu(
-      os.environ.get(resources.TF_GPU_ENV) or 'none', resources.TF_GPU_ENV)
-  intra = _env_int(resources.TF_INTRA_OP_ENV)
-  inter = _env_int(resources.TF_INTER_OP_ENV)
+  pin_cores(settings.cpus)
+  mode = settings.tf_gpu or 'none'
+  intra, inter = settings.tf_intra_op_threads, settings.tf_inter_op_threads
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   try:
     if mode == 'none':
@@ -84,6 +71,7 @@ def configure_process() -> None:
         if mode == 'growth':
           tf.config.experimental.set_memory_growth(gpu, True)
         else:
+          limit_mb = int(mode[len('limit:'):])
           tf.config.set_logical_device_configuration(
               gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=limit_mb)])
     if intra:
@@ -95,27 +83,27 @@ def configure_process() -> None:
           f'initializes: {" ".join(str(e).split())}')
 
 
-def record_received(run_dir: str, node: str) -> None:
+def record_received(settings: node_env.NodeEnv) -> None:
   """Writes nodes/<node>.json: the env, JAX devices and TF devices it got."""
   import jax  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   layout.write_json_atomic(
-      os.path.join(layout.nodes_dir(run_dir), topology.file_stem(node) + '.json'),
+      os.path.join(layout.nodes_dir(settings.run_dir),
+                   topology.file_stem(settings.node) + '.json'),
       {
-          'node': node,
+          'node': settings.node,
           'pid': os.getpid(),
           # Where it ran: this host's name, the address its servers listen
           # on (a Ray run's cluster address; loopback otherwise) and, on a
           # Ray cluster, the Ray node it was placed on.
           'host': socket.gethostname(),
-          'bind_address': os.environ.get('ACME_LAUNCH_BIND_ADDRESS') or 'loopback',
-          'server_addresses': [a for a in os.environ.get(
-              'ACME_LAUNCH_SERVER_ADDRESSES', '').split(',') if a],
-          'ray_node_id': os.environ.get('ACME_LAUNCH_RAY_NODE_ID', ''),
+          'bind_address': settings.bind_address or 'loopback',
+          'server_addresses': list(settings.server_addresses),
+          'ray_node_id': settings.ray_node_id,
           'env': {k: v for k, v in sorted(os.environ.items())
                   if k.startswith(_RECORDED_ENV_PREFIXES)},
           # The cores it may run on (pinned by the plan, or the launcher's).
-          'cpu_affinity': resources.format_cores(os.sched_getaffinity(0)),
+          'cpu_affinity': node_env.format_cores(os.sched_getaffinity(0)),
           'jax_devices': [str(d) for d in jax.devices()],
           'jax_platform': jax.default_backend(),
           'tf_visible_devices': [d.name for d in tf.config.get_visible_devices()],
@@ -126,18 +114,18 @@ def record_received(run_dir: str, node: str) -> None:
 
 
 def main() -> None:
-  configure_process()
-  run_dir = os.environ.get('ACME_LAUNCH_RUN_DIR')
-  node = os.environ.get('ACME_LAUNCH_NODE')
-  if run_dir and node:
-    record_received(run_dir, node)
+  settings = node_env.NodeEnv.from_environ()  # What the launcher handed over.
+  configure_process(settings)
+  node = settings.node
+  if settings.run_dir and node:
+    record_received(settings)
 
   from absl import app  # pylint: disable=g-import-not-at-top
   from launchpad.nodes.python import process_entry  # pylint: disable=g-import-not-at-top
   sys.argv[0] = process_entry.__file__
   process_entry._populate_flags()  # pylint: disable=protected-access
   entry = process_entry.main
-  if os.environ.get('ACME_LAUNCH_PDB') == '1':
+  if settings.pdb:
     entry = _with_post_mortem(entry, node or 'this node')
   app.run(entry)
 

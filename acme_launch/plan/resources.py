@@ -1,98 +1,15 @@
-"""Per-node resource plan: which GPUs a process sees and how JAX/TF use them.
+"""Per-node resource plan: which GPUs and cores a process gets, how JAX/TF use them.
 
 Stock Acme lets every process grab most of a GPU, so actors die of
 out-of-memory at start, and Launchpad keys `local_resources` by group label
 only. Here the plan is data made before anything starts: for every node the
-Launchpad label it is added under and the (string) environment its process
-gets; bad input raises `LaunchError` with one line.
-
-Config (`config.resources`, from `default_resources_config()`; every field
-can be overridden, e.g. `--config.resources.learner.jax_mem_fraction=0.5`):
-
-  <group>  one ConfigDict per group in GROUPS, fields:
-    gpus              str   'auto' (learner) / 'none' (others): 'none', 'auto'
-                            or indices like '0,1' (nvidia-smi numbering).
-    jax_preallocate   bool  False: grow on demand up to the fraction.
-    jax_mem_fraction  float 0.75 learner, 0.1 others; in (0, 1]. A cap per GPU
-                            for the 'default'/'bfc' allocators (also without
-                            preallocation), and the process's share in the
-                            memory check below whatever the allocator.
-    jax_allocator     str   'default', 'platform', 'bfc' or 'cuda_async'.
-    tf_gpu            str   'none' (TF sees no GPU; JAX does the GPU work),
-                            'growth', or a limit in MB: '2048' / 'limit:2048'.
-    intra_op_threads  int   0 = TF's default; else tf.config.threading.
-    inter_op_threads  int   0 = TF's default.
-    omp_threads       int   0 = unset; else OMP_NUM_THREADS.
-    cpus              str   'auto': which cores the node's process may run
-                            on: 'auto' (see CPU placement), 'all' (any core
-                            the launcher may use, i.e. not pinned), a count
-                            such as '2' (the planner picks that many free
-                            cores) or a core list such as '0-3,8' (one
-                            core: '5-5', since '5' is a count).
-    extra_env         str   '' or 'KEY=VALUE,KEY2=VALUE2' (a comma followed
-                            by `NAME=` starts the next pair; variables the
-                            planner sets are refused, TF_CPP_MIN_LOG_LEVEL
-                            excepted).
-    ray_cpus          float 1.0: logical CPUs Ray reserves for the node
-                            (--launch_type=ray only; >= 0).
-    ray_memory_mb     int   0: memory Ray reserves for the node, in MB (0 =
-                            none; --launch_type=ray only).
-    ray_resources     str   '' or 'NAME:AMOUNT,NAME2:AMOUNT2': Ray custom
-                            resources the node needs, which pins it to the
-                            hosts started with them (`ray start
-                            --resources='{"gpu_host": 1}'`); ray only.
-  node_overrides            str   '': per-node settings, entries separated by
-                            ';', each `NODE:FIELD=VALUE` with NODE like
-                            'actor/3' and FIELD one of the group fields, e.g.
-                            'actor/3:gpus=1;actor/3:jax_mem_fraction=0.2'.
-                            Unknown groups, nodes and fields are refused
-                            (Launchpad would silently ignore them).
-  cuda_context_overhead_mb  int   500: MB a process's CUDA context takes on
-                            each GPU it sees.
-  oversubscribe_cpus        bool  False: allow core lists that overlap and
-                            counts beyond the free cores (else refused).
-
-CPU placement (--launch_type=local_mp; the host's cores are those the
-launcher itself may use, os.sched_getaffinity, so a sweep or `taskset`
-hands it a slice). Core lists are taken as given, then counts get free
-cores in order. 'auto' nodes then share what is left: the learner, the
-replay and each actor a core of its own, the counter (with the steps
-limiter) and the evaluators one core between them (the replay's when no core
-is left for them), and the learner every core left over. When fewer cores
-are left than that needs, the 'auto' nodes are not pinned and the dry run
-says why. A pinned process gets ACME_LAUNCH_CPUS=<cores>, which
-node_entry.configure_process() applies to every thread before TF or XLA
-start theirs;
-XLA's and TF's pools size themselves from the cores a process may use, and
-the planner sets TF intra/inter-op and OMP threads to that count unless the
-*_threads fields say otherwise. Under local_mt, test_mt and ray nothing is
-pinned, and counts or core lists are refused.
-
-GPU choice. 'auto' for the learner: as many GPUs as its learner uses (the
-agent adapter's LEARNER_DEVICES: 1 for every shipped agent, none of which
-pmaps), of one model, from the model with the most GPUs (ties go to more
-memory, then lower indices); the GPUs left over stay idle unless a group
-asks for them. 'auto' for any other
-node: one GPU each, round-robin in node order over the GPUs no learner uses,
-or over all GPUs when the learner uses every one. An empty inventory (no GPU,
-no driver) puts every node on the CPU. One process never sees two GPU models
-(JAX cannot pmap across them). Per GPU, the planned memory of the processes
-on it must fit its total: per process jax_mem_fraction * total + the context
-overhead + TF's limit ('growth' is unbounded and counted as 0).
-
-Environment. Every node: CUDA_DEVICE_ORDER=PCI_BUS_ID, TF_CPP_MIN_LOG_LEVEL=2,
-ACME_LAUNCH_TF_GPU=none|growth|limit:<MB>, and where set
-ACME_LAUNCH_TF_INTRA_OP_THREADS, ACME_LAUNCH_TF_INTER_OP_THREADS,
-OMP_NUM_THREADS, then extra_env. CPU nodes: CUDA_VISIBLE_DEVICES='' and
-JAX_PLATFORMS=cpu. GPU nodes: CUDA_VISIBLE_DEVICES=<indices>,
-JAX_PLATFORMS=cuda,cpu, XLA_PYTHON_CLIENT_PREALLOCATE,
-XLA_PYTHON_CLIENT_MEM_FRACTION, XLA_PYTHON_CLIENT_ALLOCATOR.
-`node_entry.configure_process()` applies the ACME_LAUNCH_TF_* variables with tf.config
-inside the node, before TF creates its context.
-
-Labels. A group whose nodes all get one environment keeps the group's name;
-otherwise each distinct environment gets `<group>_cpu` or `<group>_gpu<i>[_<j>]`
-(`_v2`, `_v3`, ... added when two differ in something other than GPUs).
+Launchpad label it is added under, the GPUs and cores it gets, its typed
+settings (plan/node_env.py) and the string environment its process gets; bad
+input raises `LaunchError` with one line. The learner gets as many GPUs of one
+model as its learner uses (one JAX process cannot use two models; no shipped
+learner pmaps), the other nodes none unless asked, and the memory planned on
+each GPU must fit it. The fields of `config.resources`, the CPU and GPU
+placement rules and the labels are described in docs/ (resources).
 """
 
 import dataclasses
@@ -104,21 +21,17 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import ml_collections
 
 from acme_launch import errors
+from acme_launch.plan import node_env
 from acme_launch.plan.gpu_inventory import GpuInfo, read_inventory  # pylint: disable=unused-import
+from acme_launch.plan.node_env import format_cores, parse_core_list  # pylint: disable=unused-import
 
 GROUPS = ('replay', 'counter', 'learner', 'actor', 'evaluator')
 ALLOCATORS = ('default', 'platform', 'bfc', 'cuda_async')
 
-# Variables read by node_entry.configure_process() inside each node.
-TF_GPU_ENV = 'ACME_LAUNCH_TF_GPU'
-TF_INTRA_OP_ENV = 'ACME_LAUNCH_TF_INTRA_OP_THREADS'
-TF_INTER_OP_ENV = 'ACME_LAUNCH_TF_INTER_OP_THREADS'
-CPUS_ENV = 'ACME_LAUNCH_CPUS'
-
 # Variables only the planner may set (extra_env must not fight the plan).
 _PLANNER_OWNED = ('CUDA_DEVICE_ORDER', 'CUDA_VISIBLE_DEVICES', 'JAX_PLATFORMS',
                   'OMP_NUM_THREADS')
-_PLANNER_OWNED_PREFIXES = ('XLA_PYTHON_CLIENT_', 'ACME_LAUNCH_')
+_PLANNER_OWNED_PREFIXES = ('XLA_PYTHON_CLIENT_', node_env.PREFIX)
 _ENV_NAME = r'[A-Za-z_][A-Za-z0-9_]*'
 
 
@@ -135,6 +48,9 @@ class NodePlacement:
   ray_memory_mb: int = 0    # its memory reservation (MB),
   ray_resources: Tuple[Tuple[str, float], ...] = ()  # and custom resources.
   cores: Tuple[int, ...] = ()  # Host cores it is pinned to (empty: any).
+  # What node code reads (node/entry.py applies it before TF starts).
+  settings: node_env.NodeEnv = node_env.NodeEnv()
+  threads: int = 0   # Its OMP_NUM_THREADS (0 = unset): e.g. EnvPool's threads.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -335,34 +251,6 @@ def _check_gpus_field(value: str, where: str) -> str:
   if len(set(indices)) != len(indices):
     _fail(f'{where} lists a GPU twice: {value!r}')
   return ','.join(str(int(i)) for i in indices)
-
-
-def parse_core_list(text: str) -> Tuple[int, ...]:
-  """'0-3,8' -> (0, 1, 2, 3, 8); ValueError if it is not such a list."""
-  cores = []
-  for item in str(text).replace(' ', '').split(','):
-    match = re.fullmatch(r'(\d+)(?:-(\d+))?', item)
-    if not match:
-      raise ValueError(text)
-    first = int(match.group(1))
-    last = int(match.group(2)) if match.group(2) else first
-    if last < first:
-      raise ValueError(text)
-    cores.extend(range(first, last + 1))
-  if len(set(cores)) != len(cores):
-    raise ValueError(text)
-  return tuple(cores)
-
-
-def format_cores(cores: Sequence[int]) -> str:
-  """(0, 1, 2, 3, 8) -> '0-3,8', the form `taskset -c` and Linux print."""
-  runs: List[List[int]] = []
-  for core in sorted(cores):
-    if runs and core == runs[-1][1] + 1:
-      runs[-1][1] = core
-    else:
-      runs.append([core, core])
-  return ','.join(str(a) if a == b else f'{a}-{b}' for a, b in runs)
 
 
 def _parse_cpus(value, where: str) -> Tuple[str, int, Tuple[int, ...]]:
@@ -651,12 +539,19 @@ def _assign_cores(node_names: Sequence[str], groups: Sequence[str],
 # Environment and labels ---------------------------------------------------------
 
 
-def _env(spec: _NodeSpec, gpus: Tuple[int, ...],
-         cores: Tuple[int, ...]) -> Dict[str, str]:
+def _settings(spec: _NodeSpec, cores: Tuple[int, ...]) -> node_env.NodeEnv:
+  return node_env.NodeEnv(
+      cpus=tuple(cores), tf_gpu=spec.tf_gpu,
+      # Pinned: as many threads as its cores, unless the config says.
+      tf_intra_op_threads=spec.intra_op_threads or len(cores),
+      tf_inter_op_threads=spec.inter_op_threads or len(cores))
+
+
+def _env(spec: _NodeSpec, gpus: Tuple[int, ...], cores: Tuple[int, ...],
+         settings: node_env.NodeEnv) -> Dict[str, str]:
   env = {
       'CUDA_DEVICE_ORDER': 'PCI_BUS_ID',
       'TF_CPP_MIN_LOG_LEVEL': '2',
-      TF_GPU_ENV: spec.tf_gpu,
   }
   if gpus:
     env.update({
@@ -668,14 +563,10 @@ def _env(spec: _NodeSpec, gpus: Tuple[int, ...],
     })
   else:
     env.update({'CUDA_VISIBLE_DEVICES': '', 'JAX_PLATFORMS': 'cpu'})
-  if cores:
-    env[CPUS_ENV] = format_cores(cores)
-  for key, threads in ((TF_INTRA_OP_ENV, spec.intra_op_threads),
-                       (TF_INTER_OP_ENV, spec.inter_op_threads),
-                       ('OMP_NUM_THREADS', spec.omp_threads)):
-    threads = threads or len(cores)  # Pinned: as many as its cores.
-    if threads:
-      env[key] = str(threads)
+  env.update(settings.to_environ())
+  threads = spec.omp_threads or len(cores)  # Pinned: as many as its cores.
+  if threads:
+    env['OMP_NUM_THREADS'] = str(threads)
   env.update(spec.extra_env)
   return env
 
@@ -735,8 +626,11 @@ def plan_resources(nodes: Sequence[Tuple[str, int]],
   cores, cpu_note = _assign_cores(
       node_names, groups, specs, host_cores,
       bool(resources_config.get('oversubscribe_cpus', False)))
-  envs = [_env(spec, gpus, node_cores)
-          for spec, gpus, node_cores in zip(specs, assigned, cores)]
+  settings = [_settings(spec, node_cores)
+              for spec, node_cores in zip(specs, cores)]
+  envs = [_env(spec, gpus, node_cores, node_settings)
+          for spec, gpus, node_cores, node_settings in zip(
+              specs, assigned, cores, settings)]
   labels = _labels(groups, envs, assigned, cores)
   by_index = {g.index: g for g in inventory}
   placements = tuple(
@@ -745,9 +639,10 @@ def plan_resources(nodes: Sequence[Tuple[str, int]],
           gpu_memory_mb=(_planned_mb(spec, by_index[gpus[0]], overhead_mb)
                          if gpus else 0),
           ray_cpus=spec.ray_cpus, ray_memory_mb=spec.ray_memory_mb,
-          ray_resources=spec.ray_resources, cores=node_cores)
-      for node, group, label, gpus, env, spec, node_cores in zip(
-          node_names, groups, labels, assigned, envs, specs, cores))
+          ray_resources=spec.ray_resources, cores=node_cores,
+          settings=node_settings, threads=spec.omp_threads or len(node_cores))
+      for node, group, label, gpus, env, spec, node_cores, node_settings in zip(
+          node_names, groups, labels, assigned, envs, specs, cores, settings))
   used = {i for gpus in assigned for i in gpus}
   return ResourcePlan(placements, usage,
                       tuple(g for g in inventory if g.index not in used),
@@ -768,12 +663,13 @@ def _columns(p: NodePlacement) -> Tuple[str, ...]:
       jax += ' ' + env['XLA_PYTHON_CLIENT_ALLOCATOR']
   else:
     jax = '-'
-  threads = '/'.join(env.get(k, '-') for k in (
-      TF_INTRA_OP_ENV, TF_INTER_OP_ENV, 'OMP_NUM_THREADS'))
+  threads = '/'.join(str(n or '-') for n in (
+      p.settings.tf_intra_op_threads, p.settings.tf_inter_op_threads,
+      p.threads))
   memory = str(p.gpu_memory_mb) if p.gpus else '-'
   cores = format_cores(p.cores) if p.cores else 'any'
   return (p.node, p.label, cores, gpus, jax, memory,
-          env.get(TF_GPU_ENV, 'none'), threads)
+          p.settings.tf_gpu, threads)
 
 
 def format_plan(plan: ResourcePlan) -> str:

@@ -31,7 +31,7 @@ from acme_launch import errors
 from acme_launch.program import final_eval
 from acme_launch.program import nodes
 from acme_launch.plan import resources
-from acme_launch.run import restarts
+from acme_launch.program import seeds as seeds_lib
 from acme_launch.plan import topology
 
 
@@ -142,7 +142,7 @@ def make_program(config: ml_collections.ConfigDict,
                                              config.checkpoint)
 
   def build_actor(index, replay, learner, counter):
-    seed = restarts.seed_after_restarts(seeds[f'actor/{index}'])
+    seed = seeds_lib.seed_after_restarts(seeds[f'actor/{index}'])
     networks = adapter.make_networks(config, environment_spec)
     policy = adapter.make_policy(config, networks, environment_spec,
                                  evaluation=False)
@@ -158,8 +158,7 @@ def make_program(config: ml_collections.ConfigDict,
     env_seeds = [seed] + [environments.node_seed(seed, 'env', j)
                           for j in range(1, config.envs_per_actor)]
     # EnvPool's worker threads: the actor's omp_threads (0, unset: 1).
-    num_threads = int(plan.placement(f'actor/{index}').env.get(
-        'OMP_NUM_THREADS', 1))
+    num_threads = plan.placement(f'actor/{index}').threads or 1
     if adapter.batched_adder:  # PPO: bulk sequence writes.
       adder = builder.make_batched_adder(replay, environment_spec,
                                          len(env_seeds))
@@ -176,7 +175,7 @@ def make_program(config: ml_collections.ConfigDict,
         policy_returns_extras=adapter.policy_returns_extras)
 
   def build_evaluator(index, learner, counter):
-    seed = restarts.seed_after_restarts(seeds[f'evaluator/{index}'])
+    seed = seeds_lib.seed_after_restarts(seeds[f'evaluator/{index}'])
     environment = make_env(seed=seed)
     networks = adapter.make_networks(config, environment_spec)
     policy = adapter.make_policy(config, networks, environment_spec,

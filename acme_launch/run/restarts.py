@@ -8,20 +8,15 @@ the learner, replay, counter and limiter hold the run's state or its
 bookkeeping, so their death stops the run (and `--auto_resume` may start the
 whole program again from its checkpoints).
 
-A restarted node gets its restart number (ACME_LAUNCH_NODE_RESTART), from
-which program/build.py derives fresh seeds for its environments and policy: the
+A restarted node gets its restart number (NodeEnv.restart), from which
+program/seeds.py derives fresh seeds for its environments and policy: the
 node's seed stream continues instead of replaying the episodes it played.
 """
 
 import dataclasses
-import os
 from typing import Dict
 
-import numpy as np
-
 from acme_launch.plan import topology
-
-RESTART_ENV = 'ACME_LAUNCH_NODE_RESTART'   # '1', '2', ... in a restarted node.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,13 +47,3 @@ class RestartPolicy:
   @property
   def total(self) -> int:
     return sum(self.restarts.values())
-
-
-def seed_after_restarts(seed: int) -> int:
-  """In a node process: its seed, or after its k-th restart a new seed
-  derived from (seed, k), so a restarted actor plays new episodes."""
-  restart = int(os.environ.get(RESTART_ENV, '0'))
-  if not restart:
-    return seed
-  sequence = np.random.SeedSequence([int(seed), 0x7E57A27, restart])
-  return int(sequence.generate_state(1)[0] % 2**31)

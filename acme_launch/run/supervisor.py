@@ -18,56 +18,42 @@ The run ends when the step budget is reached (the steps limiter node calls
 `budget_reached` in progress.json), when a node fails, or when the user stops it.
 """
 
-import contextlib
 import ctypes
 import dataclasses
 import logging
 import logging.handlers
 import os
 import pdb as pdb_lib
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import flags
 import launchpad as lp
-from launchpad import context as lp_context
-from launchpad.nodes.python import local_multi_processing
 
 import acme_launch
+from acme_launch.run import core
 from acme_launch.run import disk_space
 from acme_launch.run import loopback
 from acme_launch.program import build as program_lib
 from acme_launch.run import progress as progress_lib
+from acme_launch.plan import node_env
 from acme_launch.plan import resources
-from acme_launch.run import restarts
 from acme_launch import layout
 from acme_launch.plan import topology
 
 _REPO_ROOT = acme_launch.ROOT
 _PR_SET_PDEATHSIG = 1
-STOP_TIMEOUT_SECONDS = 20.0
 NODE_LOG_BACKUPS = 3   # Rotated node logs kept: log.1 ... log.3.
 
-EXIT_OK = 0
-EXIT_NODE_FAILED = 1
-EXIT_INTERRUPTED = 130
-
-
-@dataclasses.dataclass
-class Outcome:
-  exit_code: int
-  reason: str                     # budget_reached, node_failed, interrupted...
-  failed_node: str = ''
-  failed_log_tail: str = ''
-  wall_time: float = 0.0
-  restarts: Dict[str, int] = dataclasses.field(default_factory=dict)
-
+# What every supervisor returns, also named here.
+Outcome = core.Outcome
+EXIT_OK, EXIT_NODE_FAILED, EXIT_INTERRUPTED = (
+    core.EXIT_OK, core.EXIT_NODE_FAILED, core.EXIT_INTERRUPTED)
+STOP_TIMEOUT_SECONDS = core.STOP_TIMEOUT_SECONDS
 
 @dataclasses.dataclass
 class _NodeProcess:
@@ -109,75 +95,6 @@ def _die_with_parent() -> None:
   libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _node_commands(built: program_lib.BuiltProgram,
-                   plan: resources.ResourcePlan,
-                   program_stopper: Optional[Callable[[], None]] = None,
-                   bind_addresses: Optional[Callable[[str, Any], None]] = None):
-  """(node name, argv, env) for each node, as Launchpad's local_mp makes them.
-
-  The Ray launcher (run/ray/launch.py) passes its own `program_stopper` (what
-  lp.stop() calls in a node) and `bind_addresses(node name, lp node)`, which
-  gives the node's servers their cluster addresses instead of localhost.
-  """
-  program = built.program
-  env_by_label = plan.env_by_label()
-  for label, lp_nodes in program.groups.items():
-    launch_config = local_multi_processing.PythonProcess(
-        env=env_by_label.get(label, {}))
-    for node in lp_nodes:
-      node._initialize_context(  # pylint: disable=protected-access
-          lp_context.LaunchType.LOCAL_MULTI_PROCESSING,
-          launch_config=launch_config)
-      if program_stopper is not None:
-        node.launch_context.initialize(
-            lp_context.LaunchType.LOCAL_MULTI_PROCESSING, launch_config,
-            program_stopper)
-  for label, lp_nodes in program.groups.items():
-    for node in lp_nodes:
-      for handle in node.input_handles:
-        handle.connect(node, label)
-  for label, lp_nodes in program.groups.items():
-    for name, node in zip(built.nodes_by_label[label], lp_nodes):
-      if bind_addresses is None:
-        node.bind_addresses()
-      else:
-        bind_addresses(name, node)
-
-  for label, lp_nodes in program.groups.items():
-    commands = lp_nodes[0].to_executables(lp_nodes, label,
-                                          lp_nodes[0].launch_context)
-    for task_id, command in enumerate(commands):
-      interpreter, _entry_script, *args = command.command_as_list
-      argv = [interpreter, '-m', 'acme_launch.node.entry', *args]
-      yield built.nodes_by_label[label][task_id], argv, dict(command.env_overrides)
-
-
-@contextlib.contextmanager
-def _program_files_in(directory: str):
-  """Launchpad's pickled program (job.pkl), in `directory` (made 0700).
-
-  Launchpad writes it into `tempfile.mkdtemp()` (and removes it at exit):
-  under the run directory it is as private as the run, and what a launcher
-  killed with -9 leaves goes at the next launch on the run directory (which
-  holds its lock) instead of staying in the shared temp folder.
-  """
-  shutil.rmtree(directory, ignore_errors=True)
-  os.makedirs(directory, mode=0o700, exist_ok=True)
-  previous, tempfile.tempdir = tempfile.tempdir, directory
-  try:
-    yield
-  finally:
-    tempfile.tempdir = previous
-
-
-def _tail(path: str, lines: int = 20) -> str:
-  try:
-    with open(path, errors='replace') as f:
-      return ''.join(f.readlines()[-lines:])
-  except OSError:
-    return ''
-
-
 def _stop_thread_program() -> None:
   """Asks Launchpad's worker manager to stop every node thread.
 
@@ -217,7 +134,7 @@ def _relay(stream, log: NodeLog, node: str, echo: bool) -> None:
       sys.stdout.flush()
 
 
-class Supervisor:
+class Supervisor(core.SupervisorCore):
   """Runs one launched program to its end; see the module docstring."""
 
   def __init__(self, run_dir: str, show_output: bool = False,
@@ -227,51 +144,23 @@ class Supervisor:
                max_node_restarts: int = 0,
                node_log_max_bytes: int = 20 * 2**20,
                disk_guard_bytes: int = 0):
-    self._run_dir = run_dir
+    super().__init__(run_dir, show_output=show_output,
+                     max_wall_time=max_wall_time, reporter=reporter,
+                     max_node_restarts=max_node_restarts)
     self._disk_guard_bytes = disk_guard_bytes
     self._disk_checked = 0.0
-    self._restarts = restarts.RestartPolicy(max_node_restarts)
     self._node_log_max_bytes = node_log_max_bytes
     self._debug_node = debug_node  # Runs in the foreground of this terminal.
     self._pdb = pdb
     self._preload = preload  # The loopback shim for every node process.
-    self._show_output = show_output
-    self._max_wall_time = max_wall_time
-    self._reporter = reporter
-    self._start_time = time.time()
-    self._stop_signal: Optional[int] = None
-    self._interrupts = 0
     self._children: List[_NodeProcess] = []
-
-  # Signals ---------------------------------------------------------------
-
-  def _on_signal(self, signum, frame) -> None:
-    del frame
-    if signum == signal.SIGINT:
-      self._interrupts += 1
-      if self._interrupts >= 2:
-        print('acme-launch: second Ctrl-C: killing every node now.', flush=True)
-        self._kill_all()
-        os._exit(EXIT_INTERRUPTED)  # pylint: disable=protected-access
-      print('acme-launch: stopping (checkpoints are being saved); '
-            'Ctrl-C again to kill.', flush=True)
-    if self._stop_signal is None:
-      self._stop_signal = signum
 
   # local_mp --------------------------------------------------------------
 
-  def _wall_time_exceeded(self) -> bool:
-    return bool(self._max_wall_time and
-                time.time() - self._start_time > self._max_wall_time)
-
-  def _report(self) -> None:
-    if self._reporter is not None:
-      self._reporter.update()
-
   def run_multiprocess(self, built: program_lib.BuiltProgram,
                        plan: resources.ResourcePlan) -> Outcome:
-    with _program_files_in(os.path.join(self._run_dir, '.launchpad')):
-      commands = list(_node_commands(built, plan))
+    with core.program_files_in(os.path.join(self._run_dir, '.launchpad')):
+      commands = list(core.node_commands(built, plan))
     return self.run_commands(commands)
 
   def run_commands(self, commands: Sequence[Tuple[str, List[str],
@@ -303,10 +192,9 @@ class Supervisor:
 
   def _start(self, node: str, argv: List[str],
              env_overrides: Dict[str, str]) -> _NodeProcess:
-    env = dict(os.environ)
-    env.update(env_overrides)
-    env['ACME_LAUNCH_NODE'] = node
-    env['ACME_LAUNCH_RUN_DIR'] = self._run_dir
+    env = node_env.updated({**os.environ, **env_overrides}, node=node,
+                           run_dir=self._run_dir,
+                           pdb=self._pdb and node == self._debug_node)
     env['PYTHONPATH'] = os.pathsep.join(
         p for p in (_REPO_ROOT, env.get('PYTHONPATH', '')) if p)
     env['PYTHONUNBUFFERED'] = '1'
@@ -338,8 +226,6 @@ class Supervisor:
     """
     log.write('acme-launch: this node ran in the launcher\'s terminal '
               '(--debug_node); its output went there.\n')
-    if self._pdb:
-      env['ACME_LAUNCH_PDB'] = '1'  # node_entry: post-mortem on exceptions.
     return subprocess.Popen(argv, env=env, cwd=_REPO_ROOT,
                             preexec_fn=_die_with_parent)
 
@@ -364,7 +250,7 @@ class Supervisor:
             child.relay_thread.join(timeout=5)  # Its last lines, for the tail.
           return Outcome(EXIT_NODE_FAILED, 'node_failed',
                          failed_node=child.node,
-                         failed_log_tail=_tail(child.log.path) +
+                         failed_log_tail=core.log_tail(child.log.path) +
                          f'\n(node {child.node} {how}; {decision.reason})')
         self._children[i] = self._restart(child, how, decision.attempt)
       if all(child.popen.poll() is not None for child in self._children):
@@ -395,7 +281,7 @@ class Supervisor:
       os.killpg(child.popen.pid, signal.SIGKILL)  # Anything it left behind.
     except (ProcessLookupError, PermissionError):
       pass
-    env = {**child.env_overrides, restarts.RESTART_ENV: str(attempt)}
+    env = node_env.updated(child.env_overrides, restart=attempt)
     return self._start(child.node, child.argv, env)
 
   def _stop_all(self) -> None:

@@ -46,7 +46,9 @@ from acme_launch import errors
 from acme_launch import layout
 from acme_launch.plan import resources
 
-LAUNCH_PY = os.path.join(acme_launch.ROOT, 'launch.py')
+# A point's launcher: `python -m acme_launch`, which works from a checkout
+# (ROOT on its PYTHONPATH) and installed alike.
+LAUNCHER = ('-m', 'acme_launch')
 SEED_FIELD = 'seed'
 STOP_GRACE_SECONDS = 60.0   # A child launcher stops its nodes within 30 s.
 _PR_SET_PDEATHSIG = 1
@@ -436,9 +438,11 @@ class SweepRunner:
     return self._stop_signal or 0
 
   def _start(self, point: Point, state: str, slot: Slot) -> _Child:
-    argv = [sys.executable, LAUNCH_PY,
+    argv = [sys.executable, *LAUNCHER,
             *point_args(self._dir, self._record, point, state)]
     env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join(
+        p for p in (acme_launch.ROOT, env.get('PYTHONPATH', '')) if p)
     if slot.gpus:
       env['CUDA_VISIBLE_DEVICES'] = ','.join(map(str, slot.gpus))
       env['CUDA_DEVICE_ORDER'] = 'PCI_BUS_ID'  # nvidia-smi's numbering.

@@ -40,6 +40,7 @@ import tempfile
 from typing import Dict, List, Optional, Tuple
 
 from acme_launch import layout
+from acme_launch.plan import node_env
 from acme_launch.plan import topology
 
 _APPENDED = ('logs', 'metrics')     # Top-level folders whose files only grow.
@@ -210,7 +211,7 @@ class Shipping:
     """
     self._mirrored.pop(node, None)
     if shared:
-      return ({'ACME_LAUNCH_RUN_DIR': self._run_dir},
+      return (node_env.NodeEnv(run_dir=self._run_dir).to_environ(),
               layout.log_path(self._run_dir, node))
     import ray  # pylint: disable=g-import-not-at-top
     files = {**csv_headers(self._run_dir),
@@ -218,8 +219,7 @@ class Shipping:
     root = ray.get(actor.make_mirror.remote(files),
                    timeout=CALL_TIMEOUT_SECONDS)
     self._mirrored[node] = actor
-    return ({'ACME_LAUNCH_RUN_DIR': root,
-             layout.MIRROR_OF_ENV: self._run_dir},
+    return (node_env.NodeEnv(run_dir=root, mirror_of=self._run_dir).to_environ(),
             layout.log_path(root, node))
 
   def forget(self, node: str) -> None:

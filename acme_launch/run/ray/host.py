@@ -40,27 +40,23 @@ _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
 _RAY_WORKER_ONLY = ('OMP_NUM_THREADS', 'CUDA_VISIBLE_DEVICES')
 
 
-# 'OLD=NEW,...': a restarted node's own server addresses on the host it
-# moved to (its pickled program still holds the ones it was launched with).
-MOVED_ADDRESSES_ENV = 'ACME_LAUNCH_MOVED_ADDRESSES'
-
-
 class FixedAddress:
   """A Launchpad address builder for one server: 'IP:PORT' chosen at launch.
 
   Launchpad's local builder says 'localhost:<free port>'; on a cluster each
   server's address is its host's cluster address and a port free there.
-  A node restarted on another host resolves its own addresses through
-  MOVED_ADDRESSES_ENV (only actors and evaluators move, and nobody dials
-  them). (Launchpad only calls `build()`: no need to import its base class.)
+  A node restarted on another host resolves its own addresses through its
+  NodeEnv's moved_addresses, 'OLD=NEW' pairs (its pickled program still holds
+  the ones it was launched with; only actors and evaluators move, and nobody
+  dials them). (Launchpad only calls `build()`: no need to import its base class.)
   """
 
   def __init__(self, address: str):
     self._address = address
 
   def build(self) -> str:
-    for pair in os.environ.get(MOVED_ADDRESSES_ENV, '').split(','):
-      old, _, new = pair.partition('=')
+    from acme_launch.plan import node_env  # pylint: disable=g-import-not-at-top
+    for old, new in node_env.NodeEnv.from_environ().moved_addresses:
       if old == self._address and new:
         return new
     return self._address
@@ -79,11 +75,12 @@ class StopRequest:
 
   def __call__(self) -> None:
     from acme_launch import layout  # pylint: disable=g-import-not-at-top
+    from acme_launch.plan import node_env  # pylint: disable=g-import-not-at-top
     path = layout.on_this_host(self._path)  # Shipped from a mirror.
     tmp_path = f'{path}.{os.getpid()}.tmp'
     with open(tmp_path, 'w') as f:
       json.dump({'time': time.time(),
-                 'node': os.environ.get('ACME_LAUNCH_NODE', '')}, f)
+                 'node': node_env.NodeEnv.from_environ().node}, f)
     os.replace(tmp_path, path)
 
 

@@ -9,16 +9,16 @@ local_mp runs, on its host. This module is the launcher's side:
      launcher wrote) and that the bind shim works for the host's address;
   3. give every Courier/Reverb server of a node its host's cluster address
      and a port free there (Launchpad's local launcher says localhost), and
-     ACME_LAUNCH_BIND_ADDRESS to the shim, so each server listens there and
+     its NodeEnv's bind_address to the shim, so each server listens there and
      nowhere else;
   4. turn the program into per-node commands exactly as local_mp does
-     (supervisor._node_commands), ship Launchpad's pickled program to each
+     (core.node_commands), ship Launchpad's pickled program to each
      actor as bytes, and start the nodes;
   5. supervise as local_mp does, under the same restarts.RestartPolicy: an
      actor or evaluator that exits non-zero is started again by its Ray
      actor on its host; one whose Ray actor is gone (its host lost) gets a
      new Ray actor, which Ray places on a host that fits its demand, and
-     new server addresses there (ray_host.MOVED_ADDRESSES_ENV); any other
+     new server addresses there (NodeEnv.moved_addresses); any other
      node's death, or one past its restarts, stops the run naming it
      (exit 1; cli.py's --auto_resume may start it again); the steps limiter's
      lp.stop() (a stop request file, ray_host.StopRequest) ends it at the
@@ -45,15 +45,23 @@ from acme_launch.program import build as program_lib
 from acme_launch.run.ray import cluster as ray_cluster
 from acme_launch.run.ray import files as ray_files
 from acme_launch.run.ray import host as ray_host
+from acme_launch.plan import node_env
 from acme_launch.plan import resources
-from acme_launch.run import restarts
+from acme_launch.run import core
 from acme_launch import layout
-from acme_launch.run import supervisor
 from acme_launch.plan import topology
 
 PLACEMENT_TIMEOUT_SECONDS = 60.0
 CALL_TIMEOUT_SECONDS = 30.0   # One round of actor calls (poll, ports, ...).
 _MARKER = '.ray_shared_check'
+# A moved node's NodeEnv fields, written by _advance_move (node_env.py).
+_MIRROR_OF = node_env.variable('mirror_of')
+_BIND_ADDRESS = node_env.variable('bind_address')
+_SERVER_ADDRESSES = node_env.variable('server_addresses')
+_RAY_NODE_ID = node_env.variable('ray_node_id')
+_MOVED_FROM = node_env.variable('moved_from')
+_MOVED_ADDRESSES = node_env.variable('moved_addresses')
+_RESTART = node_env.variable('restart')
 
 
 class _Move:
@@ -67,7 +75,7 @@ class _Move:
     self.deadline = time.time() + PLACEMENT_TIMEOUT_SECONDS
 
 
-class RaySupervisor(supervisor.Supervisor):
+class RaySupervisor(core.SupervisorCore):
   """Runs one program on a Ray cluster to its end; see the module docstring."""
 
   def __init__(self, run_dir: str, cluster: ray_cluster.Cluster,
@@ -90,7 +98,7 @@ class RaySupervisor(supervisor.Supervisor):
   # Launch --------------------------------------------------------------------
 
   def run_cluster(self, built: program_lib.BuiltProgram,
-                  plan: resources.ResourcePlan) -> supervisor.Outcome:
+                  plan: resources.ResourcePlan) -> core.Outcome:
     """Runs the program; LaunchError (exit 2) if it cannot be placed."""
     start = self._start_time = time.time()
     previous = {s: signal.signal(s, self._on_signal)
@@ -207,9 +215,8 @@ class RaySupervisor(supervisor.Supervisor):
         address.bind(ray_host.FixedAddress(value))
 
     stopper = ray_host.StopRequest(layout.stop_request_path(self._run_dir))
-    with supervisor._program_files_in(  # pylint: disable=protected-access
-        os.path.join(self._run_dir, '.launchpad')):
-      commands = list(supervisor._node_commands(  # pylint: disable=protected-access
+    with core.program_files_in(os.path.join(self._run_dir, '.launchpad')):
+      commands = list(core.node_commands(
           built, plan, program_stopper=stopper, bind_addresses=bind))
       program_refs = {}
       for _, argv, _ in commands:
@@ -222,14 +229,11 @@ class RaySupervisor(supervisor.Supervisor):
       where = self._where[node]
       data_file = argv[argv.index('--data_file') + 1]
       run_dir_env, log_path = self._place_files(node)
-      env = dict(env, **run_dir_env)
-      env.update({
-          'ACME_LAUNCH_NODE': node,
-          'ACME_LAUNCH_BIND_ADDRESS': where['ip'],
-          'ACME_LAUNCH_SERVER_ADDRESSES': ','.join(addresses[node]),
-          'ACME_LAUNCH_RAY_NODE_ID': where['ray_node_id'],
-          'PYTHONUNBUFFERED': '1',
-      })
+      env = node_env.updated(
+          dict(env, **run_dir_env), node=node, bind_address=where['ip'],
+          server_addresses=tuple(addresses[node]),
+          ray_node_id=where['ray_node_id'])
+      env['PYTHONUNBUFFERED'] = '1'
       # The program's bytes as a top-level ObjectRef: Ray hands the actor
       # the bytes, fetched once per host.
       self._commands[node] = (argv, env, data_file, program_refs[data_file],
@@ -262,7 +266,7 @@ class RaySupervisor(supervisor.Supervisor):
           sys.stdout.write(f'[{node}] {line}\n')
       sys.stdout.flush()
 
-  def _watch_cluster(self) -> supervisor.Outcome:
+  def _watch_cluster(self) -> core.Outcome:
     import ray  # pylint: disable=g-import-not-at-top
     while True:
       self._files.pull()  # Nodes on hosts without the run directory.
@@ -270,8 +274,8 @@ class RaySupervisor(supervisor.Supervisor):
         return self._stopped_outcome()
       if os.path.exists(layout.stop_request_path(self._run_dir)):
         progress = layout.read_json(layout.progress_path(self._run_dir), {})
-        return supervisor.Outcome(
-            supervisor.EXIT_OK, 'budget_reached'
+        return core.Outcome(
+            core.EXIT_OK, 'budget_reached'
             if progress.get('budget_reached') else 'program_stopped')
       for node in list(self._moving):
         outcome = self._advance_move(node)
@@ -301,9 +305,9 @@ class RaySupervisor(supervisor.Supervisor):
               node, f'node {node} on host {where} {how}; {decision.reason}')
       if (codes and not self._moving and
           all(code is not None for code in codes.values())):
-        return supervisor.Outcome(supervisor.EXIT_OK, 'all_nodes_exited')
+        return core.Outcome(core.EXIT_OK, 'all_nodes_exited')
       if self._wall_time_exceeded():
-        return supervisor.Outcome(supervisor.EXIT_OK, 'max_wall_time')
+        return core.Outcome(core.EXIT_OK, 'max_wall_time')
       self._report()
       time.sleep(0.5)
 
@@ -316,7 +320,7 @@ class RaySupervisor(supervisor.Supervisor):
     argv, env, data_file, program_ref, log_path = self._commands[node]
     with open(layout.log_path(self._run_dir, node), 'a') as f:
       f.write(f'\n{line}\n')
-    env = {**env, restarts.RESTART_ENV: str(attempt)}
+    env = node_env.updated(env, restart=attempt)
     try:
       ray.get(self._actors[node].start.remote(argv, env, data_file,
                                               program_ref, log_path),
@@ -328,7 +332,7 @@ class RaySupervisor(supervisor.Supervisor):
     return [n for n in self._started if n not in self._moving]
 
   def _on_actor_lost(self, node: str,
-                     error: str) -> Optional[supervisor.Outcome]:
+                     error: str) -> Optional[core.Outcome]:
     """A node's Ray actor is gone: move it elsewhere, or stop the run."""
     decision = self._restarts.on_death(node)
     if decision.restart:
@@ -338,11 +342,11 @@ class RaySupervisor(supervisor.Supervisor):
     return self._failed(node, f'the Ray actor running {node} on host {where} '
                         f'is gone: {error}; {decision.reason}')
 
-  def _failed(self, node: str, why: str) -> supervisor.Outcome:
+  def _failed(self, node: str, why: str) -> core.Outcome:
     self._files.pull()  # The end of its log, if it ran without the run dir.
-    return supervisor.Outcome(
-        supervisor.EXIT_NODE_FAILED, 'node_failed', failed_node=node,
-        failed_log_tail=supervisor._tail(  # pylint: disable=protected-access
+    return core.Outcome(
+        core.EXIT_NODE_FAILED, 'node_failed', failed_node=node,
+        failed_log_tail=core.log_tail(
             layout.log_path(self._run_dir, node)) + f'\n({why})')
 
   def _move(self, node: str, attempt: int) -> None:
@@ -361,7 +365,7 @@ class RaySupervisor(supervisor.Supervisor):
     self._moving[node] = _Move(self._actors[node].describe.remote(),
                                where['ip'], lost, attempt)
 
-  def _advance_move(self, node: str) -> Optional[supervisor.Outcome]:
+  def _advance_move(self, node: str) -> Optional[core.Outcome]:
     """Starts a moved node on its new host once Ray placed its actor."""
     import ray  # pylint: disable=g-import-not-at-top
     move = self._moving[node]
@@ -389,12 +393,12 @@ class RaySupervisor(supervisor.Supervisor):
                           f'{" ".join(str(e).split())[:300]}')
     addresses = [f'{where["ip"]}:{port}' for port in ports]
     argv, env, data_file, program_ref, _ = self._commands[node]
-    env = {k: v for k, v in env.items() if k != layout.MIRROR_OF_ENV}
-    env = {**env, **run_dir_env, 'ACME_LAUNCH_BIND_ADDRESS': where['ip'],
-           'ACME_LAUNCH_SERVER_ADDRESSES': ','.join(addresses),
-           'ACME_LAUNCH_RAY_NODE_ID': where['ray_node_id'],
-           'ACME_LAUNCH_MOVED_FROM': move.old_ip,
-           ray_host.MOVED_ADDRESSES_ENV: ','.join(
+    env = {k: v for k, v in env.items() if k != _MIRROR_OF}
+    env = {**env, **run_dir_env, _BIND_ADDRESS: where['ip'],
+           _SERVER_ADDRESSES: ','.join(addresses),
+           _RAY_NODE_ID: where['ray_node_id'],
+           _MOVED_FROM: move.old_ip,
+           _MOVED_ADDRESSES: ','.join(
                f'{old}={new}' for old, new in
                zip(self._launched_addresses[node], addresses))}
     self._commands[node] = (argv, env, data_file, program_ref, log_path)
@@ -405,7 +409,7 @@ class RaySupervisor(supervisor.Supervisor):
     print(line, flush=True)
     with open(layout.log_path(self._run_dir, node), 'a') as f:
       f.write(f'\n{line}\n')
-    env = {**env, restarts.RESTART_ENV: str(move.attempt)}
+    env = {**env, _RESTART: str(move.attempt)}
     try:
       ray.get(actor.start.remote(argv, env, data_file, program_ref, log_path),
               timeout=CALL_TIMEOUT_SECONDS + 60)
@@ -413,13 +417,13 @@ class RaySupervisor(supervisor.Supervisor):
       self._move(node, move.attempt)  # Lost again already: place it anew.
     return None
 
-  def _stopped_outcome(self) -> supervisor.Outcome:
+  def _stopped_outcome(self) -> core.Outcome:
     progress = layout.read_json(layout.progress_path(self._run_dir), {})
     if progress.get('budget_reached'):
-      return supervisor.Outcome(supervisor.EXIT_OK, 'budget_reached')
+      return core.Outcome(core.EXIT_OK, 'budget_reached')
     if self._stop_signal == signal.SIGINT:
-      return supervisor.Outcome(supervisor.EXIT_INTERRUPTED, 'interrupted')
-    return supervisor.Outcome(128 + self._stop_signal, 'terminated')
+      return core.Outcome(core.EXIT_INTERRUPTED, 'interrupted')
+    return core.Outcome(128 + self._stop_signal, 'terminated')
 
   # Stop ------------------------------------------------------------------------
 
@@ -429,7 +433,7 @@ class RaySupervisor(supervisor.Supervisor):
     for node in self._running():
       self._actors[node].terminate.remote()
     saving = [n for n in self._running() if topology.saves_on_stop(n)]
-    deadline = time.time() + supervisor.STOP_TIMEOUT_SECONDS
+    deadline = time.time() + core.STOP_TIMEOUT_SECONDS
     while saving and time.time() < deadline:
       refs = [self._actors[n].poll.remote() for n in saving]
       try:
