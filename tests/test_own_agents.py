@@ -178,6 +178,11 @@ def test_dry_run_and_sweep_with_an_own_agent_show_its_specs_and_points(
   assert 'user_project.tiny_dqn on user_project.line_env:make_env' in result.stdout
   assert 'observations: float32 (1,)' in result.stdout
   assert 'actions: int32 (), 2 values' in result.stdout
+  # Modules beside the config file need no PYTHONPATH.
+  example = run_launcher('--config=examples/dueling_dqn_corridor.py',
+                         '--dry_run', env={'PYTHONPATH': ''})
+  assert example.returncode == 0, example.stderr[-3000:]
+  assert 'observations: float32 (4,) in [0, 1]' in example.stdout
   sweep = _launch(project, '--sweep=seed=0,1', f'--workdir={workdir}',
                   '--dry_run')
   assert sweep.returncode == 0, sweep.stderr[-3000:]
@@ -209,3 +214,54 @@ def test_a_bad_own_module_is_one_line_exit_2_and_starts_nothing(
   assert len(errors) == 1, result.stderr
   assert expected in errors[0], errors[0]
   assert os.listdir(workdir) == []
+
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))), 'examples')
+
+
+@pytest.mark.e2e
+def test_the_example_runs_through_the_python_api_and_resumes(tmp_path):
+  import acme_launch  # pylint: disable=g-import-not-at-top
+  from acme_launch import errors  # pylint: disable=g-import-not-at-top
+  from acme_launch.config import registry  # pylint: disable=g-import-not-at-top
+  config = registry.load(os.path.join(EXAMPLES, 'dueling_dqn_corridor.py'))
+  config.max_actor_steps = 600
+  config.num_actors = 1
+  config.eval_every_steps = 300
+  config.eval_episodes = 2
+  config.final_eval_episodes = 4
+  config.dueling_dqn.min_replay_size = 50
+  config.dueling_dqn.samples_per_insert = 2.0
+  config.checkpoint.interval_minutes = 0.02
+  workdir = str(tmp_path / 'runs')
+  plan = acme_launch.dry_run(config, workdir=workdir,
+                             python_path=[EXAMPLES])
+  assert plan.nodes['actor'] == ('actor/0',)
+  assert plan.environment_spec.actions.num_values == 2
+  assert 'observations: float32 (4,) in [0, 1]' in plan.text
+  assert not os.path.exists(workdir)
+
+  summary = acme_launch.launch(config, config_name='corridor', workdir=workdir,
+                            run_name='api', python_path=[EXAMPLES],
+                            progress_every=30)
+  assert summary['exit_code'] == 0
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['final_eval_episodes'] == 4
+  run_dir = summary['run_dir']
+  assert os.listdir(os.path.join(run_dir, 'checkpoints', 'learner'))
+
+  config.max_actor_steps = 900
+  resumed = acme_launch.launch(config, resume=run_dir, python_path=[EXAMPLES],
+                            progress_every=30)
+  assert resumed['exit_reason'] == 'budget_reached'
+  assert resumed['restored_actor_steps'] >= 600
+  assert resumed['actor_steps'] >= 900
+
+  # Bad input raises the CLI's one error type, with its line.
+  config.num_actors = 0
+  with pytest.raises(errors.LaunchError, match='config.num_actors must be'):
+    acme_launch.launch(config, workdir=workdir, run_name='bad')
+  with pytest.raises(errors.LaunchError, match="unknown option 'workers'"):
+    acme_launch.launch(config, workers=3)
+  assert sorted(os.listdir(workdir)) == ['api']
