@@ -71,15 +71,15 @@ def _options(config, config_name: str, dry_run: bool, kwargs):
 
 def _prepared(config, config_name, dry_run, kwargs):
   from acme_launch import cli  # pylint: disable=g-import-not-at-top
-  from acme_launch import layout  # pylint: disable=g-import-not-at-top
   from acme_launch import quiet  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import rundir  # pylint: disable=g-import-not-at-top
   quiet.quiet_third_party()
   options = _options(config, config_name, dry_run, kwargs)
   try:
     return cli, options, cli.prepare(options)
   except errors.LaunchError:
     # A check after the run directory was taken (disk space): give it back.
-    layout.unlock_all()
+    rundir.unlock_all()
     raise
 
 
@@ -104,13 +104,14 @@ def launch(config=None, *, config_name: str = '',
         **options) -> Dict[str, Any]:
   """Runs `config` to its end as `python launch.py` would; its summary."""
   from acme_launch import layout  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import rundir  # pylint: disable=g-import-not-at-top
   cli, options_value, launch = _prepared(config, config_name, False, options)
   previous = os.umask(0o077)  # The run directory is the user's alone.
   try:
     code = cli.run_and_report(options_value, launch)
   finally:
     os.umask(previous)
-    layout.unlock(launch.run_dir)
+    rundir.unlock(launch.run_dir)
   summary: Optional[Dict[str, Any]] = layout.read_json(
       layout.summary_path(launch.run_dir))
   return {**(summary or {}), 'exit_code': code, 'run_dir': launch.run_dir}

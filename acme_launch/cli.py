@@ -23,6 +23,7 @@ from acme_launch.config import schema as experiment_config
 from acme_launch.config import options as options_lib
 from acme_launch.config import registry
 from acme_launch.plan import topology
+from acme_launch.run import rundir
 
 EXIT_BAD_INPUT = 2
 
@@ -120,7 +121,7 @@ class Launch:
   plan: Any                  # resources.ResourcePlan
   built: Any                 # program.BuiltProgram
   run_dir: str
-  resume: Any = None         # checkpointing.ResumeState; None on a dry run
+  resume: Any = None         # resume.ResumeState; None on a dry run
   preload: str = ''          # The loopback shim, preloaded into node processes.
   exposed_reason: str = ''   # Why not, with --allow_exposed_listeners.
   notes: List[str] = dataclasses.field(default_factory=list)  # Lines to show.
@@ -197,7 +198,7 @@ def prepare_launch(options: options_lib.Options,
   """
   # Heavy imports (acme, launchpad, TF) only once the input parsed.
   from acme_launch import agents  # pylint: disable=g-import-not-at-top
-  from acme_launch.program import checkpointing  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import resume as resume_lib  # pylint: disable=g-import-not-at-top
   from acme_launch.run import disk_space  # pylint: disable=g-import-not-at-top
   from acme_launch.program import build as program_lib  # pylint: disable=g-import-not-at-top
   from acme_launch.plan import gpu_inventory  # pylint: disable=g-import-not-at-top
@@ -259,14 +260,14 @@ def prepare_launch(options: options_lib.Options,
   if launch_type != 'ray':  # On a cluster, each host checks its own shim.
     launch.preload, launch.exposed_reason = _loopback(
         launch_type, options.allow_exposed_listeners)
-  layout.check_resumable(run_dir, built.identity)
-  layout.prepare(run_dir)
+  rundir.check_resumable(run_dir, built.identity)
+  rundir.prepare(run_dir)
   try:
     os.chmod(run_dir, 0o700)  # Also one an older version left open to others.
   except OSError:
     pass  # Not ours to change; writable, as prepare() checked.
-  layout.lock(run_dir)
-  launch.resume = checkpointing.verify_for_resume(run_dir)
+  rundir.lock(run_dir)
+  launch.resume = resume_lib.verify_for_resume(run_dir)
   short = disk_space.shortage(run_dir, int(options.disk_guard_mb * 2**20))
   if short:
     raise errors.LaunchError(short)
@@ -418,7 +419,7 @@ def run_and_report(options: options_lib.Options, launch: Launch) -> int:
   _write_run_config(run_dir, config_name, config, built, launch.plan,
                     program_lib.node_seeds(config), launch_type, options.argv,
                     launch.python_path)
-  layout.clear_live_files(run_dir)
+  rundir.clear_live_files(run_dir)
   resumed = (f'; resuming from {restored_steps:,} actor steps'
              if resume.checkpoints else '')
   print(f'acme-launch: {config_name} ({config.agent} on {config.env_name}), '
@@ -484,7 +485,7 @@ def _run_until_done(options: options_lib.Options, launch: Launch, reporter):
   """Runs the program; with --auto_resume, again from its checkpoints after
   a stateful node's failure. Returns (outcome, auto resumes made); the
   outcome's wall time and node restarts cover every attempt."""
-  from acme_launch.program import checkpointing  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import resume as resume_lib  # pylint: disable=g-import-not-at-top
   from acme_launch.program import build as program_lib  # pylint: disable=g-import-not-at-top
   built = launch.built
   wall_time, node_restarts, resumes = 0.0, collections.Counter(), 0
@@ -503,7 +504,7 @@ def _run_until_done(options: options_lib.Options, launch: Launch, reporter):
           f'{options.auto_resume}). The end of its log:\n'
           f'{outcome.failed_log_tail}', file=sys.stderr, flush=True)
     try:
-      for warning in checkpointing.verify_for_resume(launch.run_dir).warnings:
+      for warning in resume_lib.verify_for_resume(launch.run_dir).warnings:
         print(f'acme-launch: warning: {warning}', file=sys.stderr)
     except errors.LaunchError as e:
       print(f'acme-launch: cannot resume: {e}', file=sys.stderr)

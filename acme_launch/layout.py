@@ -12,19 +12,36 @@
       summary.json    final figures, written by the launcher at exit
 """
 
-import fcntl
 import json
 import os
 import tempfile
-from typing import Any, Dict
+from typing import Any, List
 
-from acme_launch import errors
 from acme_launch.plan import node_env
 from acme_launch.plan import topology
 
 
 def checkpoints_dir(run_dir: str) -> str:
   return os.path.join(run_dir, 'checkpoints')
+
+
+def component_dir(run_dir: str, component: str) -> str:
+  """checkpoints/<component>: 'learner', 'counter' or 'replay'."""
+  return os.path.join(checkpoints_dir(run_dir), component)
+
+
+# The components saved by TF's checkpointer (replay: Reverb's own).
+COMPONENTS = ('learner', 'counter')
+_DONE_FILE = 'DONE'  # Reverb writes it last into a complete checkpoint.
+
+
+def complete_replay_checkpoints(replay_dir: str) -> List[str]:
+  """Reverb checkpoint folders with their DONE marker, oldest first."""
+  if not os.path.isdir(replay_dir):
+    return []
+  return sorted(
+      os.path.join(replay_dir, name) for name in os.listdir(replay_dir)
+      if os.path.isfile(os.path.join(replay_dir, name, _DONE_FILE)))
 
 
 def logs_dir(run_dir: str) -> str:
@@ -85,24 +102,8 @@ def on_this_host(path: str) -> str:
       os.path.join(settings.run_dir, relative))
 
 
-def create(run_dir: str) -> None:
-  """Makes the run directory and its folders, readable by the user only."""
-  for path in (run_dir, checkpoints_dir(run_dir), logs_dir(run_dir),
-               nodes_dir(run_dir), os.path.join(run_dir, 'metrics')):
-    os.makedirs(path, mode=0o700, exist_ok=True)
-
-
 def final_eval_path(run_dir: str) -> str:
   return os.path.join(run_dir, 'final_eval.json')
-
-
-def clear_live_files(run_dir: str) -> None:
-  """Removes the previous launch's progress, summary, final evaluation and
-  stop request before a new one."""
-  for path in (progress_path(run_dir), summary_path(run_dir),
-               final_eval_path(run_dir), stop_request_path(run_dir)):
-    if os.path.exists(path):
-      os.unlink(path)
 
 
 def write_json_atomic(path: str, data: Any) -> None:
@@ -125,70 +126,3 @@ def read_json(path: str, default: Any = None) -> Any:
       return json.load(f)
   except (FileNotFoundError, json.JSONDecodeError):
     return default
-
-
-def prepare(run_dir: str) -> None:
-  """Creates the run directory; LaunchError if it cannot be used."""
-  if os.path.exists(run_dir) and not os.path.isdir(run_dir):
-    raise errors.LaunchError(f'run directory {run_dir} exists and is not a directory')
-  try:
-    create(run_dir)
-  except OSError as e:
-    raise errors.LaunchError(
-        f'cannot create run directory {run_dir}: {e.strerror}') from e
-  for path in (run_dir, checkpoints_dir(run_dir), logs_dir(run_dir)):
-    if not os.access(path, os.W_OK | os.X_OK):
-      raise errors.LaunchError(f'run directory {path} is not writable')
-
-
-# Open lock files by run directory, held until this process exits (the CLI)
-# or the run ends (the Python API: unlock).
-_held_locks: Dict[str, Any] = {}
-
-
-def lock(run_dir: str) -> None:
-  """Takes the run directory for this process; LaunchError if in use.
-
-  An flock on <run_dir>/.lock: the kernel releases it when the launcher
-  exits, however it exits, so a stale lock never blocks a resume.
-  """
-  path = os.path.join(run_dir, '.lock')
-  lock_file = open(path, 'a+')
-  try:
-    fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-  except OSError:
-    lock_file.seek(0)
-    holder = lock_file.read().strip() or 'another launcher'
-    lock_file.close()
-    raise errors.LaunchError(
-        f'run directory {run_dir} is in use by {holder}; wait for that run '
-        'to end or choose another --run_name') from None
-  lock_file.truncate(0)
-  lock_file.write(f'pid {os.getpid()}\n')
-  lock_file.flush()
-  _held_locks[run_dir] = lock_file
-
-
-def unlock(run_dir: str) -> None:
-  """Gives the run directory back (a run of the Python API has ended)."""
-  lock_file = _held_locks.pop(run_dir, None)
-  if lock_file is not None:
-    lock_file.close()
-
-
-def unlock_all() -> None:
-  for run_dir in list(_held_locks):
-    unlock(run_dir)
-
-
-def check_resumable(run_dir: str, identity: Dict[str, Any]) -> None:
-  """Refuses to resume a run whose agent, task or shapes differ."""
-  saved = read_json(config_path(run_dir))
-  if saved is None:
-    return
-  saved_identity = saved.get('identity', {})
-  for key, value in identity.items():
-    if key in saved_identity and saved_identity[key] != value:
-      raise errors.LaunchError(
-          f'cannot resume {run_dir}: its {key} is {saved_identity[key]!r}, '
-          f'this config has {value!r}; use another --run_name')

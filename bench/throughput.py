@@ -105,7 +105,7 @@ def run_acme_launch(workdir: str, actors: int, envs: int, backend: str,
                     run_name: str = '', prefix: Tuple[str, ...] = (),
                     env: Optional[Dict[str, str]] = None) -> Optional[float]:
   """`prefix` and `env`: how bench/cluster.py runs it in a host's namespace."""
-  from configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
+  from acme_launch.configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
   batch_size = ppo_mujoco.get_config().ppo.batch_size
   queue_batches = -(-(batch_size + STOCK_QUEUE_EXTRA) // batch_size)
   run_name = run_name or f'acme_launch_{backend}_a{actors}_e{envs}'
@@ -135,13 +135,14 @@ def run_stock_acme(workdir: str, actors: int,
   """Acme's own DistributedPPO program, plus a node that reads its counter."""
   from acme.agents.jax import ppo  # pylint: disable=g-import-not-at-top
   import launchpad as lp  # pylint: disable=g-import-not-at-top
-  from configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
-  from acme_launch import envs as environments  # pylint: disable=g-import-not-at-top,multiple-imports
-  from acme_launch.program import nodes  # pylint: disable=g-import-not-at-top,multiple-imports
-  from acme_launch.program import build as program_lib  # pylint: disable=g-import-not-at-top,multiple-imports
-  from acme_launch.plan import resources  # pylint: disable=g-import-not-at-top,multiple-imports
-  from acme_launch import layout  # pylint: disable=g-import-not-at-top,multiple-imports
-  from acme_launch.run import supervisor  # pylint: disable=g-import-not-at-top,multiple-imports
+  from acme_launch.configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
+  from acme_launch import envs as environments  # pylint: disable=g-import-not-at-top
+  from acme_launch.program import nodes  # pylint: disable=g-import-not-at-top
+  from acme_launch.program import build as program_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch.plan import resources  # pylint: disable=g-import-not-at-top
+  from acme_launch import layout  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import rundir  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import supervisor  # pylint: disable=g-import-not-at-top
   from acme_launch.agents import ppo as ppo_adapter  # pylint: disable=g-import-not-at-top
 
   config = ppo_mujoco.get_config()
@@ -151,7 +152,7 @@ def run_stock_acme(workdir: str, actors: int,
   fields, _ = ppo_adapter.split_fields(config)
   fields.update(PPO_OVERRIDES)
   run_dir = os.path.join(workdir, f'stock_acme_a{actors}')
-  layout.create(run_dir)
+  rundir.create(run_dir)
   agent = ppo.DistributedPPO(
       environment_factory=lambda is_eval: environments.make_environment(
           'HalfCheetah-v4', seed=0),

@@ -1,4 +1,11 @@
-"""Shared helpers: run the real launcher as a user would, in a subprocess."""
+"""Shared helpers: run the real launcher as a user would, in a subprocess.
+
+The tests mirror the package: tests/<subpackage>/ holds the tests of
+acme_launch/<subpackage>/, and tests/e2e/ those that launch programs. Every
+test under tests/e2e/, and every other one that starts the launcher or a
+program, carries the `e2e` marker (pytest.ini): `-m "not e2e"` runs the
+fast in-process ones.
+"""
 
 import contextlib
 import json
@@ -9,6 +16,14 @@ import sys
 import pytest
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_E2E_DIR = os.path.join(REPO_ROOT, 'tests', 'e2e') + os.sep
+
+
+def pytest_collection_modifyitems(items):
+  """Everything in tests/e2e/ is an end-to-end test."""
+  for item in items:
+    if str(item.fspath).startswith(_E2E_DIR):
+      item.add_marker(pytest.mark.e2e)
 
 
 def user_env(extra=None) -> dict:

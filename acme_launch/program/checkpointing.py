@@ -16,10 +16,9 @@ directory writes these folders into its mirror of it there
 on the launcher's host and pushes them back before such a node starts, so
 the launcher's run directory holds every run's checkpoints in both cases.
 
-Two halves: `verify_for_resume` runs in the launcher before any process
-starts (it reads every checkpoint it may restore, and points a component
-whose newest save is unreadable back at its previous one); the node classes
-below run inside the node processes.
+This module is the node half: the classes below run inside the node
+processes. The launcher half, run/resume.py, reads every checkpoint a run
+may restore before any process starts.
 """
 
 import dataclasses
@@ -48,14 +47,6 @@ import tensorflow as tf
 
 from acme_launch import errors
 from acme_launch import layout
-
-COMPONENTS = ('learner', 'counter')
-_DONE_FILE = 'DONE'  # Reverb writes it last into a complete checkpoint.
-
-
-def component_dir(run_dir: str, component: str) -> str:
-  return os.path.join(layout.checkpoints_dir(run_dir), component)
-
 
 class CheckpointWriteError(RuntimeError):
   """A save failed (disk full, folder unwritable): the node stops with it.
@@ -196,7 +187,7 @@ class CheckpointedLearner(core.Worker, core.VariableSource):
     self._learner = learner
     run_dir = layout.on_this_host(run_dir)
     self._checkpointer = Checkpointer(
-        learner, component_dir(run_dir, 'learner'), checkpoint_config)
+        learner, layout.component_dir(run_dir, 'learner'), checkpoint_config)
     self._save_lock = threading.Lock()
     self._step_error: Optional[BaseException] = None
     restored = self._checkpointer.restore()
@@ -238,7 +229,7 @@ class CheckpointedCounter(counting.Counter):
     super().__init__()
     run_dir = layout.on_this_host(run_dir)
     self._checkpointer = Checkpointer(
-        self, component_dir(run_dir, 'counter'), checkpoint_config)
+        self, layout.component_dir(run_dir, 'counter'), checkpoint_config)
     self._checkpointer.restore()
 
   def run(self) -> None:
@@ -269,7 +260,7 @@ class ReplayNode(lp.ReverbNode):
 
   def run(self) -> None:
     self._run_dir = layout.on_this_host(self._run_dir)  # In its process.
-    replay_dir = component_dir(self._run_dir, 'replay')
+    replay_dir = layout.component_dir(self._run_dir, 'replay')
     checkpointer = (reverb.checkpointers.DefaultCheckpointer(replay_dir)
                     if self._enabled else None)
     address = self._address.resolve()
@@ -296,134 +287,12 @@ class ReplayNode(lp.ReverbNode):
       path = client.checkpoint()
     except Exception as e:  # pylint: disable=broad-except
       # Reverb reports a failed write as RuntimeError or a TF error.
-      kept = complete_replay_checkpoints(replay_dir)
+      kept = layout.complete_replay_checkpoints(replay_dir)
       raise CheckpointWriteError(
           f'cannot save a replay checkpoint in {replay_dir}: {_reason(e)}; '
           'the last good checkpoint is kept: '
           f'{kept[-1] if kept else "none yet"}') from e
     logging.info('Saved replay checkpoint %s', path)
-    for old in complete_replay_checkpoints(replay_dir)[:-self._max_to_keep]:
+    for old in layout.complete_replay_checkpoints(
+        replay_dir)[:-self._max_to_keep]:
       shutil.rmtree(old, ignore_errors=True)
-
-
-def complete_replay_checkpoints(replay_dir: str) -> List[str]:
-  """Reverb checkpoint folders with their DONE marker, oldest first."""
-  if not os.path.isdir(replay_dir):
-    return []
-  return sorted(
-      os.path.join(replay_dir, name) for name in os.listdir(replay_dir)
-      if os.path.isfile(os.path.join(replay_dir, name, _DONE_FILE)))
-
-
-# Launcher side ---------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class ResumeState:
-  """What a run directory's checkpoints hold, checked before launch."""
-  counts: Dict[str, float]          # The counter's totals (empty if fresh).
-  checkpoints: Dict[str, str]       # Component -> checkpoint to restore.
-  warnings: List[str]               # Fallbacks made, one line each.
-
-
-def _read_whole_checkpoint(prefix: str) -> Dict[str, Any]:
-  """Reads every tensor of a TF checkpoint: raises if any part is corrupt."""
-  reader = tf.train.load_checkpoint(prefix)
-  return {name: reader.get_tensor(name)
-          for name in reader.get_variable_to_shape_map()}
-
-
-def _counter_counts(tensors: Dict[str, Any]) -> Dict[str, float]:
-  for name, value in tensors.items():
-    if name.endswith('py_state'):
-      return dict(pickle.loads(value)['counts'])
-  raise ValueError('no counter state in checkpoint')
-
-
-def verify_for_resume(run_dir: str) -> ResumeState:
-  """Checks every checkpoint a resume would restore; raises LaunchError.
-
-  Learner and counter (TF checkpointer) go through `_verify_tf_component`,
-  the replay tables (Reverb) through `_verify_replay`; each returns the save
-  it chose and a warning when that is not the newest one.
-  """
-  counts: Dict[str, float] = {}
-  chosen: Dict[str, str] = {}
-  warnings: List[str] = []
-  for component in COMPONENTS:
-    prefix, tensors, warning = _verify_tf_component(
-        component_dir(run_dir, component), component)
-    if prefix is None:
-      continue
-    chosen[component] = prefix
-    if component == 'counter':
-      counts = _counter_counts(tensors)
-    if warning:
-      warnings.append(warning)
-  folder, warning = _verify_replay(component_dir(run_dir, 'replay'))
-  if folder:
-    chosen['replay'] = folder
-  if warning:
-    warnings.extend(warning)
-  return ResumeState(counts, chosen, warnings)
-
-
-def _verify_tf_component(directory: str, component: str):
-  """(prefix, its tensors, warning or '') of the newest save that reads
-  completely; (None, None, '') when there is none to resume.
-
-  If that is not the newest save, the state file is pointed at it (the
-  unreadable files stay on disk) and the warning says so; if none reads,
-  LaunchError names the directory.
-  """
-  try:
-    state = tf.train.get_checkpoint_state(directory)
-  except (tf.errors.OpError, ValueError) as e:
-    raise errors.LaunchError(
-        f'checkpoint state file {os.path.join(directory, "checkpoint")} is '
-        f'unreadable: {" ".join(str(e).split())[:200]}') from e
-  if state is None:
-    return None, None, ''
-  candidates = [os.path.join(directory, os.path.basename(p))
-                for p in state.all_model_checkpoint_paths]
-  problems = []
-  for prefix in reversed(candidates):
-    try:
-      tensors = _read_whole_checkpoint(prefix)
-    except Exception as e:  # pylint: disable=broad-except
-      # TF's reader raises OpError, IndexError, ValueError... for damage.
-      problems.append(f'{prefix}: {" ".join(str(e).split())[:160]}')
-      continue
-    if not problems:
-      return prefix, tensors, ''
-    tf.compat.v1.train.update_checkpoint_state(
-        directory, os.path.basename(prefix),
-        all_model_checkpoint_paths=[os.path.basename(p) for p in candidates])
-    return prefix, tensors, (
-        f'{component} checkpoint unreadable, resuming from '
-        f'{os.path.basename(prefix)} instead: {problems[0]}')
-  raise errors.LaunchError(
-      f'no readable {component} checkpoint in {directory} '
-      f'({problems[0] if problems else "no checkpoint files"})')
-
-
-def _verify_replay(replay_dir: str):
-  """(newest complete replay folder whose files read, or '', warnings).
-
-  Folders without Reverb's DONE marker are ignored by Reverb itself; a
-  complete one whose files do not read is renamed `*.corrupt`.
-  """
-  warnings = []
-  for folder in reversed(complete_replay_checkpoints(replay_dir)):
-    try:
-      for name in os.listdir(folder):
-        if name.endswith('.tfrecord'):
-          for _ in tf.data.TFRecordDataset(os.path.join(folder, name)):
-            pass
-    except tf.errors.OpError as e:
-      os.rename(folder, folder + '.corrupt')
-      warnings.append(f'replay checkpoint {folder} unreadable, moved to '
-                      f'{folder}.corrupt: {" ".join(str(e).split())[:160]}')
-      continue
-    return folder, warnings
-  return '', warnings

@@ -12,7 +12,6 @@ import os
 import shutil
 from typing import Tuple
 
-from acme_launch.program import checkpointing
 from acme_launch import layout
 
 CHECK_EVERY_SECONDS = 5.0
@@ -31,14 +30,14 @@ def _size(path: str) -> int:
 def newest_checkpoints_bytes(run_dir: str) -> int:
   """Bytes of the newest learner, counter and replay checkpoints together."""
   total = 0
-  for component in checkpointing.COMPONENTS:
+  for component in layout.COMPONENTS:
     indexes = sorted(glob.glob(os.path.join(
-        checkpointing.component_dir(run_dir, component), 'ckpt-*.index')),
+        layout.component_dir(run_dir, component), 'ckpt-*.index')),
         key=os.path.getmtime)
     if indexes:
       total += sum(_size(p) for p in glob.glob(indexes[-1][:-len('index')] + '*'))
-  replays = checkpointing.complete_replay_checkpoints(
-      checkpointing.component_dir(run_dir, 'replay'))
+  replays = layout.complete_replay_checkpoints(
+      layout.component_dir(run_dir, 'replay'))
   if replays:
     total += _size(replays[-1])
   return total

@@ -45,6 +45,7 @@ import acme_launch
 from acme_launch import errors
 from acme_launch import layout
 from acme_launch.plan import resources
+from acme_launch.run import rundir
 
 # A point's launcher: `python -m acme_launch`, which works from a checkout
 # (ROOT on its PYTHONPATH) and installed alike.
@@ -690,7 +691,7 @@ def run(options: SweepOptions, record: Dict[str, Any],
   """Runs the sweep to its end; prints and writes the table; exit code."""
   os.makedirs(os.path.join(options.sweep_dir, 'logs'), mode=0o700,
               exist_ok=True)
-  layout.lock(options.sweep_dir)
+  rundir.lock(options.sweep_dir)
   record['slots'] = [dataclasses.asdict(s) for s in slots]
   layout.write_json_atomic(record_path(options.sweep_dir), record)
   total = len(record['points'])

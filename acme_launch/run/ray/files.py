@@ -41,6 +41,7 @@ from typing import Dict, List, Optional, Tuple
 
 from acme_launch import layout
 from acme_launch.plan import node_env
+from acme_launch.run import rundir
 from acme_launch.plan import topology
 
 _APPENDED = ('logs', 'metrics')     # Top-level folders whose files only grow.
@@ -73,7 +74,7 @@ class Mirror:
 
   def __init__(self):
     self.root = tempfile.mkdtemp(prefix='acme-launch-run-')
-    layout.create(self.root)
+    rundir.create(self.root)
     self._pulled: Dict[str, object] = {}  # Offset, or (size, mtime_ns).
 
   def receive(self, files: Dict[str, bytes]) -> None:

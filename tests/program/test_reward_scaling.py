@@ -21,8 +21,8 @@ from acme_launch import agents
 from acme_launch.program import batched_adders
 from acme_launch import envs as environments
 from acme_launch.program import reward_scaling
-from configs import ppo_mujoco
-from tests import test_batched_adders
+from acme_launch.configs import ppo_mujoco
+from tests.program import test_batched_adders
 from tests.conftest import read_json, run_launcher
 
 NUM_ENVS = 3

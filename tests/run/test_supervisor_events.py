@@ -17,6 +17,7 @@ import pytest
 from acme_launch.plan import node_env
 from acme_launch.run import restarts
 from acme_launch import layout
+from acme_launch.run import rundir
 from acme_launch.run import supervisor
 from tests.conftest import alive
 
@@ -32,7 +33,7 @@ SLEEPER = 'import time; time.sleep(60)'
 
 
 def run(run_dir, commands, **options):
-  layout.create(run_dir)
+  rundir.create(run_dir)
   runner = supervisor.Supervisor(str(run_dir), **options)
   outcome = runner.run_commands(commands)
   pids = [child.popen.pid for child in runner._children]  # pylint: disable=protected-access

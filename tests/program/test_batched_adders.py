@@ -17,7 +17,7 @@ from acme import specs
 from acme_launch import agents
 from acme_launch.program import batched_adders
 from acme_launch import envs as environments
-from configs import ppo_mujoco
+from acme_launch.configs import ppo_mujoco
 
 NUM_ENVS = 3
 NUM_STEPS = 400

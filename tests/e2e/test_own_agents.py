@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import read_json, run_launcher
+from tests.conftest import REPO_ROOT, read_json, run_launcher
 
 AGENT = '''
 """A minimal adapter: the three functions, nothing declared."""
@@ -216,8 +216,7 @@ def test_a_bad_own_module_is_one_line_exit_2_and_starts_nothing(
   assert os.listdir(workdir) == []
 
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))), 'examples')
+EXAMPLES = os.path.join(REPO_ROOT, 'examples')
 
 
 @pytest.mark.e2e

@@ -424,8 +424,8 @@ def _latest_checkpoint(directory: str) -> str:
 
 
 def _verify_for_resume(run_dir: str):
-  from acme_launch.program import checkpointing  # pylint: disable=g-import-not-at-top
-  return checkpointing.verify_for_resume(run_dir)
+  from acme_launch.run import resume as resume_lib  # pylint: disable=g-import-not-at-top
+  return resume_lib.verify_for_resume(run_dir)
 
 
 @contextlib.contextmanager

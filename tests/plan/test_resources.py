@@ -14,7 +14,7 @@ from acme_launch import errors
 from acme_launch.plan import gpu_inventory
 from acme_launch.plan import resources
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.conftest import REPO_ROOT  # pylint: disable=g-import-not-at-top
 INVENTORIES = os.path.join(REPO_ROOT, 'tests', 'inventories')
 NODES = [('replay', 0), ('counter', 0), ('learner', 0), ('actor', 0),
          ('actor', 1), ('evaluator', 0)]

@@ -16,7 +16,7 @@ from acme_launch.plan import gpu_inventory
 from acme_launch.plan import node_env
 from acme_launch.plan import resources
 from tests.conftest import REPO_ROOT, node_records, read_json, run_launcher, user_env
-from tests.test_resources import plan as resource_plan
+from tests.plan.test_resources import plan as resource_plan
 
 
 def nodes(actors, evaluators=1):
