@@ -9,3 +9,12 @@ import os as _os
 
 # The folder that holds this package: node processes' PYTHONPATH and cwd.
 ROOT = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+
+
+def __getattr__(name):
+  """`acme_launch.launch` and `acme_launch.dry_run` (api.py), imported on first
+  use so that `import acme_launch` stays free of side effects."""
+  if name in ('launch', 'dry_run'):
+    from acme_launch import api  # pylint: disable=g-import-not-at-top
+    return getattr(api, name)
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

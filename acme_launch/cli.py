@@ -51,7 +51,7 @@ def _package_versions() -> dict:
 
 
 def _write_run_config(run_dir, config_name, config, built, plan, seeds,
-                      launch_type, argv) -> None:
+                      launch_type, argv, python_path) -> None:
   from acme_launch import layout  # pylint: disable=g-import-not-at-top
   layout.write_json_atomic(layout.config_path(run_dir), {
       'config_name': config_name,
@@ -59,6 +59,7 @@ def _write_run_config(run_dir, config_name, config, built, plan, seeds,
       'identity': built.identity,
       'launch_type': launch_type,
       'argv': list(argv),
+      'python_path': list(python_path),
       'node_seeds': seeds,
       'resource_plan': [
           {'node': p.node, 'group': p.group, 'label': p.label,
@@ -78,17 +79,27 @@ def _run_dir_path(options: options_lib.Options, config_name: str) -> str:
 
 
 def _load_config(options: options_lib.Options):
-  """The --config flag's config, or with --resume alone the saved one."""
+  """(config, its name, the folders of the user's code): the --config flag's,
+  or with --resume alone the ones saved in the run directory."""
   from acme_launch import layout  # pylint: disable=g-import-not-at-top
   if options.config is not None:
-    return options.config, options.config_name
+    return options.config, options.config_name, options.python_path
   saved = layout.read_json(layout.config_path(os.path.abspath(options.resume)))
   if saved is None:
     raise errors.LaunchError(
         f'--resume={options.resume}: no run directory with a config.json there')
   config = ml_collections.ConfigDict(saved['config'])
   experiment_config.add_missing_fields(config)
-  return config, saved.get('config_name', 'resumed')
+  return (config, saved.get('config_name', 'resumed'),
+          tuple(options.python_path or saved.get('python_path', ())))
+
+
+def _importable(python_path: Tuple[str, ...]) -> None:
+  """The user's code folders first on this launcher's own path too: it
+  loads their adapter and environment to check and plan them."""
+  for folder in reversed(python_path):
+    if folder not in sys.path:
+      sys.path.insert(0, folder)
 
 
 def _describe_nodes(built, launch_type: str) -> str:
@@ -117,6 +128,8 @@ class Launch:
   debug_node: str = ''       # Runs in the foreground of this terminal.
   pdb: bool = False          # Post-mortem debugger on a node's exception.
   cluster: Any = None        # ray_cluster.Cluster for --launch_type=ray.
+  # Folders of the user's code, first on the path of every node process.
+  python_path: Tuple[str, ...] = ()
 
 
 def _check_debugging(launch_type: str, debug_node: str, pdb: bool,
@@ -193,17 +206,14 @@ def prepare_launch(options: options_lib.Options,
   from acme_launch import layout  # pylint: disable=g-import-not-at-top
 
   launch_type, dry_run = options.launch_type, options.dry_run
-  config, config_name = _load_config(options)
+  config, config_name, python_path = _load_config(options)
+  _importable(python_path)
   experiment_config.validate(config)
   if launch_type == 'ray':
     from acme_launch.run.ray import cluster as ray_cluster  # pylint: disable=g-import-not-at-top
     address, hosts = connected_cluster or connect_cluster(options)
-  if config.agent not in agents.ADAPTERS:
-    raise errors.LaunchError(
-        f'config.agent {config.agent!r} is unknown; known agents: '
-        f'{", ".join(agents.ADAPTERS)}')
   inventory = resources.read_inventory(options.gpu_inventory)
-  learner_devices = agents.get_adapter(config.agent).LEARNER_DEVICES
+  learner_devices = agents.load(config.agent).learner_devices
   # Only local_mp starts a process per node on this host: pin them within
   # the cores this launcher may use (a sweep or `taskset` gives it a slice).
   host_cores = (sorted(os.sched_getaffinity(0)) if launch_type == 'local_mp'
@@ -237,7 +247,8 @@ def prepare_launch(options: options_lib.Options,
         '--auto_resume works with --launch_type=local_mp or ray only (under '
         'local_mt and test_mt a failure ends this process)')
   launch = Launch(config, config_name, launch_type, plan, built, run_dir,
-                  debug_node=options.debug_node, pdb=options.pdb, notes=notes)
+                  debug_node=options.debug_node, pdb=options.pdb, notes=notes,
+                  python_path=python_path)
   if launch_type == 'ray':
     node_demands = ray_cluster.demands(
         [(node, plan.placement(built.placement_node(node)))
@@ -346,7 +357,7 @@ def _sweep_main(options: options_lib.Options) -> int:
     _fail(str(e))
 
 
-def _prepare(options: options_lib.Options) -> Launch:
+def prepare(options: options_lib.Options) -> Launch:
   """prepare_launch, after what must come first: local_mt's re-exec with the
   loopback shim, and a Ray address checked before the heavy imports (an
   unreachable one is reported within seconds)."""
@@ -362,12 +373,15 @@ def _prepare(options: options_lib.Options) -> Launch:
   return prepare_launch(options, connected_cluster)
 
 
-def _print_dry_run(launch: Launch) -> None:
+def print_dry_run(launch: Launch) -> None:
   from acme_launch.plan import resources  # pylint: disable=g-import-not-at-top
   config = launch.config
   print(f'config {launch.config_name}: {config.agent} on {config.env_name}, '
         f'budget {config.max_actor_steps:,} actor steps, '
         f'launch type {launch.launch_type}\n')
+  from acme_launch.program import build  # pylint: disable=g-import-not-at-top
+  print('environment (as the agent sees it):')
+  print(build.describe_spec(launch.built.environment_spec) + '\n')
   print(_describe_nodes(launch.built, launch.launch_type))
   print('\nresource placement:')
   print(resources.format_plan(launch.plan))
@@ -379,7 +393,7 @@ def _print_dry_run(launch: Launch) -> None:
   print('\ndry run: nothing was started.')
 
 
-def _run_and_report(options: options_lib.Options, launch: Launch) -> int:
+def run_and_report(options: options_lib.Options, launch: Launch) -> int:
   """Runs the prepared program to its end; writes and prints the summary."""
   from acme_launch.run import progress as progress_lib  # pylint: disable=g-import-not-at-top
   from acme_launch.run import summary as summary_lib  # pylint: disable=g-import-not-at-top
@@ -403,7 +417,8 @@ def _run_and_report(options: options_lib.Options, launch: Launch) -> int:
           '--config.max_actor_steps to train further.')
     return 0
   _write_run_config(run_dir, config_name, config, built, launch.plan,
-                    program_lib.node_seeds(config), launch_type, options.argv)
+                    program_lib.node_seeds(config), launch_type, options.argv,
+                    launch.python_path)
   rundir.clear_live_files(run_dir)
   resumed = (f'; resuming from {restored_steps:,} actor steps'
              if resume.checkpoints else '')
@@ -448,16 +463,14 @@ def _run_once(options: options_lib.Options, launch: Launch, built, reporter,
   from acme_launch.run import supervisor  # pylint: disable=g-import-not-at-top
   common = dict(show_output=options.show_output, reporter=reporter,
                 max_wall_time=max_wall_time,
-                max_node_restarts=options.max_node_restarts)
+                max_node_restarts=options.max_node_restarts,
+                python_path=launch.python_path)
   if launch.launch_type == 'ray':
     from acme_launch.run.ray import launch as ray_launch  # pylint: disable=g-import-not-at-top
     runner = ray_launch.RaySupervisor(
         launch.run_dir, launch.cluster,
         allow_public_address=options.allow_public_cluster_address, **common)
-    try:
-      return runner.run_cluster(built, launch.plan)
-    except errors.LaunchError as e:  # A node Ray could not place, a host
-      _fail(str(e))                  # that cannot run nodes: nothing left.
+    return runner.run_cluster(built, launch.plan)
   runner = supervisor.Supervisor(
       launch.run_dir, preload=launch.preload,
       debug_node=launch.debug_node, pdb=launch.pdb,
@@ -516,13 +529,16 @@ def main(argv: List[str]) -> int:
   if options.sweep or _is_sweep_resume(options):
     return _sweep_main(options)
   try:
-    launch = _prepare(options)
+    launch = prepare(options)
   except errors.LaunchError as e:
     _fail(str(e))
   if options.dry_run:
-    _print_dry_run(launch)
+    print_dry_run(launch)
     return 0
-  return _run_and_report(options, launch)
+  try:
+    return run_and_report(options, launch)
+  except errors.LaunchError as e:  # A node Ray could not place, a host
+    _fail(str(e))                  # that cannot run nodes: nothing left.
 
 
 def run() -> None:

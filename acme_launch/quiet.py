@@ -26,5 +26,9 @@ def quiet_third_party() -> None:
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # TF's dso-loader lines.
   warnings.filterwarnings('ignore', category=DeprecationWarning)
   warnings.filterwarnings('ignore', category=FutureWarning)
+  # JAX warns at every fork once it has started threads; the launcher forks
+  # only through subprocess, whose child execs at once (no JAX code runs).
+  warnings.filterwarnings('ignore', message=r'os\.fork\(\) was called',
+                          category=RuntimeWarning)
   for logger in (logging.getLogger(), logging.getLogger('absl')):
     logger.addFilter(_DropKnownNoise())

@@ -1,6 +1,11 @@
-"""Per-agent adapters: each turns a config into Acme's builder pieces.
+"""Agents: how the launcher finds an agent's adapter, and what one is.
 
-An adapter module exposes three functions and nothing else is agent-specific:
+`config.agent` names an adapter module: a shipped one by its short name
+(`ppo`, `sac`, `td3`, `d4pg`, `dqn`: `acme_launch.agents.<name>`), or any
+importable module by its dotted name (`my_project.agents.my_dqn`, found on
+PYTHONPATH or beside the config file). Shipped and user adapters load the
+same way (`load`). An adapter module defines three functions:
+
   make_builder(config, learner_logger_fn, environment_spec)
       -> an Acme `ActorLearnerBuilder`; values a config derives from the
          environment (e.g. SAC's target entropy) are derived here, and bad
@@ -8,70 +13,142 @@ An adapter module exposes three functions and nothing else is agent-specific:
   make_networks(config, environment_spec) -> the agent's networks
   make_policy(config, networks, environment_spec, evaluation)
       -> the policy `builder.make_actor` takes: the actors' behaviour policy,
-         or the evaluator's when `evaluation` is true
+         or the evaluator's when `evaluation` is true. Actors that step
+         several environments call it on a batch of observations.
 
-Each adapter module also declares `LEARNER_DEVICES`: how many devices its
-learner uses (1 for every agent here: dm-acme 0.4.0's learners do not pmap);
-the resource planner gives the learner that many GPUs and leaves the rest
-free.
+and may declare what its learner and actors need (defaults in brackets):
 
-and what its actors need, which program/build.py reads instead of guessing:
-  POLICY_RETURNS_EXTRAS  bool: the policy returns (actions, extras) (PPO's
-                         log-probs) rather than actions alone
-  BATCHED_ADDER          bool: the builder has `make_batched_adder(
+  LEARNER_DEVICES        int [1]: devices its learner uses; the resource
+                         planner gives the learner that many GPUs
+  ACTOR_VARIABLES        str ['policy']: the learner variables its actor
+                         fetches (`learner.get_variables([name])`)
+  POLICY_RETURNS_EXTRAS  bool [False]: the policy returns (actions, extras)
+                         (PPO's log-probs) rather than actions alone
+  BATCHED_ADDER          bool [False]: the builder has `make_batched_adder(
                          replay_client, environment_spec, num_envs)` (see
-                         program/batched_adders.py) for actors with envs_per_actor > 1;
-                         False: each environment gets `builder.make_adder()`
-  ACTOR_VARIABLES        str: the learner variables its builder's actor
-                         fetches ('policy', PPO's 'network', DQN's ''); see
-                         make_variable_client below
+                         program/batched_adders.py) for actors with
+                         envs_per_actor > 1; otherwise each environment gets
+                         its own `builder.make_adder()`
 
-Every function gets the same arguments whether it needs them or not, so
-program/build.py calls every agent alike. Adding an agent: one module here, one
-entry in ADAPTERS, and a config file in configs/ with a `config.<agent>`
-section (and usually `config.network`).
+The agent's own settings are the config section named like the module's
+last part (`config.ppo`, `config.my_dqn`); see docs/own-agents-and-envs.md.
 """
 
+import dataclasses
 import importlib
-import types
+import inspect
+from typing import Any, Callable, Protocol
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
-from acme import core
-from acme.jax import variable_utils
-import ml_collections
+from acme_launch import errors
 
-ADAPTERS = {
-    'ppo': 'acme_launch.agents.ppo',
-    'sac': 'acme_launch.agents.sac',
-    'td3': 'acme_launch.agents.td3',
-    'd4pg': 'acme_launch.agents.d4pg',
-    'dqn': 'acme_launch.agents.dqn',
-}
+SHIPPED = ('ppo', 'sac', 'td3', 'd4pg', 'dqn')
+FUNCTIONS = ('make_builder', 'make_networks', 'make_policy')
 
 
-# What every adapter module declares.
-PROTOCOL = ('LEARNER_DEVICES', 'ACTOR_VARIABLES', 'POLICY_RETURNS_EXTRAS',
-            'BATCHED_ADDER', 'make_builder', 'make_networks', 'make_policy')
+class AdapterModule(Protocol):
+  """What an adapter module provides (the capabilities are optional)."""
+
+  def make_builder(self, config, learner_logger_fn: Callable[[], Any],
+                   environment_spec) -> Any: ...
+
+  def make_networks(self, config, environment_spec) -> Any: ...
+
+  def make_policy(self, config, networks, environment_spec,
+                  evaluation: bool) -> Callable[..., Any]: ...
 
 
-def get_adapter(agent: str) -> types.ModuleType:
-  adapter = importlib.import_module(ADAPTERS[agent])
-  missing = [name for name in PROTOCOL if name not in vars(adapter)]
-  if missing:  # A programming error in an adapter, not user input.
-    raise TypeError(f'{adapter.__name__} does not declare {", ".join(missing)}')
-  return adapter
+@dataclasses.dataclass(frozen=True)
+class Adapter:
+  """An adapter module as the launcher uses it, capabilities defaulted."""
+  module_name: str
+  section: str                 # The config section of its settings.
+  make_builder: Callable[..., Any]
+  make_networks: Callable[..., Any]
+  make_policy: Callable[..., Any]
+  learner_devices: int = 1
+  actor_variables: str = 'policy'
+  policy_returns_extras: bool = False
+  batched_adder: bool = False
 
 
-def make_variable_client(adapter: types.ModuleType,
-                         config: ml_collections.ConfigDict,
-                         variable_source: core.VariableSource
-                         ) -> variable_utils.VariableClient:
+def module_name(agent: str) -> str:
+  return f'acme_launch.agents.{agent}' if agent in SHIPPED else agent
+
+
+def section_name(agent: str) -> str:
+  """'ppo' -> 'ppo'; 'my_project.agents.my_dqn' -> 'my_dqn'."""
+  return agent.rsplit('.', 1)[-1]
+
+
+def load(agent: str) -> Adapter:
+  """The adapter `config.agent` names; LaunchError (one line) if it cannot
+  be imported or lacks a function."""
+  name = module_name(agent)
+  if not name or not all(part.isidentifier() for part in name.split('.')):
+    raise errors.LaunchError(
+        f'config.agent {agent!r} is neither a shipped agent '
+        f'({", ".join(SHIPPED)}) nor a module name like my_project.my_agent')
+  try:
+    module = importlib.import_module(name)
+  except ModuleNotFoundError as e:
+    if e.name and name.startswith(e.name) and agent not in SHIPPED:
+      raise errors.LaunchError(
+          f'config.agent {agent!r}: no module {e.name!r} on the path (shipped '
+          f'agents: {", ".join(SHIPPED)}; a module of yours must be on '
+          'PYTHONPATH or beside the config file)') from None
+    raise _import_error(agent, e) from None
+  except Exception as e:  # pylint: disable=broad-except
+    raise _import_error(agent, e) from None
+  missing = [f for f in FUNCTIONS if not callable(getattr(module, f, None))]
+  if missing:
+    raise errors.LaunchError(
+        f'config.agent {agent!r}: module {name} defines no '
+        f'{", ".join(missing)} (an adapter needs {", ".join(FUNCTIONS)})')
+  return Adapter(
+      module_name=name, section=section_name(agent),
+      **{f: getattr(module, f) for f in FUNCTIONS},
+      learner_devices=int(getattr(module, 'LEARNER_DEVICES', 1)),
+      actor_variables=str(getattr(module, 'ACTOR_VARIABLES', 'policy')),
+      policy_returns_extras=bool(
+          getattr(module, 'POLICY_RETURNS_EXTRAS', False)),
+      batched_adder=bool(getattr(module, 'BATCHED_ADDER', False)))
+
+
+def _import_error(agent: str, error: Exception) -> errors.LaunchError:
+  return errors.LaunchError(
+      f'config.agent {agent!r}: importing {module_name(agent)} failed: '
+      f'{type(error).__name__}: {" ".join(str(error).split())[:200]}')
+
+
+def call(adapter: Adapter, function: str, *args, **kwargs):
+  """adapter.<function>(...), with anything it raises (other than a
+  LaunchError of its own) reported as one line naming the module."""
+  try:
+    return getattr(adapter, function)(*args, **kwargs)
+  except errors.LaunchError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except
+    where = ''
+    frames = inspect.trace()
+    if frames:
+      where = f' ({frames[-1].filename}:{frames[-1].lineno})'
+    raise errors.LaunchError(
+        f'config.agent {adapter.module_name}: {function} raised '
+        f'{type(e).__name__}: {" ".join(str(e).split())[:200]}{where}'
+    ) from e
+
+
+def make_variable_client(adapter: Adapter, config, variable_source):
   """The client the agent's own actor makes, for the loops that step its
   policy themselves (batched actors, the final evaluation): its
-  ACTOR_VARIABLES, fetched every `variable_update_period` updates of its
+  actor_variables, fetched every `variable_update_period` updates of its
   config section where the agent's Acme config has that field (PPO), else
   on every update, as Acme's builders do."""
-  period = config[config.agent].get('variable_update_period', 1)
+  from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
+  from acme.jax import variable_utils  # pylint: disable=g-import-not-at-top
+  section = config.get(adapter.section) or {}
+  period = section.get('variable_update_period', 1)
   return variable_utils.VariableClient(
-      variable_source, adapter.ACTOR_VARIABLES, device='cpu',
+      variable_source, adapter.actor_variables, device='cpu',
       update_period=period)
+

@@ -21,16 +21,10 @@ import rlax
 from acme_launch import errors
 from acme_launch.agents import replay_fields
 
-# Devices its learner uses: dm-acme 0.4.0's learning.py has no pmap, so one
-# (the resource planner gives the learner this many GPUs, no more).
-LEARNER_DEVICES = 1
-
-# The actor path (agents/__init__.py): its actors fetch the learner's
-# '' variables, its policy returns actions alone, and a batched actor
-# writes through one of the builder's adders per environment.
+# One learner device, actions alone from the policy, one of the builder's
+# adders per environment: the defaults (agents/__init__.py). Its actors fetch
+# the learner's '' variables, as Acme's DQN actor does.
 ACTOR_VARIABLES = ''
-POLICY_RETURNS_EXTRAS = False
-BATCHED_ADDER = False
 
 # Fields of `config.dqn` that are not DQNConfig fields: the adapter maps them.
 _ADAPTER_FIELDS = ('eval_epsilon',)

@@ -15,16 +15,10 @@ import ml_collections
 
 from acme_launch.agents import replay_fields
 
-# Devices its learner uses: dm-acme 0.4.0's learning.py has no pmap, so one
-# (the resource planner gives the learner this many GPUs, no more).
-LEARNER_DEVICES = 1
-
-# The actor path (agents/__init__.py): its actors fetch the learner's
-# 'policy' variables, its policy returns actions alone, and a batched actor
-# writes through one of the builder's adders per environment.
-ACTOR_VARIABLES = 'policy'
-POLICY_RETURNS_EXTRAS = False
-BATCHED_ADDER = False
+# Its learner uses one device (dm-acme 0.4.0's learning.py has no pmap), its
+# actors fetch the learner's 'policy' variables, its policy returns actions
+# alone, and a batched actor writes through one of the builder's adders per
+# environment: the defaults of agents/__init__.py, so nothing is declared.
 
 # Fields of `config.sac` that are not SACConfig fields: the adapter maps them.
 _ADAPTER_FIELDS = ('target_entropy_per_dimension', 'adaptive_entropy',

@@ -150,14 +150,20 @@ class Options:
   allow_public_cluster_address: bool = False
   sweep: Tuple[str, ...] = ()
   max_concurrent: int = 0
+  # Folders of the user's code: the --config file's own folder (so modules
+  # beside it import in the launcher and in every node), unless it is a
+  # shipped config.
+  python_path: Tuple[str, ...] = ()
 
 
 def read(argv: Optional[List[str]] = None) -> Options:
   """The parsed flags as Options: the one place flag values are read."""
-  config_name = ''
+  config_name, python_path = '', ()
   if _CONFIG.value is not None:
     path = config_flags.get_config_filename(flags.FLAGS['config'])
     config_name = os.path.splitext(os.path.basename(path))[0]
+    if not registry.is_shipped(path):
+      python_path = (os.path.dirname(os.path.abspath(path)),)
   return Options(
       config=_CONFIG.value, config_name=config_name,
       argv=tuple(sys.argv if argv is None else argv),
@@ -175,7 +181,8 @@ def read(argv: Optional[List[str]] = None) -> Options:
       allow_exposed_listeners=_ALLOW_EXPOSED_LISTENERS.value,
       ray_address=_RAY_ADDRESS.value,
       allow_public_cluster_address=_ALLOW_PUBLIC_CLUSTER_ADDRESS.value,
-      sweep=tuple(_SWEEP.value), max_concurrent=_MAX_CONCURRENT.value)
+      sweep=tuple(_SWEEP.value), max_concurrent=_MAX_CONCURRENT.value,
+      python_path=python_path)
 
 
 def _resolve_config_argument(argv: List[str]) -> List[str]:

@@ -40,6 +40,30 @@ def resolve(name_or_path: str) -> Optional[str]:
   return None
 
 
+def is_shipped(path: str) -> bool:
+  """Whether a config file is one of the package's own."""
+  return (os.path.dirname(os.path.realpath(path)) ==
+          os.path.realpath(CONFIGS_DIR))
+
+
+def load(name_or_path: str):
+  """The ConfigDict of a registry name or config file path (for the Python
+  API); LaunchError if there is none."""
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  from acme_launch import errors  # pylint: disable=g-import-not-at-top
+  path = resolve(name_or_path)
+  if path is None:
+    raise errors.LaunchError(
+        f'unknown config {name_or_path!r}; choose one of: '
+        f'{", ".join(available())} (or a path to a .py file)')
+  spec = importlib.util.spec_from_file_location(
+      f'acme_launch_config_{os.path.splitext(os.path.basename(path))[0]}',
+      path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config()
+
+
 def listing() -> str:
   """One line per registry config: name and description."""
   configs = available()

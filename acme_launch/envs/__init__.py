@@ -37,8 +37,10 @@ import dm_env
 import numpy as np
 
 from acme_launch import errors
+from acme_launch.envs import user
 
 FAMILIES = ('gym', 'gymnasium', 'dmc')
+USER = 'user'  # MODULE:FACTORY, the user's own (envs/user.py).
 BACKENDS = ('gym', 'envpool')
 _STEP_TYPES = tuple(dm_env.StepType)  # By value: FIRST, MID, LAST.
 # The Python package each backend needs beyond the gym family's own.
@@ -59,12 +61,27 @@ def parse_task(env_name: str) -> Task:
   if not sep:
     return Task('gym', env_name)
   if family not in FAMILIES and _is_module(family):
+    if name.isidentifier() and (_has_attr(family, name) or
+                                not _gym_registered(name)):
+      return Task(USER, env_name)  # A factory of the user's (envs/user.py).
     return Task('gym', env_name)  # gym's own MODULE:ID form.
   if family not in FAMILIES or not name:
     raise errors.LaunchError(
         f'config.env_name {env_name!r}: unknown task family {family!r}; '
         f'name a task as TASK (gym), gymnasium:TASK or dmc:DOMAIN-TASK')
   return Task(family, name)
+
+
+def _has_attr(module: str, name: str) -> bool:
+  try:
+    return hasattr(importlib.import_module(module), name)
+  except Exception:  # pylint: disable=broad-except
+    return False  # check_task reports the import error.
+
+
+def _gym_registered(name: str) -> bool:
+  import gym  # pylint: disable=g-import-not-at-top
+  return name in gym.envs.registry
 
 
 def _is_module(name: str) -> bool:
@@ -116,6 +133,13 @@ def check_task(env_name: str, backend: str) -> Task:
         f'config.env_backend {backend!r} is unknown; choose one of: '
         f'{", ".join(BACKENDS)}')
   task = parse_task(env_name)
+  if task.family == USER:
+    if backend == 'envpool':
+      raise errors.LaunchError(
+          f'config.env_backend envpool runs EnvPool\'s own tasks, not '
+          f'{env_name!r}: use config.env_backend=gym for a factory of yours')
+    user.factory(env_name)
+    return task
   for package in (_FAMILY_PACKAGES[task.family],
                   _BACKEND_PACKAGES.get(backend)):
     if not package:
@@ -129,6 +153,15 @@ def check_task(env_name: str, backend: str) -> Task:
           'scripts/setup.sh, which installs the lock, or choose '
           f'config.env_backend from: {", ".join(BACKENDS)}') from None
   name = task.name
+  if task.family == 'gymnasium' and ':' in name:
+    # Gymnasium's MODULE:ID, or MODULE:CLASS of the user's (envs/user.py).
+    if user.gymnasium_class(name) is not None:
+      if backend == 'envpool':
+        raise errors.LaunchError(
+            f'config.env_backend envpool runs EnvPool\'s own tasks, not '
+            f'{env_name!r}: use config.env_backend=gym')
+      return task
+    name = user.split(name)[1]
   if task.family == 'gym' and ':' in name:
     # gym's MODULE:ID: importing the module registers ID, as gym.make does.
     module, _, name = name.partition(':')
@@ -156,11 +189,12 @@ def check_task(env_name: str, backend: str) -> Task:
 
 
 def make_environment(env_name: str, seed: int, max_episode_steps: int = 0,
-                     backend: str = 'gym') -> dm_env.Environment:
+                     backend: str = 'gym', config=None) -> dm_env.Environment:
   """One environment of the task, wrapped for Acme, seeded once.
 
   Evaluators and single-environment actors use this; `max_episode_steps`
-  0 keeps the task's own limit.
+  0 keeps the task's own limit. `config` goes to a user's factory that asks
+  for it.
   """
   if backend == 'envpool':
     return EnvPoolEnvironment(
@@ -170,6 +204,10 @@ def make_environment(env_name: str, seed: int, max_episode_steps: int = 0,
     environment = _make_gym(task.name, seed, max_episode_steps)
   elif task.family == 'gymnasium':
     environment = _make_gymnasium(task.name, seed, max_episode_steps)
+  elif task.family == USER:
+    environment = user.make(env_name, seed, config)
+    if max_episode_steps:
+      environment = wrappers.StepLimitWrapper(environment, max_episode_steps)
   else:
     environment = _make_dmc(task.name, seed, max_episode_steps)
   if isinstance(environment.action_spec(), specs.BoundedArray) and not (
@@ -194,6 +232,12 @@ def _make_gym(name: str, seed: int, max_episode_steps: int):
 def _make_gymnasium(name: str, seed: int, max_episode_steps: int):
   import gymnasium  # pylint: disable=g-import-not-at-top
   kwargs = {'max_episode_steps': max_episode_steps} if max_episode_steps else {}
+  cls = user.gymnasium_class(name) if ':' in name else None
+  if cls is not None:
+    environment = cls()
+    if max_episode_steps:
+      environment = gymnasium.wrappers.TimeLimit(environment, max_episode_steps)
+    return GymnasiumEnvironment(environment, seed)
   return GymnasiumEnvironment(gymnasium.make(name, **kwargs), seed)
 
 
@@ -430,7 +474,7 @@ class EnvPoolEnvironment(dm_env.Environment):
 
 def make_environments(env_name: str, seeds: Sequence[int],
                       max_episode_steps: int = 0, backend: str = 'gym',
-                      num_threads: int = 1):
+                      num_threads: int = 1, config=None):
   """The N environments of one actor, on the backend (PythonEnvironments or
   EnvPoolEnvironments): `seeds[0]` is the actor's seed.
 
@@ -440,7 +484,8 @@ def make_environments(env_name: str, seeds: Sequence[int],
   if backend == 'envpool':
     return EnvPoolEnvironments(env_name, len(seeds), seeds[0],
                                max_episode_steps, num_threads)
-  return PythonEnvironments([make_environment(env_name, seed, max_episode_steps)
+  return PythonEnvironments([make_environment(env_name, seed, max_episode_steps,
+                                              config=config)
                              for seed in seeds])
 
 

@@ -19,6 +19,7 @@ from acme.utils import loggers
 import jax
 import launchpad as lp
 import ml_collections
+import numpy as np
 import tree
 
 from acme_launch import agents
@@ -61,6 +62,8 @@ class BuiltProgram:
   identity: Dict[str, Any] = dataclasses.field(default_factory=dict)
   # Nodes placed like another node of the plan (the limiter like the counter).
   placed_like: Dict[str, str] = dataclasses.field(default_factory=dict)
+  # What the agent sees of the environment (acme.specs.EnvironmentSpec).
+  environment_spec: Any = None
 
   def placement_node(self, node: str) -> str:
     """The node of the resource plan whose placement `node` shares."""
@@ -84,24 +87,33 @@ def run_identity(config: ml_collections.ConfigDict,
 def make_program(config: ml_collections.ConfigDict,
                  plan: resources.ResourcePlan, run_dir: str) -> BuiltProgram:
   """Returns the program; nothing runs until it is launched."""
-  adapter = agents.get_adapter(config.agent)
+  adapter = agents.load(config.agent)
   backend = config.get('env_backend', 'gym')  # Runs saved before it: gym.
   make_env = functools.partial(
       environments.make_environment, config.env_name,
-      max_episode_steps=config.env_max_episode_steps, backend=backend)
+      max_episode_steps=config.env_max_episode_steps, backend=backend,
+      config=config)
   try:
     environment_spec = specs.make_environment_spec(make_env(seed=0))
+  except errors.LaunchError:
+    raise
   except Exception as e:  # pylint: disable=broad-except
     # gym raises many types for an unknown or broken task: report it as input.
     message = ' '.join(str(e).split())[:300]
     raise errors.LaunchError(
         f'cannot make environment {config.env_name!r}: {type(e).__name__}: '
         f'{message}') from e
-  builder = adapter.make_builder(
-      config, learner_logger_fn=functools.partial(
+  builder = agents.call(
+      adapter, 'make_builder', config, learner_logger_fn=functools.partial(
           nodes.MetricsLogger, run_dir, 'learner/0', config.log_every_seconds,
           'learner_steps'),
       environment_spec=environment_spec)
+  # What the nodes will call, tried once here: an adapter that raises is one
+  # line before any process starts, not a node failing after launch.
+  for evaluation in (False, True):
+    agents.call(adapter, 'make_policy', config,
+                agents.call(adapter, 'make_networks', config, environment_spec),
+                environment_spec, evaluation)
   seeds = node_seeds(config)
 
   def logger_for(node: str) -> loggers.Logger:
@@ -147,7 +159,7 @@ def make_program(config: ml_collections.ConfigDict,
                           for j in range(1, config.envs_per_actor)]
     # EnvPool's worker threads: the actor's omp_threads (0, unset: 1).
     num_threads = plan.placement(f'actor/{index}').threads or 1
-    if adapter.BATCHED_ADDER:  # PPO: bulk sequence writes.
+    if adapter.batched_adder:  # PPO: bulk sequence writes.
       adder = builder.make_batched_adder(replay, environment_spec,
                                          len(env_seeds))
     else:
@@ -156,11 +168,11 @@ def make_program(config: ml_collections.ConfigDict,
     return batched_actor.BatchedEnvironmentLoop(
         environments.make_environments(
             config.env_name, env_seeds, config.env_max_episode_steps,
-            backend, num_threads), policy,
+            backend, num_threads, config=config), policy,
         agents.make_variable_client(adapter, config, learner),
         adder, jax.random.PRNGKey(seed), actor_counter,
         logger_for(f'actor/{index}'), max_actor_steps=config.max_actor_steps,
-        policy_returns_extras=adapter.POLICY_RETURNS_EXTRAS)
+        policy_returns_extras=adapter.policy_returns_extras)
 
   def build_evaluator(index, learner, counter):
     seed = seeds_lib.seed_after_restarts(seeds[f'evaluator/{index}'])
@@ -178,7 +190,7 @@ def make_program(config: ml_collections.ConfigDict,
            for j in range(config.final_eval_episodes)],
           policy, agents.make_variable_client(adapter, config, learner),
           jax.random.PRNGKey(environments.node_seed(seed, 'final_eval_key', 0)),
-          adapter.POLICY_RETURNS_EXTRAS)
+          adapter.policy_returns_extras)
     return nodes.ScheduledEvaluator(
         environment, actor, counter, logger_for(f'evaluator/{index}'),
         config.eval_every_steps, config.eval_episodes,
@@ -211,4 +223,27 @@ def make_program(config: ml_collections.ConfigDict,
     add(f'evaluator/{i}', lp.CourierNode(build_evaluator, i, learner, counter))
   return BuiltProgram(program, nodes_by_label,
                       run_identity(config, environment_spec),
-                      placed_like_nodes)
+                      placed_like_nodes, environment_spec)
+
+
+def describe_spec(environment_spec) -> str:
+  """Lines such as `observations: float32 (17,) in [-inf, inf]`."""
+  def one(spec) -> str:
+    text = f'{np.dtype(spec.dtype).name} {tuple(spec.shape)}'
+    if hasattr(spec, 'num_values'):
+      return f'{text}, {spec.num_values} values'
+    if hasattr(spec, 'minimum'):
+      low, high = np.min(spec.minimum), np.max(spec.maximum)
+      return f'{text} in [{low:g}, {high:g}]'
+    return text
+
+  lines = []
+  for field in ('observations', 'actions', 'rewards', 'discounts'):
+    spec = getattr(environment_spec, field)
+    leaves = tree.flatten_with_path(spec)
+    if len(leaves) == 1 and not leaves[0][0]:
+      lines.append(f'{field}: {one(spec)}')
+    else:
+      lines.extend(f'{field}.{".".join(map(str, path))}: {one(leaf)}'
+                   for path, leaf in leaves)
+  return '\n'.join(lines)

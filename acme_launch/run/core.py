@@ -14,7 +14,7 @@ import shutil
 import signal
 import tempfile
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Sequence
 
 from launchpad import context as lp_context
 from launchpad.nodes.python import local_multi_processing
@@ -118,8 +118,11 @@ class SupervisorCore:
   def __init__(self, run_dir: str, show_output: bool = False,
                max_wall_time: float = 0.0,
                reporter: Optional[progress_lib.ProgressReporter] = None,
-               max_node_restarts: int = 0):
+               max_node_restarts: int = 0, python_path: Sequence[str] = ()):
     self._run_dir = run_dir
+    # Folders of the user's code (the config file's): first on every node
+    # process's PYTHONPATH, before the package's own root.
+    self._python_path = tuple(python_path)
     self._restarts = restarts.RestartPolicy(max_node_restarts)
     self._show_output = show_output
     self._max_wall_time = max_wall_time

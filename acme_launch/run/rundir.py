@@ -45,7 +45,9 @@ def prepare(run_dir: str) -> None:
       raise errors.LaunchError(f'run directory {path} is not writable')
 
 
-_held_locks = []  # Open lock files, held until this process exits.
+# Open lock files by run directory, held until this process exits (the CLI)
+# or the run ends (the Python API: unlock).
+_held_locks: Dict[str, Any] = {}
 
 
 def lock(run_dir: str) -> None:
@@ -68,7 +70,19 @@ def lock(run_dir: str) -> None:
   lock_file.truncate(0)
   lock_file.write(f'pid {os.getpid()}\n')
   lock_file.flush()
-  _held_locks.append(lock_file)
+  _held_locks[run_dir] = lock_file
+
+
+def unlock(run_dir: str) -> None:
+  """Gives the run directory back (a run of the Python API has ended)."""
+  lock_file = _held_locks.pop(run_dir, None)
+  if lock_file is not None:
+    lock_file.close()
+
+
+def unlock_all() -> None:
+  for run_dir in list(_held_locks):
+    unlock(run_dir)
 
 
 def check_resumable(run_dir: str, identity: Dict[str, Any]) -> None:

@@ -143,10 +143,11 @@ class Supervisor(core.SupervisorCore):
                preload: str = '', debug_node: str = '', pdb: bool = False,
                max_node_restarts: int = 0,
                node_log_max_bytes: int = 20 * 2**20,
-               disk_guard_bytes: int = 0):
+               disk_guard_bytes: int = 0, python_path: Sequence[str] = ()):
     super().__init__(run_dir, show_output=show_output,
                      max_wall_time=max_wall_time, reporter=reporter,
-                     max_node_restarts=max_node_restarts)
+                     max_node_restarts=max_node_restarts,
+                     python_path=python_path)
     self._disk_guard_bytes = disk_guard_bytes
     self._disk_checked = 0.0
     self._node_log_max_bytes = node_log_max_bytes
@@ -196,7 +197,8 @@ class Supervisor(core.SupervisorCore):
                            run_dir=self._run_dir,
                            pdb=self._pdb and node == self._debug_node)
     env['PYTHONPATH'] = os.pathsep.join(
-        p for p in (_REPO_ROOT, env.get('PYTHONPATH', '')) if p)
+        p for p in (*self._python_path, _REPO_ROOT, env.get('PYTHONPATH', ''))
+        if p)
     env['PYTHONUNBUFFERED'] = '1'
     if self._preload:
       env['LD_PRELOAD'] = loopback.preload_value(env.get('LD_PRELOAD', ''),

@@ -143,7 +143,7 @@ def test_sac_target_entropy_is_derived_from_the_action_spec(env_name,
   config.env_name = env_name
   spec = specs.make_environment_spec(
       environments.make_environment(env_name, seed=0))
-  builder = agents.get_adapter('sac').make_builder(
+  builder = agents.load('sac').make_builder(
       config, learner_logger_fn=lambda: None, environment_spec=spec)
   assert builder._config.target_entropy == -action_dims  # pylint: disable=protected-access
   assert builder._config.entropy_coefficient is None  # Adaptive by default.
@@ -174,17 +174,17 @@ class _Params(core.VariableSource):
 def test_adapter_builds_replay_table_and_policies_for_one_or_many_envs(
     config_name):
   config = _load_config(config_name)
-  adapter = agents.get_adapter(config.agent)
+  adapter = agents.load(config.agent)
   environment = environments.make_environment(config.env_name, seed=0)
   spec = specs.make_environment_spec(environment)
   builder = adapter.make_builder(config, learner_logger_fn=lambda: None,
                                  environment_spec=spec)
-  assert set(agents.PROTOCOL) <= set(vars(adapter))
+  assert adapter.module_name == f'acme_launch.agents.{config.agent}'
   tables = builder.make_replay_tables(spec)
   if config.agent != 'ppo':  # PPO's is a queue sized in sequences.
     assert [t.info.max_size for t in tables] == [
         config[config.agent].max_replay_size]
-  assert adapter.BATCHED_ADDER == hasattr(builder, 'make_batched_adder')
+  assert adapter.batched_adder == hasattr(builder, 'make_batched_adder')
   networks = adapter.make_networks(config, spec)
   params = _POLICY_PARAMS[config.agent](networks, jax.random.PRNGKey(0))
   # The variable client the batched actors and final evaluation use fetches
@@ -199,12 +199,12 @@ def test_adapter_builds_replay_table_and_policies_for_one_or_many_envs(
   for evaluation in (False, True):
     policy = jax.jit(adapter.make_policy(config, networks, spec, evaluation))
     # Batched actor loops (envs_per_actor > 1) call it on stacked
-    # observations; POLICY_RETURNS_EXTRAS says what comes back.
+    # observations; policy_returns_extras says what comes back.
     actions, extras = batched_actor.actions_and_extras(
         policy(client.params, jax.random.PRNGKey(1), batch),
-        adapter.POLICY_RETURNS_EXTRAS)
+        adapter.policy_returns_extras)
     assert actions.shape == (3,) + spec.actions.shape
-    assert (extras is not None) == adapter.POLICY_RETURNS_EXTRAS
+    assert (extras is not None) == adapter.policy_returns_extras
     if extras and not evaluation:
       assert extras['log_prob'].shape == (3,)
     environment.step(actions[0])
@@ -223,7 +223,7 @@ def test_ppo_learning_rate_anneals_to_zero_at_the_step_budget():
   config.max_actor_steps = 204_800  # 100 learner steps of 128 x 16 env steps.
   environment = environments.make_environment(config.env_name, seed=0)
   spec = specs.make_environment_spec(environment)
-  builder = agents.get_adapter('ppo').make_builder(
+  builder = agents.load('ppo').make_builder(
       config, learner_logger_fn=lambda: None, environment_spec=spec)
   schedule = builder._config.learning_rate  # pylint: disable=protected-access
   updates = 100 * config.ppo.num_epochs * config.ppo.num_minibatches
@@ -232,6 +232,6 @@ def test_ppo_learning_rate_anneals_to_zero_at_the_step_budget():
       config.ppo.learning_rate / 2)
   assert float(schedule(updates)) == 0.0
   config.ppo.anneal_learning_rate = False
-  builder = agents.get_adapter('ppo').make_builder(
+  builder = agents.load('ppo').make_builder(
       config, learner_logger_fn=lambda: None, environment_spec=spec)
   assert builder._config.learning_rate == config.ppo.learning_rate  # pylint: disable=protected-access

@@ -64,8 +64,8 @@ def test_3080_and_3080ti_learner_gets_one_gpu_the_larger():
 
 def test_every_shipped_learner_gets_one_h100_and_seven_stay_idle():
   from acme_launch import agents  # pylint: disable=g-import-not-at-top
-  for agent in agents.ADAPTERS:
-    assert agents.get_adapter(agent).LEARNER_DEVICES == 1, agent
+  for agent in agents.SHIPPED:
+    assert agents.load(agent).learner_devices == 1, agent
   p = plan('h100x8')
   assert p.placement('learner/0').gpus == (0,)
   assert [g.index for g in p.idle_gpus] == list(range(1, 8))

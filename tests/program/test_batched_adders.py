@@ -27,7 +27,7 @@ def _ppo_builder(spec):
   config = ppo_mujoco.get_config()
   config.ppo.unroll_length = 8
   config.ppo.max_queue_batches = 8   # 8 x 128 sequences: room for all items.
-  return config, agents.get_adapter('ppo').make_builder(
+  return config, agents.load('ppo').make_builder(
       config, learner_logger_fn=lambda: None, environment_spec=spec)
 
 

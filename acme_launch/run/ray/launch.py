@@ -150,7 +150,7 @@ class RaySupervisor(core.SupervisorCore):
         memory=demand.memory_mb * 2 ** 20 or None,
         resources=dict(demand.custom) or None,
         max_restarts=0, runtime_env={'env_vars': {
-            'PYTHONPATH': _repo_root(),
+            'PYTHONPATH': os.pathsep.join((*self._python_path, _repo_root())),
             # Ray's workers lower their own priority to niceness 15 at start
             # (its worker_niceness), and a node process would inherit it:
             # on a host with other work its nodes then get what is left of

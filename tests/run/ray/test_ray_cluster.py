@@ -57,9 +57,9 @@ def cluster(tmp_path_factory):
     hosts.down()
 
 
-def _launch(cluster, *args, run_dir='', budget=None):
+def _launch(cluster, *args, run_dir='', budget=None, config='smoke'):
   argv = [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
-          '--config=smoke', '--launch_type=ray',
+          f'--config={config}', '--launch_type=ray',
           f'--ray_address={cluster.address}', '--progress_every=5', *args]
   if run_dir:
     argv += [f'--workdir={os.path.dirname(run_dir)}',
@@ -514,6 +514,29 @@ def test_ray_learner_killed_with_auto_resume_resumes_from_its_checkpoint_and_fin
 
 
 @pytest.mark.e2e
+def test_ray_runs_a_users_own_agent_and_environment_from_beside_its_config(
+    cluster, tmp_path):
+  # examples/: a dueling DQN and a task of the user's own, found beside the
+  # config file: every host's node processes must import them.
+  run_dir = str(tmp_path / 'runs' / 'own')
+  launcher = _launch(
+      cluster, *ON_HOST_A, '--config.num_actors=1',
+      '--config.resources.actor.ray_resources=host_b:1',
+      '--config.eval_every_steps=300', '--config.final_eval_episodes=2',
+      '--config.dueling_dqn.min_replay_size=50',
+      '--config.dueling_dqn.samples_per_insert=2.0',
+      run_dir=run_dir, budget=600,
+      config=os.path.join(REPO_ROOT, 'examples', 'dueling_dqn_corridor.py'))
+  with killed_on_exit(launcher):
+    _, stderr = launcher.communicate(timeout=400)
+  assert launcher.returncode == 0, stderr[-3000:]
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['final_eval_episodes'] == 2
+  assert node_records(run_dir)['actor/0']['bind_address'] == cluster.ips['b']
+  wait_for(lambda: not _run_processes(cluster), 20, 'no process of the run left')
+
+
 def test_ray_dry_run_prints_a_host_for_each_node_and_starts_nothing(
     cluster, tmp_path):
   launcher = _launch(cluster, *PLACEMENT, '--dry_run',

@@ -1,0 +1,117 @@
+"""The Python API: run a config from a notebook or a script, as the CLI does.
+
+  import acme_launch
+  from acme_launch.config import registry
+  config = registry.load('ppo_mujoco')       # or your own ConfigDict
+  config.max_actor_steps = 200_000
+  summary = acme_launch.launch(config, workdir='runs', run_name='ppo_test')
+  plan = acme_launch.dry_run(config)         # what --dry_run prints, as values
+
+Both take the launcher's options as keyword arguments (the flags' names:
+`launch_type`, `workdir`, `run_name`, `resume`, `ray_address`,
+`max_wall_time`, `max_node_restarts`, `auto_resume`, `gpu_inventory`, ...),
+and `python_path`: folders of your code put first on every node's path
+(default: the working directory, as the CLI puts the config file's folder).
+and go through the CLI's own steps: the same validation, resource plan,
+program, supervision and run directory. Bad input raises
+`acme_launch.errors.LaunchError` whose message is the line the CLI prints;
+nothing has started then. `run` returns `summary.json` as a dict, with the
+CLI's exit code and the run directory added (`exit_code`: 0 at the budget, 1 when a node failed
+for good, 130 on Ctrl-C).
+"""
+
+import dataclasses
+import os
+from typing import Any, Dict, Optional, Tuple
+
+from acme_launch import errors
+
+# Options the API does not take: the CLI's own modes.
+_CLI_ONLY = ('config', 'config_name', 'argv', 'list_configs', 'dry_run',
+             'sweep', 'max_concurrent', 'debug_node', 'pdb')
+
+
+@dataclasses.dataclass(frozen=True)
+class DryRun:
+  """What `--dry_run` prints, as values."""
+  config: Any                 # The validated ml_collections.ConfigDict.
+  launch_type: str
+  nodes: Dict[str, Tuple[str, ...]]  # Launchpad group label -> node names.
+  plan: Any                   # plan.resources.ResourcePlan (frozen).
+  environment_spec: Any       # acme.specs.EnvironmentSpec the agent sees.
+  run_dir: str                # Where a run would write.
+  notes: Tuple[str, ...]      # Lines the CLI would print with the plan.
+  text: str                   # The whole --dry_run output.
+
+
+def _options(config, config_name: str, dry_run: bool, kwargs):
+  from acme_launch.config import options as options_lib  # pylint: disable=g-import-not-at-top
+  fields = {f.name for f in dataclasses.fields(options_lib.Options)}
+  for name in kwargs:
+    if name not in fields or name in _CLI_ONLY:
+      allowed = sorted(fields - set(_CLI_ONLY))
+      raise errors.LaunchError(
+          f'unknown option {name!r}; the API takes: {", ".join(allowed)}')
+  if config is None and not kwargs.get('resume'):
+    raise errors.LaunchError('a config is required (or resume=RUN_DIR)')
+  launch_type = kwargs.get('launch_type', 'local_mp')
+  if launch_type not in ('local_mp', 'ray'):
+    raise errors.LaunchError(
+        f'launch_type {launch_type!r}: the Python API runs local_mp or ray '
+        'programs (local_mt and test_mt end the calling process)')
+  # As the CLI puts the config file's folder first on every node's path,
+  # the API puts the caller's working directory (a notebook's modules).
+  kwargs.setdefault('python_path', (os.getcwd(),))
+  kwargs['python_path'] = tuple(os.path.abspath(p)
+                                for p in kwargs['python_path'])
+  return options_lib.Options(
+      config=config, config_name=config_name or 'run',
+      argv=('acme_launch.launch',), dry_run=dry_run, **kwargs)
+
+
+def _prepared(config, config_name, dry_run, kwargs):
+  from acme_launch import cli  # pylint: disable=g-import-not-at-top
+  from acme_launch import quiet  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import rundir  # pylint: disable=g-import-not-at-top
+  quiet.quiet_third_party()
+  options = _options(config, config_name, dry_run, kwargs)
+  try:
+    return cli, options, cli.prepare(options)
+  except errors.LaunchError:
+    # A check after the run directory was taken (disk space): give it back.
+    rundir.unlock_all()
+    raise
+
+
+def dry_run(config=None, *, config_name: str = '', **options) -> DryRun:
+  """The plan of `config` without starting anything (--dry_run's values)."""
+  import contextlib  # pylint: disable=g-import-not-at-top
+  import io  # pylint: disable=g-import-not-at-top
+  cli, _, launch = _prepared(config, config_name, True, options)
+  text = io.StringIO()
+  with contextlib.redirect_stdout(text):
+    cli.print_dry_run(launch)
+  return DryRun(
+      config=launch.config, launch_type=launch.launch_type,
+      nodes={label: tuple(names)
+             for label, names in launch.built.nodes_by_label.items()},
+      plan=launch.plan, environment_spec=launch.built.environment_spec,
+      run_dir=launch.run_dir, notes=tuple(launch.notes),
+      text=text.getvalue())
+
+
+def launch(config=None, *, config_name: str = '',
+        **options) -> Dict[str, Any]:
+  """Runs `config` to its end as `python launch.py` would; its summary."""
+  from acme_launch import layout  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import rundir  # pylint: disable=g-import-not-at-top
+  cli, options_value, launch = _prepared(config, config_name, False, options)
+  previous = os.umask(0o077)  # The run directory is the user's alone.
+  try:
+    code = cli.run_and_report(options_value, launch)
+  finally:
+    os.umask(previous)
+    rundir.unlock(launch.run_dir)
+  summary: Optional[Dict[str, Any]] = layout.read_json(
+      layout.summary_path(launch.run_dir))
+  return {**(summary or {}), 'exit_code': code, 'run_dir': launch.run_dir}

@@ -1,0 +1,1 @@
+"""A user's own project: an agent and an environment acme-launch does not ship."""
