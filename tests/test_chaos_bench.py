@@ -45,7 +45,7 @@ def test_chaos_smoke_run_reaches_its_budget_counts_every_step_and_leaves_nothing
   if reason:
     pytest.skip(f'no network namespaces here: {reason}')
   result = _chaos('--minutes=0.5', '--seed=3', '--host_losses=1',
-                  '--process_kills=2', '--link_cuts=1', '--steps=40000',
+                  '--process_kills=2', '--link_cuts=1', '--steps=20000',
                   f'--out={tmp_path}')
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   r = read_json(os.path.join(tmp_path, 'chaos.json'))
