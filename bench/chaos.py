@@ -248,7 +248,7 @@ class Injector:
 
   def process_kill(self, host: str) -> Optional[Dict]:
     ips = {self.cluster.ips[h]: h for h in self.args.hosts}
-    deadline = time.time() + 30
+    deadline = time.time() + 60   # Actors being moved start in tens of s.
     while time.time() < deadline:
       candidates = []
       for node, record in sorted(_node_records(self.run_dir).items()):
@@ -264,7 +264,7 @@ class Injector:
           continue
         return {'node': node, 'host': where, 'pid': pid}
       time.sleep(1)
-    return None   # No actor process on those hosts for 30 s.
+    return None   # No actor process on those hosts for 60 s.
 
   def host_loss(self, host: str) -> Dict:
     pids = self.cluster.pids(host)
@@ -307,7 +307,7 @@ class Injector:
       if host != event['host']:
         record['planned_host'] = event['host']
       if detail is None:
-        record['skipped'] = 'no actor process on the fault hosts for 30 s'
+        record['skipped'] = 'no actor process on the fault hosts for 60 s'
       else:
         record.update(detail)
       self.done.append(record)

@@ -1,6 +1,6 @@
 """bench/chaos.py, run small: faults on a namespace cluster, then its report.
 
-Half a minute of chaos (a run of two to three minutes) with one fault of each kind on the three-host
+A minute of chaos (a run of about three minutes) with one fault of each kind on the three-host
 cluster the bench makes itself; the assertions read its chaos.json. Bad
 input is refused before anything starts.
 """
@@ -44,7 +44,7 @@ def test_chaos_smoke_run_reaches_its_budget_counts_every_step_and_leaves_nothing
   reason = netns_cluster.why_not_available()
   if reason:
     pytest.skip(f'no network namespaces here: {reason}')
-  result = _chaos('--minutes=0.5', '--seed=3', '--host_losses=1',
+  result = _chaos('--minutes=1', '--seed=19', '--host_losses=1',
                   '--process_kills=2', '--link_cuts=1', '--steps=20000',
                   f'--out={tmp_path}')
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
