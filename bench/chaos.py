@@ -493,9 +493,10 @@ def main(argv: List[str]) -> int:
     results['summary'] = summary
     results['launcher_events'] = launcher_events(out.lines)
     rows = count_rows(run_dir)
-    actor_deaths = sum(1 for f in injector.done if f['kind'] == 'process_kill'
-                       and 'skipped' not in f) + results['launcher_events'][
-                           'moves_started']
+    # Every actor death the launcher saw, restarted in place or moved.
+    actor_deaths = sum(count for node, count in
+                       (summary.get('node_restarts') or {}).items()
+                       if node.startswith('actor/'))
     counter_steps = summary.get('actor_steps', 0)
     counter_episodes = summary.get('actor_episodes', 0)
     results['counting'] = {
