@@ -317,9 +317,12 @@ class RaySupervisor(core.SupervisorCore):
           return outcome
       refs = {self._actors[n].poll.remote(): n for n in self._running()}
       codes = {}
+      # One deadline for the round: hosts cut off together are seen lost
+      # together, not one CALL_TIMEOUT_SECONDS after another.
+      deadline = time.time() + CALL_TIMEOUT_SECONDS
       for ref, node in refs.items():
         try:
-          codes[node] = ray.get(ref, timeout=CALL_TIMEOUT_SECONDS)
+          codes[node] = ray.get(ref, timeout=max(0.0, deadline - time.time()))
         except ray.exceptions.RayError as e:
           outcome = self._on_actor_lost(node, type(e).__name__)
           if outcome is not None:
