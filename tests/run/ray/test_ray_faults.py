@@ -20,7 +20,9 @@ import pytest
 from tests import netns_cluster
 from tests.conftest import (REPO_ROOT, killed_on_exit, node_records, read_json,
                             wait_for)
-from tests.test_ray_cluster import _Lines, _run_processes, _steps
+from tests.run.ray.test_ray_cluster import _Lines, _run_processes, _steps
+
+pytestmark = pytest.mark.e2e  # Launches programs on a namespace cluster.
 
 ON_HOST_A = [f'--config.resources.{group}.{field}={value}'
              for group in ('replay', 'counter', 'learner', 'evaluator')
