@@ -186,17 +186,8 @@ def _node_records(run_dir: str) -> Dict[str, Dict]:
 
 def run_processes(cluster) -> List[str]:
   """Node processes and NodeHost actors in the cluster's namespaces."""
-  found = []
-  for host in cluster.names:
-    for pid in cluster.pids(host):
-      try:
-        with open(f'/proc/{pid}/cmdline', 'rb') as f:
-          command = f.read().replace(b'\0', b' ').decode(errors='replace')
-      except OSError:
-        continue
-      if 'acme_launch.node_entry' in command or 'NodeHost' in command:
-        found.append(f'{host} {pid} {command[:100]}')
-  return found
+  return [f'{host} {pid} {command}'
+          for host, pid, command in cluster.run_processes()]
 
 
 def leftovers(cluster, run_dir: str) -> List[str]:

@@ -83,6 +83,21 @@ class NetnsCluster:
     result = _run('ip', 'netns', 'pids', self.namespace(name), check=False)
     return [int(p) for p in result.stdout.split()]
 
+  def run_processes(self) -> List[tuple]:
+    """(host, pid, command) of every acme-launch node process and NodeHost
+    actor in the hosts' namespaces."""
+    found = []
+    for host in self.names:
+      for pid in self.pids(host):
+        try:
+          with open(f'/proc/{pid}/cmdline', 'rb') as f:
+            command = f.read().replace(b'\0', b' ').decode(errors='replace')
+        except OSError:
+          continue
+        if 'acme_launch.node.entry' in command or 'NodeHost' in command:
+          found.append((host, pid, command[:120]))
+    return found
+
   def _step(self, argv: Sequence[str], undo: Sequence[str] = ()) -> None:
     _run(*argv)
     if undo:

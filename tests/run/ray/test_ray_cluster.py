@@ -73,17 +73,7 @@ def _launch(cluster, *args, run_dir='', budget=None, config='smoke'):
 
 def _run_processes(cluster):
   """(host, pid, command) of every node process and NodeHost actor left."""
-  found = []
-  for host in cluster.names:
-    for pid in cluster.pids(host):
-      try:
-        with open(f'/proc/{pid}/cmdline', 'rb') as f:
-          command = f.read().replace(b'\0', b' ').decode(errors='replace')
-      except OSError:
-        continue
-      if 'acme_launch.node.entry' in command or 'NodeHost' in command:
-        found.append((host, pid, command[:120]))
-  return found
+  return cluster.run_processes()
 
 
 def _listeners(cluster, host):
