@@ -19,6 +19,7 @@ from absl import app
 import ml_collections
 
 from acme_launch import errors
+from acme_launch.plan import host as host_lib
 from acme_launch.config import schema as experiment_config
 from acme_launch.config import options as options_lib
 from acme_launch.config import registry
@@ -185,13 +186,14 @@ def connect_cluster(options: options_lib.Options) -> Tuple[str, Any]:
   return address, hosts
 
 
-def prepare_launch(options: options_lib.Options,
-                   connected_cluster=None) -> Launch:
+def prepare_launch(options: options_lib.Options, connected_cluster=None,
+                   host: Optional[host_lib.HostSlice] = None) -> Launch:
   """Every check and decision before any process starts.
 
   Loads and validates the config, plans resources and builds the program
-  (for --launch_type=ray, also connects to the cluster unless given
-  `connected_cluster` from connect_cluster(), and checks it can hold it);
+  within `host` (this process's cores and GPUs unless given: a sweep gives
+  a slot's), for --launch_type=ray also connects to the cluster unless given
+  `connected_cluster` from connect_cluster(), and checks it can hold it;
   unless `options.dry_run`, also checks the loopback shim and takes the run directory
   (created private, locked, checkpoints read for resume). Raises LaunchError
   (exit 2, one line) for every bad input; nothing is started.
@@ -206,18 +208,19 @@ def prepare_launch(options: options_lib.Options,
   from acme_launch import layout  # pylint: disable=g-import-not-at-top
 
   launch_type, dry_run = options.launch_type, options.dry_run
+  host = host or host_lib.HostSlice.of_this_process()
   config, config_name, python_path = _load_config(options)
   _importable(python_path)
   experiment_config.validate(config)
   if launch_type == 'ray':
     from acme_launch.run.ray import cluster as ray_cluster  # pylint: disable=g-import-not-at-top
     address, hosts = connected_cluster or connect_cluster(options)
-  inventory = resources.read_inventory(options.gpu_inventory)
+  inventory = resources.read_inventory(options.gpu_inventory,
+                                       host.visible_gpus)
   learner_devices = agents.load(config.agent).learner_devices
   # Only local_mp starts a process per node on this host: pin them within
   # the cores this launcher may use (a sweep or `taskset` gives it a slice).
-  host_cores = (sorted(os.sched_getaffinity(0)) if launch_type == 'local_mp'
-                else None)
+  host_cores = list(host.cores) if launch_type == 'local_mp' else None
   plan = resources.plan_resources(program_lib.node_list(config),
                                   config.resources, inventory, learner_devices,
                                   host_cores)
@@ -274,18 +277,24 @@ def prepare_launch(options: options_lib.Options,
   return launch
 
 
-def check_arguments(argv: List[str]) -> Optional[Launch]:
+def check_arguments(argv: List[str],
+                    host: Optional[host_lib.HostSlice] = None
+                    ) -> Optional[Launch]:
   """`launch.py ARGV --dry_run`'s decisions, in this process, repeatably.
 
   Parses `argv` (a full command line, argv[0] included) exactly as the CLI
-  does and prepares the launch as --dry_run does: LaunchError is what the
-  CLI reports with exit 2; a return (None for --list_configs) is exit 0. The
-  sweep checks each of its points with it.
+  does and prepares the launch as --dry_run does, as a launcher on `host`
+  would (its cores, GPUs, and folder for relative paths; this process's
+  unless given): LaunchError is what the CLI reports with exit 2; a return
+  (None for --list_configs) is exit 0. The sweep checks each of its points
+  with it.
   """
+  if host is not None:
+    argv = options_lib.paths_from(argv, host.cwd)
   options = options_lib.parse_again(argv)
   if options.list_configs:
     return None
-  return prepare_launch(dataclasses.replace(options, dry_run=True))
+  return prepare_launch(dataclasses.replace(options, dry_run=True), host=host)
 
 
 def _is_sweep_resume(options: options_lib.Options) -> bool:
@@ -332,10 +341,12 @@ def _sweep_options(options: options_lib.Options):
       config_name=options.config_name, cwd=os.getcwd(), **common)
 
 
-def _check_sweep_point(argv: List[str]):
-  """A point's launch.py flags, checked as the CLI checks a command line:
-  (its resolved config, whether its plan uses GPUs); LaunchError if bad."""
-  launch = check_arguments(['launch.py', *argv])
+def _check_sweep_point(argv: List[str],
+                       host: Optional[host_lib.HostSlice] = None):
+  """A point's launch.py flags, checked as the CLI checks a command line, on
+  `host` (a slot's view; this process's unless given): (its resolved config,
+  whether its plan uses GPUs); LaunchError if bad."""
+  launch = check_arguments(['launch.py', *argv], host)
   return launch.config, bool(launch.plan.gpu_usage)
 
 

@@ -254,6 +254,38 @@ def parse_again(argv: List[str]) -> Options:
       flags.FLAGS.mark_as_parsed()   # still reads flags on the way out.
 
 
+# Flags whose values are paths, read relative to the working directory.
+_PATH_FLAGS = ('config', 'workdir', 'resume', 'gpu_inventory')
+
+
+def paths_from(argv: List[str], cwd: str) -> List[str]:
+  """`argv` with the relative paths of its path flags made absolute from
+  `cwd` (a registry name of --config stays a name), so that it means what
+  it means to a launcher started in `cwd`."""
+
+  def absolute(name: str, value: str) -> str:
+    if not value or os.path.isabs(value):
+      return value
+    if name == 'config' and value in registry.available():
+      return value
+    return os.path.join(cwd, value)
+
+  resolved, pending = [], ''
+  for arg in argv:
+    if pending:
+      resolved.append(absolute(pending, arg))
+      pending = ''
+      continue
+    name, eq, value = arg.lstrip('-').partition('=')
+    if arg.startswith('--') and name in _PATH_FLAGS:
+      if eq:
+        resolved.append(f'--{name}={absolute(name, value)}')
+        continue
+      pending = name
+    resolved.append(arg)
+  return resolved
+
+
 def argv_without(argv: List[str], names) -> List[str]:
   """`argv` less the flags `names` (--NAME=V, --NAME V, --[no]NAME)."""
   kept, skip_value = [], False

@@ -29,11 +29,13 @@ class GpuInfo:
   memory_mb: int    # Total memory in MiB.
 
 
-def read_inventory(inventory_path: str = '') -> Tuple[GpuInfo, ...]:
+def read_inventory(inventory_path: str = '',
+                   visible: Optional[str] = None) -> Tuple[GpuInfo, ...]:
   """GPUs of this machine, or those listed in the JSON file at the path.
 
-  Only those in the launcher's own CUDA_VISIBLE_DEVICES, when it is set: a
-  sweep (or a user) hands a launcher a slice of the host's GPUs that way.
+  Only those `visible` names (the launcher's CUDA_VISIBLE_DEVICES, or a
+  sweep slot's: plan/host.py), when it is given: a sweep (or a user) hands a
+  launcher a slice of the host's GPUs that way.
   """
   if inventory_path:
     gpus = _from_file(inventory_path)
@@ -41,7 +43,7 @@ def read_inventory(inventory_path: str = '') -> Tuple[GpuInfo, ...]:
     gpus = _from_nvml()
     if gpus is None:
       gpus = _from_nvidia_smi()
-  return visible_to_launcher(gpus or (), os.environ.get('CUDA_VISIBLE_DEVICES'))
+  return visible_to_launcher(gpus or (), visible)
 
 
 def visible_to_launcher(gpus: Tuple[GpuInfo, ...],

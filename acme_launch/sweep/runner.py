@@ -10,8 +10,9 @@ The host is cut into slots: this launcher's cores (os.sched_getaffinity)
 split as evenly as possible and, when the programs' plans use GPUs, its GPUs
 too. A child gets its slot's cores by sched_setaffinity before exec and its
 GPUs by CUDA_VISIBLE_DEVICES; its own planner then plans within them
-(plan/resources.py reads the launcher's affinity, plan/gpu_inventory.py its
-CUDA_VISIBLE_DEVICES). When a program ends, the next queued point takes its
+(plan/host.py reads them). Before starting any, the sweep checks each
+point's plan as a child in the smallest slot will see the host, handing
+that slot's view to the planner as a value (plan/host.HostSlice). When a program ends, the next queued point takes its
 slot.
 
     SWEEP_DIR/
@@ -44,6 +45,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import acme_launch
 from acme_launch import errors
 from acme_launch import layout
+from acme_launch.plan import host as host_lib
 from acme_launch.plan import resources
 from acme_launch.run import rundir
 
@@ -203,7 +205,7 @@ def field_value(config, field: str) -> Any:
 
 
 def make_points(fields: List[Tuple[str, List[str]]], base_argv: Sequence[str],
-                validate: Callable[[List[str]], Tuple[Any, bool]]
+                validate: Callable[..., Tuple[Any, bool]]
                 ) -> List[Point]:
   """The grid's points, each checked by `validate(launch.py flags)` (which
   returns the point's resolved config and whether its plan uses GPUs, or
@@ -600,7 +602,7 @@ def format_table(table: Dict[str, Any]) -> str:
 
 
 def prepare(options: SweepOptions,
-            validate: Callable[[List[str]], Tuple[Any, bool]], config=None
+            validate: Callable[..., Tuple[Any, bool]], config=None
             ) -> Tuple[Dict[str, Any], List[Tuple[Point, str]], List[Slot]]:
   """(the sweep record, the (point, state) pairs to run, the slots).
 
@@ -636,54 +638,36 @@ def prepare(options: SweepOptions,
                              uses_gpus)
   slots = make_slots(count, cores, gpus, uses_gpus)
   smallest = min(slots, key=lambda s: (len(s.cores), len(s.gpus)))
-  with _seen_from(smallest, record.get('cwd')):
-    for point, state in todo:
-      try:
-        validate(point_args(options.sweep_dir, record, point, state))
-      except errors.LaunchError as e:
-        where = f'on a slot of {describe_slot(smallest)}: ' if len(slots) > 1 else ''
-        raise errors.LaunchError(
-            f'sweep point {point.name}: {where}{e}') from None
+  seen_from = _seen_from(smallest, record.get('cwd'))
+  for point, state in todo:
+    try:
+      validate(point_args(options.sweep_dir, record, point, state), seen_from)
+    except errors.LaunchError as e:
+      where = f'on a slot of {describe_slot(smallest)}: ' if len(slots) > 1 else ''
+      raise errors.LaunchError(
+          f'sweep point {point.name}: {where}{e}') from None
   return record, todo, slots
 
 
 def _host_cores() -> List[int]:
-  return sorted(os.sched_getaffinity(0))
+  return list(host_lib.HostSlice.of_this_process().cores)
 
 
 def _host_gpus(inventory_path: str) -> Tuple[int, ...]:
   from acme_launch.plan import gpu_inventory  # pylint: disable=g-import-not-at-top
-  return tuple(g.index for g in gpu_inventory.read_inventory(inventory_path))
+  visible = host_lib.HostSlice.of_this_process().visible_gpus
+  return tuple(g.index for g in gpu_inventory.read_inventory(inventory_path,
+                                                             visible))
 
 
-class _seen_from:  # pylint: disable=invalid-name
-  """This thread's cores, CUDA_VISIBLE_DEVICES and working directory as a
-  child in `slot` will have them, while checking its plan; restored after."""
-
-  def __init__(self, slot: Slot, cwd: Optional[str]):
-    self._slot = slot
-    self._cwd = cwd if cwd and os.path.isdir(cwd) else os.getcwd()
-    self._cores = None
-    self._visible = None
-    self._previous_cwd = None
-
-  def __enter__(self):
-    self._cores = os.sched_getaffinity(0)
-    self._visible = os.environ.get('CUDA_VISIBLE_DEVICES')
-    self._previous_cwd = os.getcwd()
-    os.chdir(self._cwd)
-    os.sched_setaffinity(0, self._slot.cores)
-    if self._slot.gpus:
-      os.environ['CUDA_VISIBLE_DEVICES'] = ','.join(map(str, self._slot.gpus))
-    return self
-
-  def __exit__(self, *exc):
-    os.chdir(self._previous_cwd)
-    os.sched_setaffinity(0, self._cores)
-    if self._visible is None:
-      os.environ.pop('CUDA_VISIBLE_DEVICES', None)
-    else:
-      os.environ['CUDA_VISIBLE_DEVICES'] = self._visible
+def _seen_from(slot: Slot, cwd: Optional[str]) -> host_lib.HostSlice:
+  """The host as a child in `slot` will see it: the slot's cores, its GPUs
+  (or the launcher's own visible ones), and the sweep's working directory."""
+  own = host_lib.HostSlice.of_this_process()
+  visible = (','.join(map(str, slot.gpus)) if slot.gpus
+             else own.visible_gpus)
+  return host_lib.HostSlice(tuple(slot.cores), visible,
+                            cwd if cwd and os.path.isdir(cwd) else own.cwd)
 
 
 def run(options: SweepOptions, record: Dict[str, Any],

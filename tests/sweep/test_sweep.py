@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -353,3 +354,24 @@ def test_points_slots_and_names_without_processes():
   assert sweep.host_capacity(range(16), range(2), uses_gpus=True) == 2
   assert sweep.host_capacity(range(16), range(2), uses_gpus=False) == 16
   assert sweep.safe_name('env_name=gymnasium:Hopper-v5/x') == 'env_name=gymnasium_Hopper-v5_x'
+
+
+def test_a_point_is_checked_on_a_slot_given_as_a_value_not_by_changing_this_process(
+    tmp_path):
+  # A sweep checks each point as a child in its smallest slot will see the
+  # host: that slot's cores and the sweep's folder for relative paths, handed
+  # to the planner as a value; this process keeps its own.
+  from acme_launch import cli  # pylint: disable=g-import-not-at-top
+  from acme_launch.plan import host as host_lib  # pylint: disable=g-import-not-at-top
+  (tmp_path / 'mine.py').write_text(
+      'from acme_launch.configs import smoke\n'
+      'def get_config():\n  return smoke.get_config()\n')
+  cwd, cores = os.getcwd(), os.sched_getaffinity(0)
+  slot = host_lib.HostSlice(cores=(0,), visible_gpus='', cwd=str(tmp_path))
+  launch = cli.check_arguments(
+      ['launch.py', '--config=mine.py', '--config.num_actors=1'
+      ], slot)
+  assert launch.config_name == 'mine'
+  assert re.search(r"of the launcher's 0(?![-,\d])", launch.plan.cpu_note), (
+      launch.plan.cpu_note)
+  assert (os.getcwd(), os.sched_getaffinity(0)) == (cwd, cores)
