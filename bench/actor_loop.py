@@ -93,19 +93,13 @@ def actor_steps_per_second(num_envs: int, seconds: float, backend: str,
     envs = environments.make_environments(
         ENV_NAME, list(range(num_envs)), 0, backend, **kwargs)
     adder = builder.make_batched_adder(client, spec, num_envs)
-    # Warm-up run (jit, first writes), then the measured one.
-    counter = counting.Counter(prefix='actor', time_delta=0.)
-    batched_actor.BatchedEnvironmentLoop(
-        envs, policy, agents.make_variable_client(adapter, config,
-                                                  _Source(params)),
-        adder, jax.random.PRNGKey(0), counter, _NullLogger(),
-        max_actor_steps=20 * num_envs,
-        policy_returns_extras=True)._run()
     loop = batched_actor.BatchedEnvironmentLoop(
         envs, policy, agents.make_variable_client(adapter, config,
                                                   _Source(params)),
-        adder, jax.random.PRNGKey(1), counting.Counter(prefix='actor', time_delta=0.),
-        _NullLogger(), max_actor_steps=0, policy_returns_extras=True)
+        adder, jax.random.PRNGKey(0),
+        counting.Counter(prefix='actor', time_delta=0.), _NullLogger(),
+        max_actor_steps=20 * num_envs, policy_returns_extras=True)
+    loop._run()  # pylint: disable=protected-access  (warm-up: jit, writes)
     deadline = time.time() + seconds
     steps = [0]
     counter_increment = loop._counter.increment  # pylint: disable=protected-access
@@ -118,6 +112,7 @@ def actor_steps_per_second(num_envs: int, seconds: float, backend: str,
       return counts
 
     loop._counter.increment = increment  # pylint: disable=protected-access
+    loop._max_actor_steps = 0  # pylint: disable=protected-access
     start = time.time()
     profiler = cProfile.Profile() if profile else None
     if profiler:

@@ -26,6 +26,7 @@ and `extras` row for row), and, as before, `add_first(index, timestep)` and
 `add(actions, [timestep per env], extras, active=mask)` with dm_env objects.
 """
 
+import collections
 from typing import Optional, Sequence, Union
 
 from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
@@ -139,6 +140,11 @@ class BatchedSequenceAdder:
     self._opened = np.zeros(num_envs, bool)
     # One writer for all N streams: every item is a single appended step.
     self._writer = client.trajectory_writer(num_keep_alive_refs=1)
+    # Finished windows not yet written, oldest first; each step writes the
+    # windows a step finishes on average (N / (sequence_length - 1)), plus
+    # one so the queue drains.
+    self._unwritten = collections.deque()
+    self._writes_per_step = -(-num_envs // max(1, self._sequence_length - 1)) + 1
 
   def add_first(self, index, timestep: Optional[dm_env.TimeStep] = None):
     """`add_first(timesteps)`: every row; `add_first(i, timestep)`: env i."""
@@ -208,21 +214,43 @@ class BatchedSequenceAdder:
     self._write_full()
 
   def _write_full(self) -> None:
+    """Finished windows join the queue of windows to write; some of the
+    queue is written."""
     full = np.flatnonzero(self._fill == self._sequence_length)
-    if not full.size:
+    if full.size:
+      last = self._sequence_length - 1
+      # Copies: the buffers' rows are reused for the next windows, which
+      # start with these windows' last rows.
+      self._unwritten.extend(zip(*[buf[full] for buf in self._flat_buffers]))
+      for buf in self._flat_buffers:
+        buf[full, 0] = buf[full, last]
+      self._fill[full] = 1
+    self._write(self._writes_per_step)
+
+  def _write(self, limit: int) -> None:
+    """Up to `limit` queued windows, as items, in the order they finished.
+
+    Environments stepped in lockstep finish their windows on the same step:
+    written at once, that step's writes would outlast the environments'
+    next step, which EnvPool runs while this thread writes. A few a step
+    keep the writer's work spread under the environments' steps."""
+    if not self._unwritten:
       return
-    writer, last = self._writer, self._sequence_length - 1
-    for i in full:
+    writer = self._writer
+    for _ in range(min(limit, len(self._unwritten))):
       # The whole window as one step of the writer's columns...
-      writer.append([buf[i] for buf in self._flat_buffers])
+      writer.append(list(self._unwritten.popleft()))
       # ...and one item of it (create_item flattens: a flat list will do).
       writer.create_item(self._table, priority=1.0,
                          trajectory=[column[-1] for column in writer.history])
-    for buf in self._flat_buffers:  # The next windows start with these rows.
-      buf[full, 0] = buf[full, last]
-    self._fill[full] = 1
     # Blocks while the table is full: actors wait for the learner here.
     writer.flush(self._max_in_flight_items)
 
+  def flush(self) -> None:
+    """Every finished window written (and confirmed by the server)."""
+    self._write(len(self._unwritten))
+    self._writer.flush()
+
   def close(self) -> None:
+    self._write(len(self._unwritten))
     self._writer.close()
