@@ -1,7 +1,7 @@
 """The batched actor loop alone, in one process, against its env ceiling.
 
     .venv/bin/python bench/actor_loop.py [--envs=16,64] [--seconds=10]
-        [--repeats=3] [--backend=envpool] [--async_envs=0] [--profile=PATH]
+        [--repeats=3] [--backend=envpool] [--async_factors=2] [--profile=PATH]
 
 `ppo_mujoco`'s actor as the launcher builds it (its PPO policy with
 observation normalization, its variable client, its batched writer) steps
@@ -11,8 +11,9 @@ loop). Each figure is printed next to the backend's one-thread ceiling at
 the same number of envs, measured in the same run just before it
 (bench/throughput.py's ceilings: EnvPool's own dm_env `step` with random
 actions, nothing of acme-launch; gym's env.step() per env). `--profile`
-writes a cProfile of the last repeat of each cell (PATH.N.prof) and prints
-its top entries.
+writes a cProfile of the last repeat of each cell (PATH.N.FACTOR.prof) and
+prints its top entries. `--async_factors=2` also runs EnvPool's async mode
+with 2N environments of which each step receives N.
 """
 
 import argparse
@@ -64,6 +65,8 @@ class _NullLogger(loggers.Logger):
     pass
 
 
+CPU_US = [0.0, 0.0]
+CEILING_CPU_US = [0.0]
 _STOP = threading.Event()
 # The loop asks Launchpad for its stop event; outside a program, one of ours.
 lp.stop_event = lambda: _STOP
@@ -92,7 +95,7 @@ def actor_steps_per_second(num_envs: int, seconds: float, backend: str,
     kwargs = {'async_envs': async_envs} if async_envs else {}
     envs = environments.make_environments(
         ENV_NAME, list(range(num_envs)), 0, backend, **kwargs)
-    adder = builder.make_batched_adder(client, spec, num_envs)
+    adder = builder.make_batched_adder(client, spec, envs.num_envs)
     loop = batched_actor.BatchedEnvironmentLoop(
         envs, policy, agents.make_variable_client(adapter, config,
                                                   _Source(params)),
@@ -114,6 +117,7 @@ def actor_steps_per_second(num_envs: int, seconds: float, backend: str,
     loop._counter.increment = increment  # pylint: disable=protected-access
     loop._max_actor_steps = 0  # pylint: disable=protected-access
     start = time.time()
+    cpu, main_cpu = time.process_time(), time.thread_time()
     profiler = cProfile.Profile() if profile else None
     if profiler:
       profiler.enable()
@@ -122,6 +126,11 @@ def actor_steps_per_second(num_envs: int, seconds: float, backend: str,
       profiler.disable()
       profiler.dump_stats(profile)
     rate = steps[0] / (time.time() - start)
+    main_cpu = time.thread_time() - main_cpu
+    cpu = time.process_time() - cpu
+    # CPU microseconds per env step: this (Python) thread's, and the
+    # other threads' (EnvPool's worker, Reverb's writer).
+    CPU_US[:] = [1e6 * main_cpu / steps[0], 1e6 * (cpu - main_cpu) / steps[0]]
     adder.close()
     close = getattr(envs, 'close', None)
     if close:
@@ -138,28 +147,38 @@ def main(argv) -> int:
   parser.add_argument('--ceiling_seconds', type=float, default=5.0)
   parser.add_argument('--repeats', type=int, default=3)
   parser.add_argument('--backend', default='envpool')
-  parser.add_argument('--async_envs', type=int, default=0,
-                      help='EnvPool envs per actor in async mode (0: sync)')
+  parser.add_argument('--async_factors', default='',
+                      help='also EnvPool async mode with FACTOR x envs '
+                      'environments of which each step gets envs, e.g. 2')
   parser.add_argument('--profile', default='')
   args = parser.parse_args(argv)
   print(f'load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores',
         flush=True)
+  factors = [int(f) for f in args.async_factors.split(',') if f]
   for num_envs in [int(n) for n in args.envs.split(',')]:
     for repeat in range(args.repeats):
+      cpu = time.process_time()
       if args.backend == 'envpool':
         ceiling = throughput.raw_envpool_steps_per_second(
             args.ceiling_seconds, num_envs)
       else:
         ceiling = throughput.raw_env_steps_per_second(args.ceiling_seconds)
-      profile = (f'{args.profile}.{num_envs}.prof'
-                 if args.profile and repeat == args.repeats - 1 else '')
-      rate = actor_steps_per_second(num_envs, args.seconds, args.backend,
-                                    args.async_envs, profile)
-      print(f'{args.backend} {num_envs} envs: actor {rate:,.0f} env steps/s; '
-            f'ceiling {ceiling:,.0f}: {100 * rate / ceiling:.0f}% '
-            f'(load {os.getloadavg()[0]:.1f})', flush=True)
-      if profile:
-        pstats.Stats(profile).sort_stats('tottime').print_stats(18)
+      # The ceiling's CPU time (all its threads) per env step.
+      CEILING_CPU_US[0] = 1e6 * (time.process_time() - cpu) / (
+          ceiling * args.ceiling_seconds)
+      for factor in [0] + factors:
+        profile = (f'{args.profile}.{num_envs}.{factor}.prof'
+                   if args.profile and repeat == args.repeats - 1 else '')
+        rate = actor_steps_per_second(num_envs, args.seconds, args.backend,
+                                      factor * num_envs, profile)
+        mode = f'async {factor * num_envs} envs' if factor else 'sync'
+        print(f'{args.backend} {num_envs} envs a step ({mode}): actor '
+              f'{rate:,.0f} env steps/s; ceiling {ceiling:,.0f}: '
+              f'{100 * rate / ceiling:.0f}% (load {os.getloadavg()[0]:.1f}); '
+              f'CPU us/env step: loop thread {CPU_US[0]:.1f}, other threads '
+              f'{CPU_US[1]:.1f}; ceiling {CEILING_CPU_US[0]:.1f}', flush=True)
+        if profile:
+          pstats.Stats(profile).sort_stats('tottime').print_stats(15)
   return 0
 
 

@@ -405,7 +405,7 @@ class EnvPoolEnvironments:
     self._env_ids = np.arange(num_envs, dtype=np.int32)
     self._limit = int(self._pool.spec.config.max_episode_steps)
     self._elapsed = np.zeros(num_envs, np.int64)
-    self._pending = 0  # Batches sent and not yet received.
+    self._pending = 0  # Environments sent actions and not yet received.
     observation_spec = self._pool.observation_spec()
     if task.family == 'dmc':
       # One vector, as the gym backend's ConcatObservationWrapper makes it.
@@ -454,21 +454,22 @@ class EnvPoolEnvironments:
     """Sync: every environment's first timestep. Async: every environment
     restarts; the first batch to finish comes back (the others come out of
     later `recv` calls, as first timesteps)."""
-    while self._pending:  # A step sent and never received: finish it.
+    while self._pending:  # Steps sent and never received: finish them.
       self.recv()
     self._elapsed[:] = 0
     if self._batch_size == self._num_envs:
       return self._arrays(self._pool.reset())
     self._pool.async_reset()
+    self._pending = self._num_envs
     return self.recv()
 
   def send(self, actions: np.ndarray, env_id: np.ndarray) -> None:
     """Actions for environments `env_id` (a batch `recv` returned)."""
     self._pool.send(self._scale(actions), env_id)
-    self._pending += 1
+    self._pending += len(env_id)
 
   def recv(self) -> TimeSteps:
-    self._pending -= 1
+    self._pending -= self._batch_size
     return self._arrays(self._pool.recv())
 
   def step(self, actions: np.ndarray) -> TimeSteps:

@@ -148,16 +148,17 @@ def make_program(config: ml_collections.ConfigDict,
     # EnvPool's worker threads: the actor's omp_threads (0, unset: 1).
     num_threads = int(plan.placement(f'actor/{index}').env.get(
         'OMP_NUM_THREADS', 1))
+    envs = environments.make_environments(
+        config.env_name, env_seeds, config.env_max_episode_steps, backend,
+        num_threads, async_envs=config.get('envpool_async_envs', 0))
     if adapter.BATCHED_ADDER:  # PPO: bulk sequence writes.
       adder = builder.make_batched_adder(replay, environment_spec,
-                                         len(env_seeds))
+                                         envs.num_envs)
     else:
       adder = batched_adders.PerEnvAdders(
-          [builder.make_adder(replay) for _ in env_seeds])
+          [builder.make_adder(replay) for _ in range(envs.num_envs)])
     return batched_actor.BatchedEnvironmentLoop(
-        environments.make_environments(
-            config.env_name, env_seeds, config.env_max_episode_steps,
-            backend, num_threads), policy,
+        envs, policy,
         agents.make_variable_client(adapter, config, learner),
         adder, jax.random.PRNGKey(seed), actor_counter,
         logger_for(f'actor/{index}'), max_actor_steps=config.max_actor_steps,
