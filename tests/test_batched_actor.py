@@ -33,7 +33,7 @@ from tests import test_batched_adders
 
 ENV = 'Hopper-v4'
 NUM_ENVS = 3
-ITERATIONS = 300
+ITERATIONS = 150
 SEED = 5
 
 
