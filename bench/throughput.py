@@ -7,8 +7,10 @@
 
 Everything runs in this one invocation on this machine:
   1. the ceilings, env steps/s on one core with random actions: gym's
-     HalfCheetah-v4 env.step() through our wrappers, and one EnvPool of 16
-     HalfCheetah-v4 environments on one thread;
+     HalfCheetah-v4 env.step() through our wrappers, and, for each
+     envs-per-actor of the cells, one EnvPool of that many HalfCheetah-v4
+     environments on one thread through EnvPool's own dm_env API; each
+     cell's % is of its backend's ceiling at its envs per actor;
   2. stock Acme: `acme.agents.jax.ppo.DistributedPPO(...).build()`, its own
      program and actors (gym environments), for each actor count (no
      evaluator);
@@ -53,18 +55,24 @@ STOCK_QUEUE_EXTRA = 1000  # Acme's PPOBuilder: queue of batch_size + 1000.
 
 
 def raw_envpool_steps_per_second(seconds: float, num_envs: int = 16) -> float:
-  """EnvPool's ceiling: one instance, one thread, random actions."""
+  """EnvPool's ceiling: one instance of `num_envs`, one thread, random
+  actions through its own dm_env API (nothing of acme-launch)."""
+  import envpool  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from acme_launch import envs as environments  # pylint: disable=g-import-not-at-top
-  envs = environments.EnvPoolEnvironments('HalfCheetah-v4', num_envs, seed=0)
-  shape = (num_envs,) + envs.action_spec().shape
+  pool = envpool.make_dm('HalfCheetah-v4', num_envs=num_envs,
+                         batch_size=num_envs, seed=0, num_threads=1)
+  shape = (num_envs,) + pool.action_spec().shape
+  env_ids = np.arange(num_envs, dtype=np.int32)
   rng = np.random.default_rng(0)
-  envs.reset()
+  actions = [rng.uniform(-1, 1, shape) for _ in range(64)]
+  pool.reset()
   steps, start = 0, time.time()
   while time.time() - start < seconds:
-    envs.step(rng.uniform(-1, 1, shape).astype(np.float32))
-    steps += num_envs
-  return steps / (time.time() - start)
+    pool.step(actions[steps % 64], env_ids)
+    steps += 1
+  elapsed = time.time() - start
+  pool.close()
+  return steps * num_envs / elapsed
 
 
 def raw_env_steps_per_second(seconds: float) -> float:
@@ -185,18 +193,26 @@ def run_stock_acme(workdir: str, actors: int,
                      args.warmup)
 
 
+def _fraction(rate: Optional[float], actors: int, ceiling: float,
+              cores: int) -> Optional[float]:
+  """Env steps/s per actor core, as a fraction of the backend's ceiling at
+  the same envs per actor."""
+  return rate / min(actors, cores) / ceiling if rate else None
+
+
 def _fmt(rate: Optional[float]) -> str:
   return 'failed' if rate is None else f'{rate:,.0f}'
 
 
 def print_table(stock: Dict[int, Optional[float]],
                 ours: Dict[Tuple[str, int, int], Optional[float]],
-                ceilings: Dict[str, float], cells: List[Tuple[int, int]],
+                ceilings: Dict[Tuple[str, int], float], cells: List[Tuple[int, int]],
                 backends: List[str], cores: int) -> None:
   """env steps/s per cell and backend, ratios to stock Acme and to gym."""
   print('\nenv steps/s (actor experience produced, learner running); x = '
         'ratio to stock Acme at the same actor count; % = of the backend\'s '
-        f'one-core ceiling per actor core (min(actors, {cores}) cores; the '
+        'one-core ceiling at the same envs per actor, measured above, per '
+        f'actor core (min(actors, {cores}) cores; the '
         f'learner, replay and counter share the same {cores} cores)')
   header = f'{"actors x envs":>13} {"stock Acme":>11}'
   for backend in backends:
@@ -209,8 +225,8 @@ def print_table(stock: Dict[int, Optional[float]],
     for backend in backends:
       rate = ours[backend, actors, envs]
       ratio = f'{rate / stock[actors]:.1f}x' if rate and stock[actors] else '-'
-      percent = (f'{100 * rate / min(actors, cores) / ceilings[backend]:.0f}%'
-                 if rate else '-')
+      fraction = _fraction(rate, actors, ceilings[backend, envs], cores)
+      percent = f'{100 * fraction:.0f}%' if fraction else '-'
       line += f' {_fmt(rate):>9} {ratio:>5} {percent:>4}'
     if {'gym', 'envpool'} <= set(backends):
       gym, pool = ours['gym', actors, envs], ours['envpool', actors, envs]
@@ -247,12 +263,20 @@ def main(argv: List[str]) -> int:
   shutil.rmtree(workdir, ignore_errors=True)
   os.makedirs(workdir)
 
-  ceilings = {'gym': raw_env_steps_per_second(args.ceiling_seconds),
-              'envpool': raw_envpool_steps_per_second(args.ceiling_seconds)}
-  print(f'machine: {os.cpu_count()} cores; {args.seconds:.0f} s per program')
+  # Each backend's one-core ceiling, at every envs-per-actor of the cells
+  # (EnvPool's rate depends on it; gym's env.step() is per env).
+  ceilings = {('gym', 1): raw_env_steps_per_second(args.ceiling_seconds)}
+  for _, envs in cells:
+    ceilings['gym', envs] = ceilings['gym', 1]
+    if 'envpool' in backends and ('envpool', envs) not in ceilings:
+      ceilings['envpool', envs] = raw_envpool_steps_per_second(
+          args.ceiling_seconds, envs)
+  print(f'machine: {os.cpu_count()} cores; {args.seconds:.0f} s per program; '
+        f'load average {os.getloadavg()[0]:.1f} at start')
   print('ceilings, HalfCheetah-v4 on one core with random actions: gym '
-        f'env.step() {ceilings["gym"]:,.0f} steps/s; EnvPool (16 envs, one '
-        f'thread) {ceilings["envpool"]:,.0f} steps/s\n')
+        f'env.step() {ceilings["gym", 1]:,.0f} steps/s; EnvPool on one thread '
+        + ', '.join(f'{e} envs {r:,.0f}' for (b, e), r in sorted(
+            ceilings.items()) if b == 'envpool') + ' steps/s\n')
 
   stock: Dict[int, Optional[float]] = {}
   ours: Dict[Tuple[str, int, int], Optional[float]] = {}
@@ -268,13 +292,24 @@ def main(argv: List[str]) -> int:
             f'{_fmt(ours[backend, actors, envs])} env steps/s', flush=True)
 
   print_table(stock, ours, ceilings, cells, backends, os.cpu_count() or 1)
+  print(f'load average {os.getloadavg()[0]:.1f} at the end')
   with open(os.path.join(args.out, 'throughput.json'), 'w') as f:
     json.dump({'cores': os.cpu_count(), 'seconds': args.seconds,
-               'ceilings': ceilings,
+               'load_average': os.getloadavg()[0],
+               # Per backend: the 16-env figure (or the first cell's) as
+               # before, and every envs-per-actor measured.
+               'ceilings': {b: ceilings.get((b, 16), next(
+                   r for (bb, _), r in ceilings.items() if bb == b))
+                            for b in {b for b, _ in ceilings}},
+               'ceilings_by_envs': [
+                   {'backend': b, 'envs': e, 'env_steps_per_second': r}
+                   for (b, e), r in sorted(ceilings.items())],
                'stock_acme': [{'actors': a, 'env_steps_per_second': r}
                               for a, r in stock.items()],
                'acme_launch': [{'backend': b, 'actors': a, 'envs_per_actor': e,
-                                'env_steps_per_second': r}
+                                'env_steps_per_second': r,
+                                'fraction_of_ceiling': _fraction(
+                                    r, a, ceilings[b, e], os.cpu_count() or 1)}
                                for (b, a, e), r in ours.items()]}, f, indent=1)
   return 0
 

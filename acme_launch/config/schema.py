@@ -34,6 +34,8 @@ def base_config(*, agent: str, env_name: str, max_actor_steps: int,
   config.num_actors = num_actors            # Actor processes.
   config.envs_per_actor = 1                 # Environments each actor steps,
                                             # one batched policy call a step.
+  config.envpool_async_envs = 0             # > envs_per_actor: EnvPool's async
+                                            # mode, this many envs (0: off).
   config.num_evaluators = 1                 # Evaluator processes.
   config.eval_every_steps = eval_every_steps  # Actor steps between evaluations.
   config.eval_episodes = 1                  # Episodes per evaluation.

@@ -27,7 +27,7 @@ import dataclasses
 import importlib
 import importlib.util
 import os
-from typing import List, Optional, Sequence
+from typing import Any, List, NamedTuple, Optional, Sequence
 
 from absl import logging
 from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
@@ -316,32 +316,103 @@ class GymnasiumEnvironment(dm_env.Environment):
     self._environment.close()
 
 
-class PythonEnvironments:
-  """N environments of the gym backend, stepped one after another."""
+_FIRST, _MID, _LAST = (int(t) for t in _STEP_TYPES)
 
-  # An ended environment is reset at once by `reset_one`.
+
+class TimeSteps(NamedTuple):
+  """One step of several environments, as arrays with a leading env axis.
+
+  Row k is environment `env_id[k]`'s timestep. A FIRST row has reward 0
+  and discount 1 (dm_env's restart has None there). What the batch
+  environments below return and the batched actor, policy and writers take:
+  no per-environment TimeStep objects on the way.
+  """
+  step_type: np.ndarray   # [B] int8, dm_env.StepType values
+  reward: np.ndarray      # [B] float32
+  discount: np.ndarray    # [B] float32
+  observation: Any        # [B, ...] float32
+  env_id: np.ndarray      # [B] int64, which environments these rows are
+
+  def first(self) -> np.ndarray:
+    return self.step_type == _FIRST
+
+  def last(self) -> np.ndarray:
+    return self.step_type == _LAST
+
+  def take(self, rows: np.ndarray) -> 'TimeSteps':
+    """These rows only (a boolean mask or row positions)."""
+    return TimeSteps(self.step_type[rows], self.reward[rows],
+                     self.discount[rows], self.observation[rows],
+                     self.env_id[rows])
+
+  def timestep(self, row: int) -> dm_env.TimeStep:
+    """Row `row` as a dm_env.TimeStep (a view of the arrays), for Acme's
+    own per-environment adders."""
+    step_type = _STEP_TYPES[self.step_type[row]]
+    if step_type == dm_env.StepType.FIRST:
+      return dm_env.TimeStep(step_type, None, None, self.observation[row])
+    return dm_env.TimeStep(step_type, self.reward[row], self.discount[row],
+                           self.observation[row])
+
+  @staticmethod
+  def stack(timesteps: Sequence[dm_env.TimeStep],
+            env_id: Optional[np.ndarray] = None) -> 'TimeSteps':
+    """dm_env TimeSteps (environments 0..N-1, or `env_id`) as one batch."""
+    first = [t.first() for t in timesteps]
+    return TimeSteps(
+        np.array([int(t.step_type) for t in timesteps], np.int8),
+        np.array([0.0 if f else t.reward
+                  for t, f in zip(timesteps, first)], np.float32),
+        np.array([1.0 if f else t.discount
+                  for t, f in zip(timesteps, first)], np.float32),
+        np.stack([t.observation for t in timesteps]),
+        np.arange(len(timesteps)) if env_id is None else np.asarray(env_id))
+
+
+class PythonEnvironments:
+  """N environments of the gym backend, stepped one after another.
+
+  `step` returns their timesteps stacked once into `TimeSteps`. An ended
+  environment is not restarted by the next step: the loop restarts it at
+  once with `reset_some`.
+  """
+
   auto_reset = False
 
   def __init__(self, environments: Sequence[dm_env.Environment]):
     self._environments = list(environments)
+    self._actions = None
 
   @property
   def num_envs(self) -> int:
     return len(self._environments)
 
-  def reset(self) -> List[dm_env.TimeStep]:
-    return [environment.reset() for environment in self._environments]
+  def reset(self) -> TimeSteps:
+    return TimeSteps.stack([e.reset() for e in self._environments])
+
+  def reset_some(self, env_ids: np.ndarray) -> TimeSteps:
+    return TimeSteps.stack([self._environments[i].reset() for i in env_ids],
+                           env_ids)
 
   def reset_one(self, index: int) -> dm_env.TimeStep:
     return self._environments[index].reset()
 
-  def step(self, actions: np.ndarray) -> List[dm_env.TimeStep]:
-    return [environment.step(action)
-            for environment, action in zip(self._environments, actions)]
+  def step(self, actions: np.ndarray) -> TimeSteps:
+    return TimeSteps.stack([environment.step(action) for environment, action
+                            in zip(self._environments, actions)])
+
+  # The batched actor's interface: an action batch sent, the next timesteps
+  # received. Here the environments step in `recv`, one after another.
+  def send(self, actions: np.ndarray, env_id: np.ndarray) -> None:
+    del env_id  # Always all of them, in order.
+    self._actions = actions
+
+  def recv(self) -> TimeSteps:
+    return self.step(self._actions)
 
 
 class EnvPoolEnvironments:
-  """N environments of a task in one EnvPool instance (dm_env API).
+  """Environments of a task in one EnvPool instance (dm_env API), as arrays.
 
   EnvPool resets an ended environment on the step after its last one (that
   step's action is ignored and it returns the new episode's first
@@ -352,22 +423,33 @@ class EnvPoolEnvironments:
   limit). EnvPool seeds environment i with `seed + i`. A dm_control task's
   observation fields are concatenated in sorted order, as Acme's
   ConcatObservationWrapper does on the gym backend.
+
+  `batch_size` below `num_envs` is EnvPool's async mode: `send` hands
+  actions for the environments of the last batch and returns at once, `recv`
+  returns the next `batch_size` environments that finished a step, whichever
+  they are (`TimeSteps.env_id`), so EnvPool's threads step some environments
+  while the policy acts for others. 0: sync (every step is all of them).
   """
 
   auto_reset = True
 
   def __init__(self, env_name: str, num_envs: int, seed: int,
-               max_episode_steps: int = 0, num_threads: int = 1):
+               max_episode_steps: int = 0, num_threads: int = 1,
+               batch_size: int = 0):
     import envpool  # pylint: disable=g-import-not-at-top
     kwargs = {'max_episode_steps': max_episode_steps} if max_episode_steps else {}
     task = parse_task(env_name)
+    self._batch_size = int(batch_size) or num_envs
+    if not 0 < self._batch_size <= num_envs:
+      raise ValueError(f'batch_size {batch_size} not in [1, {num_envs}]')
     self._pool = envpool.make_dm(
-        _envpool_id(task), num_envs=num_envs, batch_size=num_envs,
+        _envpool_id(task), num_envs=num_envs, batch_size=self._batch_size,
         seed=int(seed), num_threads=max(1, int(num_threads)), **kwargs)
     self._num_envs = num_envs
     self._env_ids = np.arange(num_envs, dtype=np.int32)
     self._limit = int(self._pool.spec.config.max_episode_steps)
     self._elapsed = np.zeros(num_envs, np.int64)
+    self._pending = 0  # Environments sent actions and not yet received.
     observation_spec = self._pool.observation_spec()
     if task.family == 'dmc':
       # One vector, as the gym backend's ConcatObservationWrapper makes it.
@@ -396,10 +478,15 @@ class EnvPoolEnvironments:
           name=None if task.family == 'dmc' else 'action')
       self._low = np.broadcast_to(action.minimum, action.shape)
       self._high = np.broadcast_to(action.maximum, action.shape)
+      self._half_range = 0.5 * (self._high - self._low)
 
   @property
   def num_envs(self) -> int:
     return self._num_envs
+
+  @property
+  def batch_size(self) -> int:
+    return self._batch_size
 
   def observation_spec(self):
     return self._observation_spec
@@ -407,38 +494,59 @@ class EnvPoolEnvironments:
   def action_spec(self):
     return self._action_spec
 
-  def reset(self) -> List[dm_env.TimeStep]:
+  def reset(self) -> TimeSteps:
+    """Sync: every environment's first timestep. Async: every environment
+    restarts; the first batch to finish comes back (the others come out of
+    later `recv` calls, as first timesteps)."""
+    while self._pending:  # Steps sent and never received: finish them.
+      self.recv()
     self._elapsed[:] = 0
-    return self._split(self._pool.reset())
+    if self._batch_size == self._num_envs:
+      return self._arrays(self._pool.reset())
+    self._pool.async_reset()
+    self._pending = self._num_envs
+    return self.recv()
 
-  def step(self, actions: np.ndarray) -> List[dm_env.TimeStep]:
+  def send(self, actions: np.ndarray, env_id: np.ndarray) -> None:
+    """Actions for environments `env_id` (a batch `recv` returned)."""
+    self._pool.send(self._scale(actions), env_id)
+    self._pending += len(env_id)
+
+  def recv(self) -> TimeSteps:
+    self._pending -= self._batch_size
+    return self._arrays(self._pool.recv())
+
+  def step(self, actions: np.ndarray) -> TimeSteps:
+    """Sync mode: one step of every environment."""
+    return self._arrays(self._pool.step(self._scale(actions), self._env_ids))
+
+  def _scale(self, actions: np.ndarray) -> np.ndarray:
     actions = np.asarray(actions)
     if self._low is not None:  # [-1, 1] -> the task's bounds, as the gym path.
-      actions = np.clip(actions, -1.0, 1.0)
-      actions = self._low + (actions + 1.0) * 0.5 * (self._high - self._low)
-    return self._split(self._pool.step(actions, self._env_ids))
+      actions = self._low + (np.clip(actions, -1.0, 1.0) + 1.0) * (
+          self._half_range)
+    return actions
 
-  def _split(self, batch) -> List[dm_env.TimeStep]:
-    step_types = np.asarray(batch.step_type)
-    first = step_types == dm_env.StepType.FIRST
-    self._elapsed = np.where(first, 0, self._elapsed + 1)
-    discounts = np.asarray(batch.discount, np.float32).copy()
-    discounts[(step_types == dm_env.StepType.LAST) &
-              (self._elapsed >= self._limit)] = 1.0
-    observations = self._observations(batch.observation)
-    rewards = np.asarray(batch.reward, np.float32)
-    return [dm_env.TimeStep(_STEP_TYPES[step_types[i]],
-                            None if first[i] else rewards[i],
-                            None if first[i] else discounts[i],
-                            observations[i])
-            for i in range(self._num_envs)]
+  def _arrays(self, batch) -> TimeSteps:
+    """EnvPool's batch as it is, but float32 and discount 1 at time limits."""
+    step_types = np.asarray(batch.step_type).astype(np.int8)
+    env_id = np.asarray(batch.observation.env_id, np.int64)
+    elapsed = np.where(step_types == _FIRST, 0, self._elapsed[env_id] + 1)
+    self._elapsed[env_id] = elapsed
+    discounts = np.asarray(batch.discount, np.float32)
+    truncated = (step_types == _LAST) & (elapsed >= self._limit)
+    if truncated.any():
+      discounts = np.where(truncated, np.float32(1.0), discounts)
+    return TimeSteps(step_types, np.asarray(batch.reward, np.float32),
+                     discounts, self._observations(batch.observation),
+                     env_id)
 
   def _observations(self, observation) -> np.ndarray:
     if self._fields is None:
       return np.asarray(observation.obs, np.float32)
     return np.concatenate(
         [np.asarray(getattr(observation, f), np.float32).reshape(
-            self._num_envs, -1) for f in self._fields], axis=1)
+            len(observation.env_id), -1) for f in self._fields], axis=1)
 
   def close(self) -> None:
     self._pool.close()
@@ -451,10 +559,10 @@ class EnvPoolEnvironment(dm_env.Environment):
     self._pool = pool
 
   def reset(self) -> dm_env.TimeStep:
-    return self._pool.reset()[0]
+    return self._pool.reset().timestep(0)
 
   def step(self, action) -> dm_env.TimeStep:
-    return self._pool.step(np.asarray(action)[None])[0]
+    return self._pool.step(np.asarray(action)[None]).timestep(0)
 
   def observation_spec(self):
     return self._pool.observation_spec()
@@ -474,14 +582,21 @@ class EnvPoolEnvironment(dm_env.Environment):
 
 def make_environments(env_name: str, seeds: Sequence[int],
                       max_episode_steps: int = 0, backend: str = 'gym',
-                      num_threads: int = 1, config=None):
+                      num_threads: int = 1, async_envs: int = 0,
+                      config=None):
   """The N environments of one actor, on the backend (PythonEnvironments or
   EnvPoolEnvironments): `seeds[0]` is the actor's seed.
 
   The gym backend seeds environment j with seeds[j]; EnvPool takes one seed
-  and seeds its environment i with seeds[0] + i.
+  and seeds its environment i with seeds[0] + i. `async_envs` above
+  len(seeds): EnvPool's async mode, that many environments of which each
+  step receives len(seeds).
   """
   if backend == 'envpool':
+    if async_envs > len(seeds):
+      return EnvPoolEnvironments(env_name, async_envs, seeds[0],
+                                 max_episode_steps, num_threads,
+                                 batch_size=len(seeds))
     return EnvPoolEnvironments(env_name, len(seeds), seeds[0],
                                max_episode_steps, num_threads)
   return PythonEnvironments([make_environment(env_name, seed, max_episode_steps,

@@ -6,6 +6,15 @@ copies) dominates: about 500 env steps/s, while HalfCheetah-v4 alone steps
 at about 9,400/s on one core. Stepping N environments per process with one
 call on the stacked observations amortises that cost N ways.
 
+Everything stays arrays of the N environments on the way from the
+environments to the policy to the writer (`envs.TimeSteps`: EnvPool's own
+arrays, or the gym backend's timesteps stacked once a step); returns,
+lengths and episode ends are numpy operations, and only the rows of
+episodes that just ended go through Python one by one (metrics rows, the
+gym backend's resets). With EnvPool, the environments step in EnvPool's
+thread while this one writes the step before (`send` returns at once; the
+writer's work overlaps the environments').
+
 Each environment's trajectory is written exactly as a separate actor's would
 be (see program/batched_adders.py): the learner sees the same data. Metrics rows are
 per episode, as in Acme's EnvironmentLoop; steps reach the counter every
@@ -13,7 +22,7 @@ second and at every episode end.
 """
 
 import time
-from typing import Callable, List, Union
+from typing import Callable, Union
 
 from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme import core
@@ -21,12 +30,12 @@ from acme.jax import variable_utils
 from acme.utils import counting
 from acme.utils import loggers
 from acme.utils import signals
-import dm_env
 import jax
 import launchpad as lp
 import numpy as np
 import tree
 
+from acme_launch import envs
 from acme_launch.program import batched_adders
 
 # (params, key, batched observations) -> actions, or (actions, extras).
@@ -53,10 +62,11 @@ def actions_and_extras(policy_output, returns_extras: bool):
 class BatchedEnvironmentLoop(core.Worker):
   """Runs N environments in lockstep against one batched policy.
 
-  `environments` is environments.PythonEnvironments (N dm_env objects) or
-  environments.EnvPoolEnvironments (one EnvPool stepping all N). An ended
-  environment restarts either at once (`reset_one`) or, with EnvPool, on
-  the next step, which then returns its first timestep and is not counted.
+  `environments` is envs.PythonEnvironments (N dm_env objects) or
+  envs.EnvPoolEnvironments (one EnvPool stepping all N, or, in its async
+  mode, N of more each step). An ended environment restarts either at once
+  (`reset_some`) or, with EnvPool, on the next step, which then returns its
+  first timestep and is not counted.
   """
 
   def __init__(self, environments, policy: BatchedPolicy,
@@ -96,58 +106,109 @@ class BatchedEnvironmentLoop(core.Worker):
 
   def _run(self) -> None:
     self._variable_client.update_and_wait()
-    budget_reached = False
     environments = self._environments
-    timesteps: List[dm_env.TimeStep] = environments.reset()
-    for i, timestep in enumerate(timesteps):
-      self._adder.add_first(i, timestep)
-    num_envs = len(timesteps)
-    returns = np.zeros(num_envs)
-    lengths = np.zeros(num_envs, np.int64)
-    starts = [time.time()] * num_envs
-    unreported_steps, last_report = 0, time.time()
+    num_envs = environments.num_envs
+    self._returns = np.zeros(num_envs)
+    self._lengths = np.zeros(num_envs, np.int64)
+    self._starts = np.full(num_envs, time.time())
+    self._unreported_steps, self._last_report = 0, time.time()
+    self._budget = False
+    timesteps = environments.reset()
+    self._adder.add_first(timesteps)
+    # The actions (and extras) last sent to each environment, by env id:
+    # with EnvPool's async mode a batch's rows are any of its environments.
+    sent_actions = sent_extras = None
+    pipelined = environments.auto_reset  # EnvPool: send, then write.
     stop = lp.stop_event()
+    actions, extras = self._select_actions(timesteps.observation)
+    environments.send(actions, timesteps.env_id)
+    whole = timesteps.env_id.size == num_envs
+    if not whole:
+      sent_actions = np.zeros((num_envs,) + actions.shape[1:], actions.dtype)
+      sent_extras = tree.map_structure(
+          lambda x: np.zeros((num_envs,) + x.shape[1:], x.dtype), extras)
     while not stop.is_set():
-      observations = tree.map_structure(
-          lambda *xs: np.stack(xs), *[t.observation for t in timesteps])
-      actions, extras = self._select_actions(observations)
-      timesteps = environments.step(actions)
-      restarted = np.array([t.first() for t in timesteps])
-      if restarted.any():  # EnvPool: these reset instead of stepping.
-        stepped = ~restarted
-        self._adder.add(actions, timesteps, extras, active=stepped)
-        for i in np.flatnonzero(restarted):
-          self._adder.add_first(i, timesteps[i])
-          returns[i], lengths[i], starts[i] = 0.0, 0, time.time()
-      else:
-        stepped = None
-        self._adder.add(actions, timesteps, extras)
-      for i, timestep in enumerate(timesteps):
-        if stepped is None or stepped[i]:
-          returns[i] += timestep.reward
-          lengths[i] += 1
-          unreported_steps += 1
-      for i, timestep in enumerate(timesteps):
-        if not timestep.last():
-          continue
-        counts = self._counter.increment(episodes=1, steps=unreported_steps)
-        unreported_steps, last_report = 0, time.time()
-        budget_reached = self._budget_reached(counts)
-        elapsed = time.time() - starts[i]
-        self._logger.write({
-            'episode_length': int(lengths[i]),
-            'episode_return': float(returns[i]),
-            'steps_per_second': float(lengths[i]) / elapsed if elapsed else 0.0,
-            **counts,
-        })
-        if not environments.auto_reset:
-          timesteps[i] = environments.reset_one(i)
-          self._adder.add_first(i, timesteps[i])
-          returns[i], lengths[i], starts[i] = 0.0, 0, time.time()
-      if time.time() - last_report >= _REPORT_EVERY_SECONDS:
-        budget_reached = self._budget_reached(
-            self._counter.increment(steps=unreported_steps))
-        unreported_steps, last_report = 0, time.time()
-      if budget_reached:
+      previous = actions, extras
+      if not whole:  # Store them by env id; look the received ones up.
+        sent_actions[timesteps.env_id] = actions
+        if extras is not None:
+          tree.map_structure(lambda buf, x, ids=timesteps.env_id:
+                             buf.__setitem__(ids, x), sent_extras, extras)
+      timesteps = environments.recv()
+      if not whole:
+        ids = timesteps.env_id
+        previous = (sent_actions[ids], None if extras is None else
+                    tree.map_structure(lambda buf: buf[ids], sent_extras))
+      if pipelined:  # The environments step while this step is written.
+        actions, extras = self._select_actions(timesteps.observation)
+        environments.send(actions, timesteps.env_id)
+        self._record(*previous, timesteps)
+      else:  # Ended environments restart before the policy sees them.
+        timesteps = self._record(*previous, timesteps)
+        actions, extras = self._select_actions(timesteps.observation)
+        environments.send(actions, timesteps.env_id)
+      if time.time() - self._last_report >= _REPORT_EVERY_SECONDS:
+        self._report()
+      if self._budget:
         return
       self._variable_client.update()
+
+  def _report(self, **counts):
+    counts = self._counter.increment(steps=self._unreported_steps, **counts)
+    self._unreported_steps, self._last_report = 0, time.time()
+    self._budget = self._budget or self._budget_reached(counts)
+    return counts
+
+  def _record(self, actions, extras, timesteps: envs.TimeSteps
+              ) -> envs.TimeSteps:
+    """Writes one received step (`actions` and `extras` row for row), keeps
+    the episode statistics; returns `timesteps`, ended environments
+    restarted where the environments do not do that themselves."""
+    ids = timesteps.env_id
+    first = timesteps.first()
+    if first.any():  # EnvPool restarted these instead of stepping them.
+      stepped = np.flatnonzero(~first)
+      self._adder.add(actions[stepped], timesteps.take(stepped),
+                      None if extras is None else
+                      tree.map_structure(lambda x: x[stepped], extras))
+      restarted = timesteps.take(first)
+      self._adder.add_first(restarted)
+      self._returns[restarted.env_id] = 0.0
+      self._lengths[restarted.env_id] = 0
+      self._starts[restarted.env_id] = time.time()
+      stepped_ids = ids[stepped]
+      rewards = timesteps.reward[stepped]
+    else:
+      self._adder.add(actions, timesteps, extras)
+      stepped_ids, rewards = ids, timesteps.reward
+    self._returns[stepped_ids] += rewards
+    self._lengths[stepped_ids] += 1
+    self._unreported_steps += stepped_ids.size
+    last = timesteps.last()
+    if not last.any():
+      return timesteps
+    ended = ids[last]
+    now = time.time()
+    for i in ended:  # Rare: one metrics row per episode.
+      counts = self._report(episodes=1)
+      elapsed = now - self._starts[i]
+      self._logger.write({
+          'episode_length': int(self._lengths[i]),
+          'episode_return': float(self._returns[i]),
+          'steps_per_second': float(self._lengths[i]) / elapsed
+                              if elapsed else 0.0,
+          **counts,
+      })
+    if self._environments.auto_reset:
+      return timesteps
+    restarted = self._environments.reset_some(ended)
+    self._adder.add_first(restarted)
+    self._returns[ended], self._lengths[ended] = 0.0, 0
+    self._starts[ended] = time.time()
+    observation = tree.map_structure(np.copy, timesteps.observation)
+    rows = np.flatnonzero(last)
+    tree.map_structure(lambda buf, x: buf.__setitem__(rows, x),
+                       observation, restarted.observation)
+    step_type = timesteps.step_type.copy()
+    step_type[rows] = restarted.step_type
+    return timesteps._replace(step_type=step_type, observation=observation)

@@ -1,21 +1,33 @@
-"""Writing the experience of N lockstep environments to Reverb.
+"""Writing the experience of N environments, as arrays, to Reverb.
 
-`BatchedEnvironmentLoop` hands each step of its N environments to one of
-these at once. Two kinds:
+`BatchedEnvironmentLoop` hands each step of its environments to one of these
+as arrays (`envs.TimeSteps`: rows of step types, rewards, discounts,
+observations and the environment ids they belong to). Two kinds:
 
-* `PerEnvAdders`: one of the agent's own Acme adders per environment, called
-  in turn. Works for every agent; each trajectory is written exactly as a
-  separate actor's would be.
+* `PerEnvAdders`: one of the agent's own Acme adders per environment (the
+  off-policy agents' transitions), each called with a dm_env.TimeStep view
+  of its row, built only for the rows that step. Each trajectory is written
+  exactly as a separate actor's would be.
 * `BatchedSequenceAdder`: PPO's sequences (Acme's `SequenceAdder` with
   period = sequence_length - 1, continuing across episodes) built in numpy
-  buffers for all N environments at once, and written as one Reverb append
-  and one item per finished sequence. Acme's adder makes two Reverb appends
-  per env step; profiled in a 32-env actor that was about a quarter of its
-  time. The items are the same: `tests/test_batched_adders.py` feeds both the
-  same steps and compares every item.
+  buffers for all environments at once from the step's arrays, and written
+  as one Reverb append and one item per finished sequence (Reverb 0.7's
+  items reference steps of a writer's columns, not parts of one, so a
+  sequence is the smallest unit an item can hold; appending the whole
+  window at once is the fewest writer calls that gives Acme's items). Acme's
+  adder makes two Reverb appends per env step; profiled in a 32-env actor
+  that was about a quarter of its time. The items are the same:
+  `tests/test_batched_adders.py` feeds both the same steps and compares
+  every item.
+
+Both take `add_first(timesteps)` and `add(actions, timesteps, extras)`
+with `timesteps` a `TimeSteps` batch (rows of any environments; `actions`
+and `extras` row for row), and, as before, `add_first(index, timestep)` and
+`add(actions, [timestep per env], extras, active=mask)` with dm_env objects.
 """
 
-from typing import Optional, Sequence
+import collections
+from typing import Optional, Sequence, Union
 
 from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme import adders as adders_lib
@@ -26,7 +38,29 @@ import numpy as np
 import reverb
 import tree
 
+from acme_launch.envs import TimeSteps
 from acme_launch.program import reward_scaling
+
+Steps = Union[TimeSteps, Sequence[dm_env.TimeStep]]
+
+
+def _as_batch(actions, timesteps: Steps, extras, active):
+  """(actions, TimeSteps, extras) of the rows that stepped."""
+  if not isinstance(timesteps, TimeSteps):
+    timesteps = TimeSteps.stack(timesteps)
+  if active is not None:
+    rows = np.flatnonzero(active)
+    timesteps = timesteps.take(rows)
+    actions = tree.map_structure(lambda x: np.asarray(x)[rows], actions)
+    if extras is not None:
+      extras = tree.map_structure(lambda x: np.asarray(x)[rows], extras)
+  return actions, timesteps, extras
+
+
+def _as_first(index, timestep) -> TimeSteps:
+  if isinstance(index, TimeSteps):
+    return index
+  return TimeSteps.stack([timestep], np.array([index]))
 
 
 class PerEnvAdders:
@@ -35,21 +69,27 @@ class PerEnvAdders:
   def __init__(self, adders: Sequence[adders_lib.Adder]):
     self._adders = list(adders)
 
-  def add_first(self, index: int, timestep: dm_env.TimeStep) -> None:
-    self._adders[index].add_first(timestep)
+  def add_first(self, index, timestep: Optional[dm_env.TimeStep] = None):
+    """`add_first(timesteps)`: every row; `add_first(i, timestep)`: env i."""
+    if timestep is not None:
+      self._adders[index].add_first(timestep)
+      return
+    for row, env in enumerate(index.env_id):
+      self._adders[env].add_first(index.timestep(row))
 
-  def add(self, actions: np.ndarray, timesteps: Sequence[dm_env.TimeStep],
+  def add(self, actions, timesteps: Steps,
           extras: Optional[types.NestedArray] = None,
           active: Optional[np.ndarray] = None) -> None:
-    """`active[i]` False: environment i did not step (EnvPool reset it)."""
-    for i, (adder, timestep) in enumerate(zip(self._adders, timesteps)):
-      if active is not None and not active[i]:
-        continue
+    """Row k: `actions[k]` was taken in env `timesteps.env_id[k]`, which
+    then gave `timesteps` row k. `active[k]` False: that row is skipped."""
+    actions, timesteps, extras = _as_batch(actions, timesteps, extras, active)
+    for row, env in enumerate(timesteps.env_id):
       if extras is None:
-        adder.add(actions[i], timestep)
+        self._adders[env].add(actions[row], timesteps.timestep(row))
       else:
-        adder.add(actions[i], timestep,
-                  extras=tree.map_structure(lambda x, i=i: x[i], extras))
+        self._adders[env].add(
+            actions[row], timesteps.timestep(row),
+            extras=tree.map_structure(lambda x, r=row: x[r], extras))
 
 
 class BatchedSequenceAdder:
@@ -87,8 +127,10 @@ class BatchedSequenceAdder:
     self._buffers = tree.map_structure(
         lambda spec: np.zeros((num_envs, *spec.shape),
                               spec.dtype.as_numpy_dtype), signature)
+    # The same buffers in the signature's flattened order: what is appended
+    # to Reverb (one column per buffer) and what an item references.
+    self._flat_buffers = tree.flatten(self._buffers)
     self._fill = np.zeros(num_envs, np.int64)
-    self._env_index = np.arange(num_envs)
     # Observation (and start flag) of the row each environment has open.
     self._open_observation = tree.map_structure(
         lambda spec: np.zeros((num_envs, *spec.shape[1:]),
@@ -98,63 +140,63 @@ class BatchedSequenceAdder:
     self._opened = np.zeros(num_envs, bool)
     # One writer for all N streams: every item is a single appended step.
     self._writer = client.trajectory_writer(num_keep_alive_refs=1)
+    # Finished windows not yet written, oldest first; each step writes the
+    # windows a step finishes on average (N / (sequence_length - 1)), plus
+    # one so the queue drains.
+    self._unwritten = collections.deque()
+    self._writes_per_step = -(-num_envs // max(1, self._sequence_length - 1)) + 1
 
-  def add_first(self, index: int, timestep: dm_env.TimeStep) -> None:
-    if not timestep.first():
+  def add_first(self, index, timestep: Optional[dm_env.TimeStep] = None):
+    """`add_first(timesteps)`: every row; `add_first(i, timestep)`: env i."""
+    timesteps = _as_first(index, timestep)
+    if not timesteps.first().all():
       raise ValueError('add_first needs a first timestep.')
-    tree.map_structure(lambda buf, x: buf.__setitem__(index, x),
-                       self._open_observation, timestep.observation)
-    self._open_start[index] = True
-    self._opened[index] = True
+    envs = timesteps.env_id
+    tree.map_structure(lambda buf, x: buf.__setitem__(envs, x),
+                       self._open_observation, timesteps.observation)
+    self._open_start[envs] = True
+    self._opened[envs] = True
 
-  def add(self, actions: np.ndarray, timesteps: Sequence[dm_env.TimeStep],
+  def add(self, actions, timesteps: Steps,
           extras: Optional[types.NestedArray] = None,
           active: Optional[np.ndarray] = None) -> None:
-    """One step of every environment: `timesteps[i]` followed `actions[i]`.
-
-    With `active`, only environments i with `active[i]` stepped (EnvPool
-    resets an ended environment on the next step instead of stepping it).
-    """
-    if active is None:
-      index = self._env_index
-      pick = lambda x: x
-    else:
-      index = np.flatnonzero(active)
-      pick = lambda x: np.asarray(x)[index]
-      timesteps = [timesteps[i] for i in index]
-      if not index.size:
-        return
+    """One step of the environments `timesteps.env_id`: row k followed
+    `actions[k]` (and `extras` row k). With `active`, only rows k with
+    `active[k]` are written (EnvPool resets an ended environment on the
+    next step instead of stepping it)."""
+    actions, timesteps, extras = _as_batch(actions, timesteps, extras, active)
+    index = timesteps.env_id
+    if not index.size:
+      return
     if not self._opened[index].all():
       raise ValueError('add_first must be called for every environment first.')
     rows = index, self._fill[index]
     buffers = self._buffers
-    tree.map_structure(lambda buf, x: buf.__setitem__(rows, pick(x)),
+    tree.map_structure(lambda buf, x: buf.__setitem__(rows, x[index]),
                        buffers.observation, self._open_observation)
     buffers.start_of_episode[rows] = self._open_start[index]
-    tree.map_structure(lambda buf, x: buf.__setitem__(rows, pick(x)),
+    tree.map_structure(lambda buf, x: buf.__setitem__(rows, x),
                        buffers.action, actions)
-    rewards = [t.reward for t in timesteps]
+    lasts = timesteps.last()
+    rewards = timesteps.reward
     if self._reward_scaler is not None:
-      rewards = self._reward_scaler.scale(index, rewards,
-                                          [t.last() for t in timesteps])
+      rewards = self._reward_scaler.scale(index, rewards, lasts)
     buffers.reward[rows] = rewards
-    discounts = [t.discount for t in timesteps]
+    discounts = timesteps.discount
     if not self._final_rows:  # The episode's last row ends its returns.
-      discounts = [0.0 if t.last() else d for t, d in zip(timesteps, discounts)]
+      discounts = np.where(lasts, 0.0, discounts)
     buffers.discount[rows] = discounts
     if self._has_extras:
-      tree.map_structure(lambda buf, x: buf.__setitem__(rows, pick(x)),
+      tree.map_structure(lambda buf, x: buf.__setitem__(rows, x),
                          buffers.extras, extras)
     self._fill[index] += 1
-    observations = tree.map_structure(
-        lambda *xs: np.stack(xs), *[t.observation for t in timesteps])
     tree.map_structure(lambda buf, x: buf.__setitem__(index, x),
-                       self._open_observation, observations)
+                       self._open_observation, timesteps.observation)
     self._open_start[index] = False
     self._write_full()
 
-    for i, timestep in zip(index, timesteps):
-      if timestep.last():
+    if lasts.any():  # Rare: episode ends.
+      for i in index[lasts]:
         if self._final_rows:
           self._add_final_row(i)
         self._opened[i] = False
@@ -172,22 +214,43 @@ class BatchedSequenceAdder:
     self._write_full()
 
   def _write_full(self) -> None:
+    """Finished windows join the queue of windows to write; some of the
+    queue is written."""
     full = np.flatnonzero(self._fill == self._sequence_length)
-    if not full.size:
+    if full.size:
+      last = self._sequence_length - 1
+      # Copies: the buffers' rows are reused for the next windows, which
+      # start with these windows' last rows.
+      self._unwritten.extend(zip(*[buf[full] for buf in self._flat_buffers]))
+      for buf in self._flat_buffers:
+        buf[full, 0] = buf[full, last]
+      self._fill[full] = 1
+    self._write(self._writes_per_step)
+
+  def _write(self, limit: int) -> None:
+    """Up to `limit` queued windows, as items, in the order they finished.
+
+    Environments stepped in lockstep finish their windows on the same step:
+    written at once, that step's writes would outlast the environments'
+    next step, which EnvPool runs while this thread writes. A few a step
+    keep the writer's work spread under the environments' steps."""
+    if not self._unwritten:
       return
-    for i in full:
-      self._writer.append(tree.map_structure(lambda buf: buf[i], self._buffers))
-      self._writer.create_item(
-          self._table, priority=1.0,
-          trajectory=tree.map_structure(lambda column: column[-1],
-                                        self._writer.history))
-      # The next window starts with this one's last row.
-      tree.map_structure(lambda buf: buf.__setitem__(
-          (i, 0), buf[i, self._sequence_length - 1]), self._buffers)
-    self._fill[full] = 1
+    writer = self._writer
+    for _ in range(min(limit, len(self._unwritten))):
+      # The whole window as one step of the writer's columns...
+      writer.append(list(self._unwritten.popleft()))
+      # ...and one item of it (create_item flattens: a flat list will do).
+      writer.create_item(self._table, priority=1.0,
+                         trajectory=[column[-1] for column in writer.history])
     # Blocks while the table is full: actors wait for the learner here.
-    self._writer.flush(self._max_in_flight_items)
+    writer.flush(self._max_in_flight_items)
+
+  def flush(self) -> None:
+    """Every finished window written (and confirmed by the server)."""
+    self._write(len(self._unwritten))
+    self._writer.flush()
 
   def close(self) -> None:
+    self._write(len(self._unwritten))
     self._writer.close()
-

@@ -159,16 +159,18 @@ def make_program(config: ml_collections.ConfigDict,
                           for j in range(1, config.envs_per_actor)]
     # EnvPool's worker threads: the actor's omp_threads (0, unset: 1).
     num_threads = plan.placement(f'actor/{index}').threads or 1
+    envs = environments.make_environments(
+        config.env_name, env_seeds, config.env_max_episode_steps, backend,
+        num_threads, async_envs=config.get('envpool_async_envs', 0),
+        config=config)
     if adapter.batched_adder:  # PPO: bulk sequence writes.
       adder = builder.make_batched_adder(replay, environment_spec,
-                                         len(env_seeds))
+                                         envs.num_envs)
     else:
       adder = batched_adders.PerEnvAdders(
-          [builder.make_adder(replay) for _ in env_seeds])
+          [builder.make_adder(replay) for _ in range(envs.num_envs)])
     return batched_actor.BatchedEnvironmentLoop(
-        environments.make_environments(
-            config.env_name, env_seeds, config.env_max_episode_steps,
-            backend, num_threads, config=config), policy,
+        envs, policy,
         agents.make_variable_client(adapter, config, learner),
         adder, jax.random.PRNGKey(seed), actor_counter,
         logger_for(f'actor/{index}'), max_actor_steps=config.max_actor_steps,

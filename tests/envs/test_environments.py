@@ -26,25 +26,28 @@ def _episodes(envs, policy, episodes_per_env):
   """Plays until each env ended `episodes_per_env` episodes, as the batched
   actor does; returns (length, return, final discount) per episode."""
   timesteps = envs.reset()
-  n = len(timesteps)
+  n = envs.num_envs
   lengths, returns = np.zeros(n, int), np.zeros(n)
   done = np.zeros(n, int)
   results = []
   while (done < episodes_per_env).any():
-    observations = np.stack([t.observation for t in timesteps])
-    timesteps = envs.step(policy(observations))
-    for i, t in enumerate(timesteps):
-      if t.first():  # EnvPool restarted it: not a step.
+    timesteps = envs.step(policy(timesteps.observation))
+    for i in range(n):
+      if timesteps.first()[i]:  # EnvPool restarted it: not a step.
         continue
       lengths[i] += 1
-      returns[i] += t.reward
-      if t.last():
+      returns[i] += timesteps.reward[i]
+      if timesteps.last()[i]:
         if done[i] < episodes_per_env:
-          results.append((lengths[i], returns[i], float(t.discount)))
+          results.append((lengths[i], returns[i], float(timesteps.discount[i])))
         done[i] += 1
         lengths[i], returns[i] = 0, 0.0
-        if not envs.auto_reset:
-          timesteps[i] = envs.reset_one(i)
+    if not envs.auto_reset and timesteps.last().any():
+      ended = np.flatnonzero(timesteps.last())
+      restarted = envs.reset_some(ended)
+      observation = timesteps.observation.copy()
+      observation[ended] = restarted.observation
+      timesteps = timesteps._replace(observation=observation)
   return results
 
 
@@ -85,7 +88,7 @@ def test_dmc_observation_fields_are_concatenated_in_sorted_order(backend):
   # Acme's ConcatObservationWrapper does. Every episode starts with the
   # torso 1.3 m up (only the joint angles are random).
   envs = _batch('dmc:walker-walk', backend, num_envs=4, max_episode_steps=0)
-  observations = np.stack([t.observation for t in envs.reset()])
+  observations = envs.reset().observation
   np.testing.assert_allclose(observations[:, 0], 1.3, atol=1e-5)
   orientations = observations[:, 1:15].reshape(4, 7, 2)
   np.testing.assert_allclose(np.linalg.norm(orientations, axis=2), 1.0,
