@@ -44,7 +44,7 @@ from acme_launch import agents  # pylint: disable=g-import-not-at-top
 from acme_launch import envs as environments  # pylint: disable=g-import-not-at-top
 from acme_launch.program import batched_actor  # pylint: disable=g-import-not-at-top
 from bench import throughput  # pylint: disable=g-import-not-at-top
-from configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
+from acme_launch.configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
 
 ENV_NAME = 'HalfCheetah-v4'
 
@@ -77,7 +77,7 @@ def actor_steps_per_second(num_envs: int, seconds: float, backend: str,
   """`ppo_mujoco`'s batched actor, alone: env steps/s over `seconds`."""
   config = ppo_mujoco.get_config()
   config.envs_per_actor = num_envs
-  adapter = agents.get_adapter('ppo')
+  adapter = agents.load('ppo')
   spec = specs.make_environment_spec(
       environments.make_environment(ENV_NAME, seed=0))
   builder = adapter.make_builder(config, learner_logger_fn=lambda: None,

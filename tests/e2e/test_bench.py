@@ -6,6 +6,7 @@ budgets; the assertions read the JSON each script writes next to its table.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -146,3 +147,11 @@ def test_cluster_measures_local_mp_and_ray_side_by_side(tmp_path):
   assert results['ray_env_steps_per_second'] > 0, results
   assert results['ray_over_local_mp'] > 0
   assert len(results['local_mp_rounds']) == len(results['ray_rounds']) == 1
+
+
+def test_actor_loop_measures_the_loop_against_its_ceiling():
+  result = _bench('actor_loop.py', '--envs=4', '--seconds=1',
+                  '--ceiling_seconds=0.5', '--repeats=1')
+  line = [l for l in result.stdout.splitlines() if 'envs a step (sync)' in l]
+  assert len(line) == 1, result.stdout[-2000:]
+  assert re.search(r'actor [\d,]+ env steps/s; ceiling [\d,]+: \d+%', line[0])

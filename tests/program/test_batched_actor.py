@@ -29,7 +29,7 @@ import reverb
 from acme_launch import envs as environments
 from acme_launch.program import batched_actor
 from acme_launch.program import batched_adders
-from tests import test_batched_adders
+from tests.program import test_batched_adders
 
 ENV = 'Hopper-v4'
 NUM_ENVS = 3
