@@ -373,8 +373,10 @@ def _run_node_process(env, code):
   """Runs `code` after configure_process() in a fresh interpreter."""
   script = textwrap.dedent('''
       import json
+      import os
       from acme_launch.node import entry as node_entry
-      node_entry.configure_process()
+      from acme_launch.plan import node_env
+      node_entry.configure_process(node_env.NodeEnv.from_environ(os.environ))
   ''') + textwrap.dedent(code)
   base = {k: v for k, v in os.environ.items()
           if not k.startswith(('ACME_LAUNCH_', 'CUDA_', 'JAX_', 'XLA_', 'OMP_'))}
@@ -416,8 +418,10 @@ def test_configure_process_after_tf_started_is_a_clear_error():
       tf.constant(1.0)
       from acme_launch import errors
       from acme_launch.node import entry as node_entry
+      from acme_launch.plan import node_env
       try:
-        node_entry.configure_process()
+        node_entry.configure_process(
+            node_env.NodeEnv(tf_gpu='none', tf_intra_op_threads=2))
       except errors.LaunchError as e:
         print('LaunchError:', e)
   ''')
