@@ -56,6 +56,32 @@ def make_policy(config, networks, environment_spec, evaluation):
   return policy
 '''
 
+GYMNASIUM_ENVIRONMENT = '''
+"""A Gymnasium task of the user's: press 1 as often as you can."""
+import gymnasium
+import numpy as np
+
+
+class Press(gymnasium.Env):
+  observation_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
+  action_space = gymnasium.spaces.Discrete(3)
+
+  def reset(self, *, seed=None, options=None):
+    super().reset(seed=seed)
+    self._t = 0
+    return self._observation(), {}
+
+  def step(self, action):
+    self._t += 1
+    return self._observation(), float(action == 1), self._t >= 20, False, {}
+
+  def _observation(self):
+    return self.np_random.uniform(-1, 1, 2).astype(np.float32)
+
+
+gymnasium.register('PressTask-v0', entry_point='user_project.press_env:Press')
+'''
+
 ENVIRONMENT = '''
 """Walk right: reach the end of a short line (reward 1), or time out."""
 import dm_env
@@ -128,6 +154,7 @@ def project(tmp_path):
   (root / 'user_project' / '__init__.py').write_text('')
   (root / 'user_project' / 'tiny_dqn.py').write_text(AGENT)
   (root / 'user_project' / 'line_env.py').write_text(ENVIRONMENT)
+  (root / 'user_project' / 'press_env.py').write_text(GYMNASIUM_ENVIRONMENT)
   (root / 'user_project' / 'no_policy.py').write_text(
       AGENT.replace('def make_policy', 'def make_policy_later'))
   (root / 'user_project' / 'does_not_import.py').write_text(
@@ -264,3 +291,27 @@ def test_the_example_runs_through_the_python_api_and_resumes(tmp_path):
   with pytest.raises(errors.LaunchError, match="unknown option 'workers'"):
     acme_launch.launch(config, workers=3)
   assert sorted(os.listdir(workdir)) == ['api']
+
+
+@pytest.mark.e2e
+def test_own_modules_through_the_python_api_with_a_gymnasium_class(
+    project, workdir):
+  # The same out-of-tree agent on a Gymnasium class of the user's, launched
+  # from Python; the registered id of the same module plans too.
+  import acme_launch  # pylint: disable=g-import-not-at-top
+  from acme_launch.config import registry  # pylint: disable=g-import-not-at-top
+  root, config_path = project
+  config = registry.load(config_path)
+  config.env_name = 'gymnasium:user_project.press_env:Press'
+  plan = acme_launch.dry_run(config, python_path=[root])
+  assert plan.environment_spec.actions.num_values == 3
+  config.env_name = 'gymnasium:user_project.press_env:PressTask-v0'
+  assert 'observations: float32 (2,) in [-1, 1]' in acme_launch.dry_run(
+      config, python_path=[root]).text
+  config.env_name = 'gymnasium:user_project.press_env:Press'
+  summary = acme_launch.launch(config, config_name='press', workdir=workdir,
+                               run_name='press', python_path=[root],
+                               progress_every=30)
+  assert summary['exit_code'] == 0, summary
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['final_eval_episodes'] == 3
