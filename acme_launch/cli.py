@@ -18,6 +18,7 @@ from typing import Any, List, Optional, Tuple
 from absl import app
 import ml_collections
 
+from acme_launch import compilation_cache
 from acme_launch import errors
 from acme_launch.plan import host as host_lib
 from acme_launch.config import schema as experiment_config
@@ -131,6 +132,8 @@ class Launch:
   cluster: Any = None        # ray_cluster.Cluster for --launch_type=ray.
   # Folders of the user's code, first on the path of every node process.
   python_path: Tuple[str, ...] = ()
+  # JAX's persistent compilation cache for the nodes ('': none).
+  compilation_cache: str = ''
 
 
 def _check_debugging(launch_type: str, debug_node: str, pdb: bool,
@@ -263,6 +266,8 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
   if launch_type != 'ray':  # On a cluster, each host checks its own shim.
     launch.preload, launch.exposed_reason = _loopback(
         launch_type, options.allow_exposed_listeners)
+  launch.compilation_cache = _compilation_cache(
+      options.compilation_cache, launch_type, notes)
   rundir.check_resumable(run_dir, built.identity)
   rundir.prepare(run_dir)
   try:
@@ -275,6 +280,25 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
   if short:
     raise errors.LaunchError(short)
   return launch
+
+
+def _compilation_cache(folder: str, launch_type: str, notes: List[str]) -> str:
+  """The cache folder to hand the nodes ('': none), from --compilation_cache.
+
+  local_mp checks the folder here, so that a problem with it is one warning
+  line and the run goes on without it. A Ray node checks its own host's
+  ('default': the default folder there).
+  """
+  if folder == 'none' or launch_type not in ('local_mp', 'ray'):
+    return ''
+  if launch_type == 'ray':
+    return folder or 'default'
+  usable, why = compilation_cache.usable(
+      folder or compilation_cache.default_dir())
+  if why:
+    notes.append(f'warning: no compilation cache ({why}); every node '
+                 'compiles its functions as usual')
+  return usable
 
 
 def check_arguments(argv: List[str],
@@ -475,7 +499,8 @@ def _run_once(options: options_lib.Options, launch: Launch, built, reporter,
   common = dict(show_output=options.show_output, reporter=reporter,
                 max_wall_time=max_wall_time,
                 max_node_restarts=options.max_node_restarts,
-                python_path=launch.python_path)
+                python_path=launch.python_path,
+                compilation_cache=launch.compilation_cache)
   if launch.launch_type == 'ray':
     from acme_launch.run.ray import launch as ray_launch  # pylint: disable=g-import-not-at-top
     runner = ray_launch.RaySupervisor(

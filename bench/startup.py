@@ -1,15 +1,18 @@
-"""Start-up figures: seconds to the first actor and learner step, memory per node.
+"""Start-up figures: seconds to the first actor and learner step, cold and
+warm, and memory per node.
 
     .venv/bin/python bench/startup.py [--config=ppo_mujoco] [--out=bench/out]
 
-Launches the config, lets it run until the first
-learner step plus a few seconds, stops it with SIGINT, and prints
-seconds from launch to the first actor step and the first learner step (from
-the counter totals in metrics/progress.csv; with envs_per_actor=1 Acme counts
-actor steps at the end of each episode, so "first actor step" is the end of
-the first episode) and each node process's resident
-memory (psutil, sampled once every node is stepping); also written to
-OUT/startup.json.
+Launches the config twice in a row with one new JAX compilation cache folder
+(--compilation_cache): `cold` starts with it empty and fills it, `warm`
+reads it, as a second run of the same config on the same machine does. Each
+run goes until its first learner step plus a few seconds and is then stopped
+with SIGINT. Prints, for each, seconds from launch to the first actor step
+and the first learner step (from the counter totals in
+metrics/progress.csv; with envs_per_actor=1 Acme counts actor steps at the
+end of each episode, so "first actor step" is the end of the first episode),
+the cache entries each wrote and read, and each node process's resident memory (psutil,
+sampled once every node is stepping); also written to OUT/startup.json.
 """
 
 import argparse
@@ -21,7 +24,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import List
+from typing import Dict, List
 
 import psutil
 
@@ -41,26 +44,30 @@ def _first_time(progress_csv: str, key: str):
   return None
 
 
-def main(argv: List[str]) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('--config', default='ppo_mujoco')
-  parser.add_argument('--timeout', type=float, default=300.0)
-  parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
-  args = parser.parse_args(argv)
-  workdir = os.path.join(args.out, 'startup')
+def _entries(cache: str) -> Dict[str, float]:
+  """The cache's entries and their modification times (JAX's cache touches
+  an entry when it reads it)."""
+  return {name: os.path.getmtime(os.path.join(cache, name))
+          for name in os.listdir(cache) if not name.startswith(('.', '_'))}
+
+
+def measure(config: str, workdir: str, cache: str,
+            timeout: float) -> Dict[str, object]:
+  """One launch until its first learner step: its start-up figures."""
   shutil.rmtree(workdir, ignore_errors=True)
   run_dir = os.path.join(workdir, 'run')
   progress_csv = os.path.join(run_dir, 'metrics', 'progress.csv')
-
+  before = _entries(cache)
   started = time.time()
   launcher = subprocess.Popen(
-      [sys.executable, os.path.join(REPO_ROOT, 'launch.py'), f'--config={args.config}',
-       f'--workdir={workdir}', '--run_name=run', '--progress_every=1000'],
+      [sys.executable, os.path.join(REPO_ROOT, 'launch.py'), f'--config={config}',
+       f'--workdir={workdir}', '--run_name=run', '--progress_every=1000',
+       f'--compilation_cache={cache}'],
       cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   memory = {}
   try:
-    while time.time() - started < args.timeout:
-      time.sleep(1.0)
+    while time.time() - started < timeout:
+      time.sleep(0.5)
       if _first_time(progress_csv, 'learner_steps'):
         time.sleep(3.0)
         for node, pid in sorted(node_pids(run_dir).items()):
@@ -72,26 +79,55 @@ def main(argv: List[str]) -> int:
   finally:
     launcher.send_signal(signal.SIGINT)
     launcher.wait(timeout=60)
-
   first_actor = _first_time(progress_csv, 'actor_steps')
   first_learner = _first_time(progress_csv, 'learner_steps')
-  print(f'config {args.config} on {os.cpu_count()} cores')
-  for what, when in (('first actor step', first_actor),
-                     ('first learner step', first_learner)):
-    print(f'{what:<20} ' + (f'{when - started:.1f} s after launch' if when else 'not reached'))
-  print('\nresident memory per node process (MiB)')
+  after = _entries(cache)
+  return {
+      'cache_entries_written': len(set(after) - set(before)),
+      'cache_entries_read': sum(1 for name in before
+                                if after.get(name, 0) >= started),
+      'first_actor_step_seconds': first_actor - started if first_actor else None,
+      'first_learner_step_seconds':
+          first_learner - started if first_learner else None,
+      'resident_mib': memory,
+  }
+
+
+def main(argv: List[str]) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--config', default='ppo_mujoco')
+  parser.add_argument('--timeout', type=float, default=300.0)
+  parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
+  args = parser.parse_args(argv)
+  workdir = os.path.join(args.out, 'startup')
+  cache = os.path.join(workdir, 'jax_cache')
+  shutil.rmtree(workdir, ignore_errors=True)
+  os.makedirs(cache)
+  results = {}
+  for name in ('cold', 'warm'):
+    results[name] = measure(args.config, os.path.join(workdir, name), cache,
+                            args.timeout)
+
+  print(f'config {args.config} on {os.cpu_count()} cores; seconds after launch')
+  print(f'{"":<20} {"cold":>8} {"warm":>8}')
+  for what, key in (('first actor step', 'first_actor_step_seconds'),
+                    ('first learner step', 'first_learner_step_seconds')):
+    cells = [results[n][key] for n in ('cold', 'warm')]
+    print(f'{what:<20} ' + ' '.join(
+        f'{c:8.1f}' if c else f'{"never":>8}' for c in cells))
+  for what in ('written', 'read'):
+    key = f'cache_entries_{what}'
+    print(f'{"cache entries " + what:<20} {results["cold"][key]:8d} '
+          f'{results["warm"][key]:8d}')
+  print('\nresident memory per node process, warm run (MiB)')
+  memory = results['warm']['resident_mib']
   for node, mib in memory.items():
     print(f'  {node:<14} {mib:8.0f}')
   if memory:
     print(f'  {"total":<14} {sum(memory.values()):8.0f}')
-  os.makedirs(args.out, exist_ok=True)
   with open(os.path.join(args.out, 'startup.json'), 'w') as f:
-    json.dump({'config': args.config, 'cores': os.cpu_count(),
-               'first_actor_step_seconds':
-                   first_actor - started if first_actor else None,
-               'first_learner_step_seconds':
-                   first_learner - started if first_learner else None,
-               'resident_mib': memory}, f, indent=1)
+    json.dump({'config': args.config, 'cores': os.cpu_count(), **results},
+              f, indent=1)
   return 0
 
 

@@ -112,6 +112,12 @@ _MAX_CONCURRENT = flags.DEFINE_integer(
     'share of this launcher\'s cores (and GPUs, when its plan uses them), '
     'the rest queue. 0: as many as the host can place (a core each, and a '
     'GPU each when they use GPUs).', lower_bound=0)
+_COMPILATION_CACHE = flags.DEFINE_string(
+    'compilation_cache', '', 'local_mp and ray: folder of JAX\'s persistent '
+    'compilation cache, shared by runs: each node reads the functions an '
+    'earlier run (or node) compiled instead of compiling them again. '
+    'Default: $XDG_CACHE_HOME/acme-launch/jax (~/.cache/acme-launch/jax), on '
+    'each host; none: no cache.')
 
 # Flags of the sweep launcher itself, not handed to the programs of a sweep.
 SWEEP_ONLY_FLAGS = ('sweep', 'max_concurrent', 'workdir', 'run_name',
@@ -150,6 +156,7 @@ class Options:
   allow_public_cluster_address: bool = False
   sweep: Tuple[str, ...] = ()
   max_concurrent: int = 0
+  compilation_cache: str = ''    # '': the default folder; 'none': off.
   # Folders of the user's code: the --config file's own folder (so modules
   # beside it import in the launcher and in every node), unless it is a
   # shipped config.
@@ -182,6 +189,7 @@ def read(argv: Optional[List[str]] = None) -> Options:
       ray_address=_RAY_ADDRESS.value,
       allow_public_cluster_address=_ALLOW_PUBLIC_CLUSTER_ADDRESS.value,
       sweep=tuple(_SWEEP.value), max_concurrent=_MAX_CONCURRENT.value,
+      compilation_cache=_COMPILATION_CACHE.value.strip(),
       python_path=python_path)
 
 
@@ -255,7 +263,8 @@ def parse_again(argv: List[str]) -> Options:
 
 
 # Flags whose values are paths, read relative to the working directory.
-_PATH_FLAGS = ('config', 'workdir', 'resume', 'gpu_inventory')
+_PATH_FLAGS = ('config', 'workdir', 'resume', 'gpu_inventory',
+               'compilation_cache')
 
 
 def paths_from(argv: List[str], cwd: str) -> List[str]:
@@ -267,6 +276,8 @@ def paths_from(argv: List[str], cwd: str) -> List[str]:
     if not value or os.path.isabs(value):
       return value
     if name == 'config' and value in registry.available():
+      return value
+    if name == 'compilation_cache' and value == 'none':
       return value
     return os.path.join(cwd, value)
 

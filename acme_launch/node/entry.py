@@ -5,8 +5,9 @@ which unpickles the program, and so imports acme, before any of our code
 runs. The supervisor starts `python -m acme_launch.node.entry` with the same
 arguments instead: it applies the JAX aliases (compat.py),
 applies the node's resource settings (cores, TF's GPU and thread
-settings: configure_process below), records what the process received, and
-then hands over to Launchpad's own entry.
+settings: configure_process below), turns JAX's persistent compilation cache
+on, records what the process received, and then hands over to Launchpad's
+own entry.
 """
 
 import os
@@ -16,6 +17,7 @@ import sys
 import traceback
 
 from acme_launch import compat  # noqa: F401  (JAX aliases for acme, before unpickling)
+from acme_launch import compilation_cache
 from acme_launch import errors
 from acme_launch import quiet
 from acme_launch.plan import node_env
@@ -116,6 +118,11 @@ def record_received(settings: node_env.NodeEnv) -> None:
 def main() -> None:
   settings = node_env.NodeEnv.from_environ()  # What the launcher handed over.
   configure_process(settings)
+  if settings.compilation_cache:
+    why = compilation_cache.enable(settings.compilation_cache)
+    if why:
+      print(f'acme-launch: warning: no compilation cache ({why}); this node '
+            'compiles its functions as usual', file=sys.stderr, flush=True)
   node = settings.node
   if settings.run_dir and node:
     record_received(settings)

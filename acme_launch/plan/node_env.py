@@ -71,6 +71,7 @@ class NodeEnv:
                                     # launcher's run directory is here).
   restart: int = 0                  # 1, 2, ... in a restarted node.
   pdb: bool = False                 # --debug_node --pdb: post-mortem.
+  compilation_cache: str = ''       # JAX's persistent cache folder (none: off).
   # A Ray run's node: its host's cluster address (the loopback shim binds
   # servers there), its servers' addresses, the Ray node it was placed on,
   # and after a move the host it left and 'OLD=NEW' server addresses.
@@ -176,6 +177,7 @@ _VARIABLES = {   # field -> (variable, kind)
     'mirror_of': (PREFIX + 'MIRROR_OF', 'str'),
     'restart': (PREFIX + 'NODE_RESTART', 'int'),
     'pdb': (PREFIX + 'PDB', 'bool'),
+    'compilation_cache': (PREFIX + 'COMPILATION_CACHE', 'str'),
     'bind_address': (PREFIX + 'BIND_ADDRESS', 'str'),
     'server_addresses': (PREFIX + 'SERVER_ADDRESSES', 'list'),
     'ray_node_id': (PREFIX + 'RAY_NODE_ID', 'str'),

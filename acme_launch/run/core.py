@@ -118,8 +118,11 @@ class SupervisorCore:
   def __init__(self, run_dir: str, show_output: bool = False,
                max_wall_time: float = 0.0,
                reporter: Optional[progress_lib.ProgressReporter] = None,
-               max_node_restarts: int = 0, python_path: Sequence[str] = ()):
+               max_node_restarts: int = 0, python_path: Sequence[str] = (),
+               compilation_cache: str = ''):
     self._run_dir = run_dir
+    # JAX's persistent compilation cache for every node ('': none).
+    self._compilation_cache = compilation_cache
     # Folders of the user's code (the config file's): first on every node
     # process's PYTHONPATH, before the package's own root.
     self._python_path = tuple(python_path)

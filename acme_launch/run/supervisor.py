@@ -143,11 +143,13 @@ class Supervisor(core.SupervisorCore):
                preload: str = '', debug_node: str = '', pdb: bool = False,
                max_node_restarts: int = 0,
                node_log_max_bytes: int = 20 * 2**20,
-               disk_guard_bytes: int = 0, python_path: Sequence[str] = ()):
+               disk_guard_bytes: int = 0, python_path: Sequence[str] = (),
+               compilation_cache: str = ''):
     super().__init__(run_dir, show_output=show_output,
                      max_wall_time=max_wall_time, reporter=reporter,
                      max_node_restarts=max_node_restarts,
-                     python_path=python_path)
+                     python_path=python_path,
+                     compilation_cache=compilation_cache)
     self._disk_guard_bytes = disk_guard_bytes
     self._disk_checked = 0.0
     self._node_log_max_bytes = node_log_max_bytes
@@ -195,6 +197,7 @@ class Supervisor(core.SupervisorCore):
              env_overrides: Dict[str, str]) -> _NodeProcess:
     env = node_env.updated({**os.environ, **env_overrides}, node=node,
                            run_dir=self._run_dir,
+                           compilation_cache=self._compilation_cache,
                            pdb=self._pdb and node == self._debug_node)
     env['PYTHONPATH'] = os.pathsep.join(
         p for p in (*self._python_path, _REPO_ROOT, env.get('PYTHONPATH', ''))

@@ -115,12 +115,17 @@ def test_learning_refuses_an_unknown_config_or_task_before_running(tmp_path):
     assert not os.path.exists(os.path.join(tmp_path, 'learning'))
 
 
-def test_startup_reports_first_steps_and_memory(tmp_path):
+def test_startup_reports_cold_and_warm_first_steps_and_memory(tmp_path):
   _bench('startup.py', '--config=smoke', f'--out={tmp_path}')
   results = read_json(os.path.join(tmp_path, 'startup.json'))
-  assert 0 < results['first_actor_step_seconds'] < 300
-  assert 0 < results['first_learner_step_seconds'] < 300
-  assert {'learner/0', 'actor/0'} <= set(results['resident_mib'])
+  for run in ('cold', 'warm'):
+    assert 0 < results[run]['first_actor_step_seconds'] < 300
+    assert 0 < results[run]['first_learner_step_seconds'] < 300
+  # The cold run filled the cache; the warm one read what it needed there.
+  assert results['cold']['cache_entries_written'] > 5
+  assert results['cold']['cache_entries_read'] == 0
+  assert results['warm']['cache_entries_read'] > 5
+  assert {'learner/0', 'actor/0'} <= set(results['warm']['resident_mib'])
 
 
 def test_soak_samples_every_node_and_reports_growth(tmp_path):

@@ -266,7 +266,8 @@ class RaySupervisor(core.SupervisorCore):
       env = node_env.updated(
           dict(env, **run_dir_env), node=node, bind_address=where['ip'],
           server_addresses=tuple(addresses[node]),
-          ray_node_id=where['ray_node_id'])
+          ray_node_id=where['ray_node_id'],
+          compilation_cache=self._compilation_cache)
       env['PYTHONUNBUFFERED'] = '1'
       # The program's bytes as a top-level ObjectRef: Ray hands the actor
       # the bytes, fetched once per host.
