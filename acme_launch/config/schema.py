@@ -11,7 +11,7 @@ import math
 import ml_collections
 
 from acme_launch import errors
-from acme_launch.plan import resources
+from acme_launch.plan import specs
 
 LAUNCH_TYPES = ('local_mp', 'local_mt', 'test_mt', 'ray')
 MAX_PROCESSES_PER_GROUP = 1024  # Actors, evaluators: processes on one machine.
@@ -48,7 +48,7 @@ def base_config(*, agent: str, env_name: str, max_actor_steps: int,
   config.checkpoint.max_to_keep = 2         # Checkpoints kept per component.
   config.checkpoint.replay = True           # Also checkpoint the Reverb tables.
 
-  config.resources = resources.default_resources_config()
+  config.resources = specs.default_resources_config()
   return config
 
 
