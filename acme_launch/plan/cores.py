@@ -99,4 +99,3 @@ def _assign_cores(node_names: Sequence[str], groups: Sequence[str],
   if not note:
     note = f'cores: as configured (the launcher may use {format_cores(host)})'
   return [cores or () for cores in assigned], note
-

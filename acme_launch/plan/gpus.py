@@ -15,7 +15,6 @@ class GpuUsage:
   nodes: Tuple[str, ...]
 
 
-
 def _describe(gpus: Sequence[GpuInfo]) -> str:
   return ', '.join(f'{g.index} ({g.name})' for g in gpus)
 
@@ -107,4 +106,3 @@ def _gpu_usage(node_names, specs, assigned, inventory, overhead_mb
     if on_it:
       usage.append(GpuUsage(gpu, total, tuple(node for node, _ in on_it)))
   return tuple(usage)
-

@@ -50,7 +50,6 @@ class NodePlacement:
   threads: int = 0   # Its OMP_NUM_THREADS (0 = unset): e.g. EnvPool's threads.
 
 
-
 @dataclasses.dataclass(frozen=True)
 class ResourcePlan:
   placements: Tuple[NodePlacement, ...]
@@ -67,7 +66,6 @@ class ResourcePlan:
   def env_by_label(self) -> Dict[str, Dict[str, str]]:
     """The environment for each Launchpad group label."""
     return {p.label: dict(p.env) for p in self.placements}
-
 
 
 # Environment and labels ---------------------------------------------------------

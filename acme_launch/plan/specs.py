@@ -282,4 +282,3 @@ def _node_specs(node_names: Sequence[str], groups: Sequence[str],
       fields[name] = (_parse_value(raw, defaults[group][name], where), where)
     specs.append(_node_spec(fields))
   return specs
-
