@@ -298,8 +298,8 @@ def check_arguments(argv: List[str],
 
 
 def _is_sweep_resume(options: options_lib.Options) -> bool:
-  from acme_launch.sweep import runner as sweep  # pylint: disable=g-import-not-at-top
-  return bool(options.resume) and sweep.is_sweep_dir(options.resume)
+  from acme_launch.sweep import record as sweep_record  # pylint: disable=g-import-not-at-top
+  return bool(options.resume) and sweep_record.is_sweep_dir(options.resume)
 
 
 def _sweep_options(options: options_lib.Options):
