@@ -322,8 +322,8 @@ def check_arguments(argv: List[str],
 
 
 def _is_sweep_resume(options: options_lib.Options) -> bool:
-  from acme_launch.sweep import runner as sweep  # pylint: disable=g-import-not-at-top
-  return bool(options.resume) and sweep.is_sweep_dir(options.resume)
+  from acme_launch.sweep import record as sweep_record  # pylint: disable=g-import-not-at-top
+  return bool(options.resume) and sweep_record.is_sweep_dir(options.resume)
 
 
 def _sweep_options(options: options_lib.Options):
@@ -409,7 +409,7 @@ def prepare(options: options_lib.Options) -> Launch:
 
 
 def print_dry_run(launch: Launch) -> None:
-  from acme_launch.plan import resources  # pylint: disable=g-import-not-at-top
+  from acme_launch.plan import table  # pylint: disable=g-import-not-at-top
   config = launch.config
   print(f'config {launch.config_name}: {config.agent} on {config.env_name}, '
         f'budget {config.max_actor_steps:,} actor steps, '
@@ -419,7 +419,7 @@ def print_dry_run(launch: Launch) -> None:
   print(build.describe_spec(launch.built.environment_spec) + '\n')
   print(_describe_nodes(launch.built, launch.launch_type))
   print('\nresource placement:')
-  print(resources.format_plan(launch.plan))
+  print(table.format_plan(launch.plan))
   for note in launch.notes:
     print(note)
   if launch.cluster is not None:

@@ -20,7 +20,7 @@ matplotlib.use('Agg')  # Files only; no display needed.
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
 from acme_launch.run import summary as summary_lib  # pylint: disable=g-import-not-at-top
-from acme_launch.sweep import runner as sweep_lib  # pylint: disable=g-import-not-at-top
+from acme_launch.sweep import record as sweep_record  # pylint: disable=g-import-not-at-top
 
 
 def _read_csv(path: str) -> List[Dict[str, float]]:
@@ -72,7 +72,7 @@ def plot_sweep(sweep_dir: str, out_path: str) -> bool:
   """One curve per setting: mean over seeds, min-max shaded; False if no
   point has an evaluation yet."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  record = sweep_lib.read_record(sweep_dir)
+  record = sweep_record.read_record(sweep_dir)
   settings: Dict[str, List] = {}
   for point in record['points']:
     rows = summary_lib.evaluation_rows(os.path.join(sweep_dir, point['name']))
@@ -103,7 +103,7 @@ def main(argv: List[str]) -> int:
   parser.add_argument('--out', default='', help='folder for the PNG files '
                       '(default RUN_DIR/plots)')
   args = parser.parse_args(argv)
-  if sweep_lib.is_sweep_dir(args.run_dir):
+  if sweep_record.is_sweep_dir(args.run_dir):
     out = args.out or os.path.join(args.run_dir, 'plots')
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, 'eval_return.png')

@@ -11,7 +11,7 @@ import math
 import ml_collections
 
 from acme_launch import errors
-from acme_launch.plan import resources
+from acme_launch.plan import specs
 
 LAUNCH_TYPES = ('local_mp', 'local_mt', 'test_mt', 'ray')
 MAX_PROCESSES_PER_GROUP = 1024  # Actors, evaluators: processes on one machine.
@@ -25,7 +25,7 @@ def base_config(*, agent: str, env_name: str, max_actor_steps: int,
   config = ml_collections.ConfigDict()
   config.agent = agent                      # Adapter in acme_launch/agents/.
   config.env_name = env_name                # TASK (gym), gymnasium:TASK or
-                                            # dmc:DOMAIN-TASK (envs/__init__.py).
+                                            # dmc:DOMAIN-TASK (envs/tasks.py).
   config.env_backend = 'gym'                # gym: a Python env object per
                                             # env; envpool: one EnvPool per actor.
   config.env_max_episode_steps = 0          # 0 keeps the task's own limit.
@@ -48,7 +48,7 @@ def base_config(*, agent: str, env_name: str, max_actor_steps: int,
   config.checkpoint.max_to_keep = 2         # Checkpoints kept per component.
   config.checkpoint.replay = True           # Also checkpoint the Reverb tables.
 
-  config.resources = resources.default_resources_config()
+  config.resources = specs.default_resources_config()
   return config
 
 

@@ -1,6 +1,6 @@
 """Environments from the user's own code: a factory, or a Gymnasium class.
 
-`config.env_name` forms handled here (envs/__init__.py parses them):
+`config.env_name` forms handled here (envs/tasks.py parses them):
 
   my_project.envs:make_env             a callable in an importable module:
                                        make_env(seed) or make_env(seed,

@@ -38,7 +38,7 @@ import numpy as np
 import reverb
 import tree
 
-from acme_launch.envs import TimeSteps
+from acme_launch.envs.batched import TimeSteps
 from acme_launch.program import reward_scaling
 
 Steps = Union[TimeSteps, Sequence[dm_env.TimeStep]]

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from acme_launch.sweep import runner as sweep
+from acme_launch.sweep import points as sweep_points
+from acme_launch.sweep import slots as sweep_slots
 from tests.conftest import (REPO_ROOT, actor_steps, alive, killed_on_exit,
                             node_pids, node_records, read_json, run_launcher,
                             start_launcher, wait_for)
@@ -343,17 +344,17 @@ def test_resume_of_a_sweep_takes_no_other_flags(workdir):
 
 
 def test_points_slots_and_names_without_processes():
-  assert sweep.parse_specs(['ppo.learning_rate=3e-4,1e-3;seed=0,1']) == [
+  assert sweep_points.parse_specs(['ppo.learning_rate=3e-4,1e-3;seed=0,1']) == [
       ('ppo.learning_rate', ['3e-4', '1e-3']), ('seed', ['0', '1'])]
-  assert sweep.parse_specs(['network.policy_layers=(8,8),(16,16)']) == [
+  assert sweep_points.parse_specs(['network.policy_layers=(8,8),(16,16)']) == [
       ('network.policy_layers', ['(8,8)', '(16,16)'])]
-  slots = sweep.make_slots(3, range(8), range(4), uses_gpus=True)
+  slots = sweep_slots.make_slots(3, range(8), range(4), uses_gpus=True)
   assert [s.cores for s in slots] == [(0, 1), (2, 3, 4), (5, 6, 7)]
   assert [s.gpus for s in slots] == [(0,), (1,), (2, 3)]
-  assert [s.gpus for s in sweep.make_slots(2, range(4), range(4), False)] == [(), ()]
-  assert sweep.host_capacity(range(16), range(2), uses_gpus=True) == 2
-  assert sweep.host_capacity(range(16), range(2), uses_gpus=False) == 16
-  assert sweep.safe_name('env_name=gymnasium:Hopper-v5/x') == 'env_name=gymnasium_Hopper-v5_x'
+  assert [s.gpus for s in sweep_slots.make_slots(2, range(4), range(4), False)] == [(), ()]
+  assert sweep_slots.host_capacity(range(16), range(2), uses_gpus=True) == 2
+  assert sweep_slots.host_capacity(range(16), range(2), uses_gpus=False) == 16
+  assert sweep_points.safe_name('env_name=gymnasium:Hopper-v5/x') == 'env_name=gymnasium_Hopper-v5_x'
 
 
 def test_a_point_is_checked_on_a_slot_given_as_a_value_not_by_changing_this_process(

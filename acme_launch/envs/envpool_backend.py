@@ -1,0 +1,178 @@
+"""The envpool backend: one EnvPool instance steps an actor's N environments."""
+
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme import specs
+import dm_env
+import numpy as np
+
+from acme_launch.envs.batched import _FIRST, _LAST, TimeSteps
+from acme_launch.envs.tasks import _envpool_id, parse_task
+
+
+class EnvPoolEnvironments:
+  """Environments of a task in one EnvPool instance (dm_env API), as arrays.
+
+  EnvPool resets an ended environment on the step after its last one (that
+  step's action is ignored and it returns the new episode's first
+  timestep), so `auto_reset` is True: the actor loop handles a first timestep
+  coming out of `step`. EnvPool's dm_env API gives discount 0 at the time
+  limit too; this counts each environment's steps and gives discount 1 to an
+  episode ended there (a termination on exactly that step reads as the time
+  limit). EnvPool seeds environment i with `seed + i`. A dm_control task's
+  observation fields are concatenated in sorted order, as Acme's
+  ConcatObservationWrapper does on the gym backend.
+
+  `batch_size` below `num_envs` is EnvPool's async mode: `send` hands
+  actions for the environments of the last batch and returns at once, `recv`
+  returns the next `batch_size` environments that finished a step, whichever
+  they are (`TimeSteps.env_id`), so EnvPool's threads step some environments
+  while the policy acts for others. 0: sync (every step is all of them).
+  """
+
+  auto_reset = True
+
+  def __init__(self, env_name: str, num_envs: int, seed: int,
+               max_episode_steps: int = 0, num_threads: int = 1,
+               batch_size: int = 0):
+    import envpool  # pylint: disable=g-import-not-at-top
+    kwargs = {'max_episode_steps': max_episode_steps} if max_episode_steps else {}
+    task = parse_task(env_name)
+    self._batch_size = int(batch_size) or num_envs
+    if not 0 < self._batch_size <= num_envs:
+      raise ValueError(f'batch_size {batch_size} not in [1, {num_envs}]')
+    self._pool = envpool.make_dm(
+        _envpool_id(task), num_envs=num_envs, batch_size=self._batch_size,
+        seed=int(seed), num_threads=max(1, int(num_threads)), **kwargs)
+    self._num_envs = num_envs
+    self._env_ids = np.arange(num_envs, dtype=np.int32)
+    self._limit = int(self._pool.spec.config.max_episode_steps)
+    self._elapsed = np.zeros(num_envs, np.int64)
+    self._pending = 0  # Environments sent actions and not yet received.
+    observation_spec = self._pool.observation_spec()
+    if task.family == 'dmc':
+      # One vector, as the gym backend's ConcatObservationWrapper makes it.
+      self._fields = sorted(f for f in observation_spec._fields
+                            if f not in ('env_id', 'players'))
+      size = sum(int(np.prod(getattr(observation_spec, f).shape))
+                 for f in self._fields)
+      self._observation_spec = specs.BoundedArray(
+          (size,), np.float32, -np.inf, np.inf, name='state')
+    else:
+      self._fields = None
+      obs = observation_spec.obs
+      self._observation_spec = specs.BoundedArray(
+          obs.shape, np.float32,
+          np.broadcast_to(obs.minimum, obs.shape).astype(np.float32),
+          np.broadcast_to(obs.maximum, obs.shape).astype(np.float32),
+          name='observation')
+    action = self._pool.action_spec()
+    if isinstance(action, specs.DiscreteArray):
+      self._action_spec = specs.DiscreteArray(action.num_values, name='action')
+      self._low = self._high = None
+    else:
+      self._action_spec = specs.BoundedArray(
+          action.shape, np.float32, -np.ones(action.shape, np.float32),
+          np.ones(action.shape, np.float32),
+          name=None if task.family == 'dmc' else 'action')
+      self._low = np.broadcast_to(action.minimum, action.shape)
+      self._high = np.broadcast_to(action.maximum, action.shape)
+      self._half_range = 0.5 * (self._high - self._low)
+
+  @property
+  def num_envs(self) -> int:
+    return self._num_envs
+
+  @property
+  def batch_size(self) -> int:
+    return self._batch_size
+
+  def observation_spec(self):
+    return self._observation_spec
+
+  def action_spec(self):
+    return self._action_spec
+
+  def reset(self) -> TimeSteps:
+    """Sync: every environment's first timestep. Async: every environment
+    restarts; the first batch to finish comes back (the others come out of
+    later `recv` calls, as first timesteps)."""
+    while self._pending:  # Steps sent and never received: finish them.
+      self.recv()
+    self._elapsed[:] = 0
+    if self._batch_size == self._num_envs:
+      return self._arrays(self._pool.reset())
+    self._pool.async_reset()
+    self._pending = self._num_envs
+    return self.recv()
+
+  def send(self, actions: np.ndarray, env_id: np.ndarray) -> None:
+    """Actions for environments `env_id` (a batch `recv` returned)."""
+    self._pool.send(self._scale(actions), env_id)
+    self._pending += len(env_id)
+
+  def recv(self) -> TimeSteps:
+    self._pending -= self._batch_size
+    return self._arrays(self._pool.recv())
+
+  def step(self, actions: np.ndarray) -> TimeSteps:
+    """Sync mode: one step of every environment."""
+    return self._arrays(self._pool.step(self._scale(actions), self._env_ids))
+
+  def _scale(self, actions: np.ndarray) -> np.ndarray:
+    actions = np.asarray(actions)
+    if self._low is not None:  # [-1, 1] -> the task's bounds, as the gym path.
+      actions = self._low + (np.clip(actions, -1.0, 1.0) + 1.0) * (
+          self._half_range)
+    return actions
+
+  def _arrays(self, batch) -> TimeSteps:
+    """EnvPool's batch as it is, but float32 and discount 1 at time limits."""
+    step_types = np.asarray(batch.step_type).astype(np.int8)
+    env_id = np.asarray(batch.observation.env_id, np.int64)
+    elapsed = np.where(step_types == _FIRST, 0, self._elapsed[env_id] + 1)
+    self._elapsed[env_id] = elapsed
+    discounts = np.asarray(batch.discount, np.float32)
+    truncated = (step_types == _LAST) & (elapsed >= self._limit)
+    if truncated.any():
+      discounts = np.where(truncated, np.float32(1.0), discounts)
+    return TimeSteps(step_types, np.asarray(batch.reward, np.float32),
+                     discounts, self._observations(batch.observation),
+                     env_id)
+
+  def _observations(self, observation) -> np.ndarray:
+    if self._fields is None:
+      return np.asarray(observation.obs, np.float32)
+    return np.concatenate(
+        [np.asarray(getattr(observation, f), np.float32).reshape(
+            len(observation.env_id), -1) for f in self._fields], axis=1)
+
+  def close(self) -> None:
+    self._pool.close()
+
+
+class EnvPoolEnvironment(dm_env.Environment):
+  """A one-environment EnvPool as a plain dm_env (evaluators, 1-env actors)."""
+
+  def __init__(self, pool: EnvPoolEnvironments):
+    self._pool = pool
+
+  def reset(self) -> dm_env.TimeStep:
+    return self._pool.reset().timestep(0)
+
+  def step(self, action) -> dm_env.TimeStep:
+    return self._pool.step(np.asarray(action)[None]).timestep(0)
+
+  def observation_spec(self):
+    return self._pool.observation_spec()
+
+  def action_spec(self):
+    return self._pool.action_spec()
+
+  def reward_spec(self):
+    return specs.Array((), np.float32, 'reward')
+
+  def discount_spec(self):
+    return specs.BoundedArray((), np.float32, 0.0, 1.0, 'discount')
+
+  def close(self) -> None:
+    self._pool.close()

@@ -1,0 +1,79 @@
+"""The factories callers use: one environment, an actor's N environments,
+and each node's seed."""
+
+from typing import Sequence
+
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme import specs
+from acme import wrappers
+import dm_env
+import numpy as np
+
+from acme_launch.envs import user
+from acme_launch.envs.batched import PythonEnvironments
+from acme_launch.envs.envpool_backend import EnvPoolEnvironment, EnvPoolEnvironments
+from acme_launch.envs.families import _make_dmc, _make_gym, _make_gymnasium
+from acme_launch.envs.tasks import USER, parse_task
+
+
+def make_environment(env_name: str, seed: int, max_episode_steps: int = 0,
+                     backend: str = 'gym', config=None) -> dm_env.Environment:
+  """One environment of the task, wrapped for Acme, seeded once.
+
+  Evaluators and single-environment actors use this; `max_episode_steps`
+  0 keeps the task's own limit. `config` goes to a user's factory that asks
+  for it.
+  """
+  if backend == 'envpool':
+    return EnvPoolEnvironment(
+        EnvPoolEnvironments(env_name, 1, seed, max_episode_steps))
+  task = parse_task(env_name)
+  if task.family == 'gym':
+    environment = _make_gym(task.name, seed, max_episode_steps)
+  elif task.family == 'gymnasium':
+    environment = _make_gymnasium(task.name, seed, max_episode_steps)
+  elif task.family == USER:
+    environment = user.make(env_name, seed, config)
+    if max_episode_steps:
+      environment = wrappers.StepLimitWrapper(environment, max_episode_steps)
+  else:
+    environment = _make_dmc(task.name, seed, max_episode_steps)
+  if isinstance(environment.action_spec(), specs.BoundedArray) and not (
+      isinstance(environment.action_spec(), specs.DiscreteArray)):
+    environment = wrappers.CanonicalSpecWrapper(environment, clip=True)
+  return wrappers.SinglePrecisionWrapper(environment)
+
+
+def make_environments(env_name: str, seeds: Sequence[int],
+                      max_episode_steps: int = 0, backend: str = 'gym',
+                      num_threads: int = 1, async_envs: int = 0,
+                      config=None):
+  """The N environments of one actor, on the backend (PythonEnvironments or
+  EnvPoolEnvironments): `seeds[0]` is the actor's seed.
+
+  The gym backend seeds environment j with seeds[j]; EnvPool takes one seed
+  and seeds its environment i with seeds[0] + i. `async_envs` above
+  len(seeds): EnvPool's async mode, that many environments of which each
+  step receives len(seeds).
+  """
+  if backend == 'envpool':
+    if async_envs > len(seeds):
+      return EnvPoolEnvironments(env_name, async_envs, seeds[0],
+                                 max_episode_steps, num_threads,
+                                 batch_size=len(seeds))
+    return EnvPoolEnvironments(env_name, len(seeds), seeds[0],
+                               max_episode_steps, num_threads)
+  return PythonEnvironments([make_environment(env_name, seed, max_episode_steps,
+                                              config=config)
+                             for seed in seeds])
+
+
+def node_seed(base_seed: int, group: str, index: int) -> int:
+  """A per-node seed: a pure function of the config seed and the node.
+
+  The same config and seed give every actor and evaluator the same seed on
+  every run; different nodes get unrelated streams.
+  """
+  group_code = sum(ord(c) * 31**i for i, c in enumerate(group)) % 2**31
+  sequence = np.random.SeedSequence([int(base_seed), group_code, int(index)])
+  return int(sequence.generate_state(1)[0] % 2**31)

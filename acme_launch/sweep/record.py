@@ -1,0 +1,149 @@
+"""The sweep record: its files, sweep.json, each point's state and flags,
+and the table of results (sweep_summary.json)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import statistics
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+
+from acme_launch import errors
+from acme_launch import layout
+from acme_launch.sweep.points import SEED_FIELD, Point
+
+if TYPE_CHECKING:
+  from acme_launch.sweep.runner import SweepOptions
+
+
+def record_path(sweep_dir: str) -> str:
+  return os.path.join(sweep_dir, 'sweep.json')
+
+
+def summary_path(sweep_dir: str) -> str:
+  return os.path.join(sweep_dir, 'sweep_summary.json')
+
+
+def log_path(sweep_dir: str, point_name: str) -> str:
+  return os.path.join(sweep_dir, 'logs', point_name + '.log')
+
+
+def is_sweep_dir(path: str) -> bool:
+  return os.path.isfile(record_path(path))
+
+
+def read_record(sweep_dir: str) -> Dict[str, Any]:
+  record = layout.read_json(record_path(sweep_dir))
+  if not isinstance(record, dict) or 'points' not in record:
+    raise errors.LaunchError(f'{sweep_dir}: sweep.json is missing or damaged')
+  return record
+
+
+def new_record(options: SweepOptions, points: List[Point],
+               fields: Sequence[str]) -> Dict[str, Any]:
+  return {
+      'config_name': options.config_name,
+      'created': datetime.datetime.now().isoformat(timespec='seconds'),
+      'cwd': options.cwd,
+      'base_argv': list(options.base_argv),
+      'fields': list(fields),
+      'points': [{'name': p.name, 'fields': dict(p.fields),
+                  'setting': p.setting, 'args': list(p.args),
+                  'max_actor_steps': p.max_actor_steps,
+                  'uses_gpus': p.uses_gpus, 'launches': []} for p in points],
+  }
+
+
+def points_of(record: Dict[str, Any]) -> List[Point]:
+  return [Point(p['name'], tuple(p['fields'].items()), tuple(p['args']),
+                int(p['max_actor_steps']), bool(p.get('uses_gpus')))
+          for p in record['points']]
+
+
+def point_state(sweep_dir: str, point: Point) -> str:
+  """'done' (its summary.json says it reached its budget), 'started' (its
+  run directory has a config.json) or 'new'."""
+  run_dir = os.path.join(sweep_dir, point.name)
+  summary = layout.read_json(layout.summary_path(run_dir), {})
+  if summary.get('exit_reason') == 'budget_reached':
+    return 'done'
+  return 'started' if os.path.isfile(layout.config_path(run_dir)) else 'new'
+
+
+def point_args(sweep_dir: str, record: Dict[str, Any], point: Point,
+               state: str) -> List[str]:
+  """The child's launch.py flags: base, the point's fields, its run dir."""
+  run_dir = os.path.join(sweep_dir, point.name)
+  where = ([f'--resume={run_dir}'] if state == 'started' else
+           [f'--workdir={sweep_dir}', f'--run_name={point.name}'])
+  return [*record['base_argv'], *point.args, *where]
+
+
+def final_return(summary: Dict[str, Any]) -> Optional[float]:
+  """The final evaluation's mean, else the last evaluation's return."""
+  value = summary.get('final_eval_return_mean')
+  return summary.get('last_eval_return') if value is None else value
+
+
+def summarize(sweep_dir: str, record: Dict[str, Any]) -> Dict[str, Any]:
+  """sweep_summary.json: a row per point, then per setting over seeds."""
+  rows = []
+  for entry in record['points']:
+    run_dir = os.path.join(sweep_dir, entry['name'])
+    summary = layout.read_json(layout.summary_path(run_dir), {})
+    launches = entry.get('launches', [])
+    launcher_seconds = sum((l['ended'] or l['started']) - l['started']
+                           for l in launches)
+    rows.append({
+        'point': entry['name'], 'setting': entry['setting'],
+        'fields': entry['fields'], 'run_dir': run_dir,
+        'exit_reason': summary.get('exit_reason') or (
+            launches[-1]['exit_reason'] if launches else 'not started'),
+        'budget_reached': summary.get('exit_reason') == 'budget_reached',
+        'actor_steps': summary.get('actor_steps'),
+        'final_return': final_return(summary),
+        'wall_time_seconds': summary.get('wall_time_seconds'),
+        'launcher_seconds': round(launcher_seconds, 1),
+        'launches': len(launches),
+    })
+  settings = []
+  for setting in dict.fromkeys(r['setting'] for r in rows):
+    group = [r for r in rows if r['setting'] == setting]
+    finals = [r['final_return'] for r in group if r['final_return'] is not None]
+    settings.append({
+        'setting': setting or record.get('config_name', ''),
+        'seeds': [r['fields'].get(SEED_FIELD) for r in group],
+        'returns': finals,
+        'final_return_mean': statistics.fmean(finals) if finals else None,
+        # Over seeds, as bench/learning.py: the population deviation.
+        'final_return_std': statistics.pstdev(finals) if finals else None,
+    })
+  return {'points': rows, 'settings': settings,
+          'failed': [r['point'] for r in rows if not r['budget_reached']]}
+
+
+def _number(value: Optional[float], spec: str = '.1f') -> str:
+  return '-' if value is None else format(value, spec)
+
+
+def format_table(table: Dict[str, Any]) -> str:
+  width = max([len(r['point']) for r in table['points']] +
+              [len(s['setting']) for s in table['settings']] + [7])
+  lines = [f'{"point":<{width}}  {"exit reason":<16} {"final return":>12} '
+           f'{"wall time":>10}']
+  for r in table['points']:
+    wall = r['wall_time_seconds']
+    lines.append(f'{r["point"]:<{width}}  {r["exit_reason"]:<16} '
+                 f'{_number(r["final_return"]):>12} '
+                 f'{"-" if wall is None else f"{wall:.1f} s":>10}')
+  lines.append('')
+  lines.append(f'{"setting":<{width}}  {"seeds":<16} final return mean +- std')
+  for s in table['settings']:
+    seeds = ','.join(str(x) for x in s['seeds'] if x is not None) or '-'
+    if s['final_return_mean'] is None:
+      figure = '-'
+    else:
+      figure = (f'{s["final_return_mean"]:.1f} +- {s["final_return_std"]:.1f}'
+                f' ({len(s["returns"])} of {len(s["seeds"])} points)')
+    lines.append(f'{s["setting"]:<{width}}  {seeds:<16} {figure}')
+  return '\n'.join(lines)

@@ -1,0 +1,90 @@
+"""Host slots: the cores (and GPUs) of this host cut among the sweep's
+programs, and a child's view of its slot."""
+
+import ctypes
+import dataclasses
+import os
+import signal
+from typing import Callable, List, Optional, Sequence, Tuple
+
+from acme_launch import errors
+from acme_launch.plan import host as host_lib
+from acme_launch.plan import resources
+
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+  index: int
+  cores: Tuple[int, ...]
+  gpus: Tuple[int, ...]           # Empty: the programs use no GPU.
+
+
+def host_capacity(cores: Sequence[int], gpus: Sequence[int],
+                  uses_gpus: bool) -> int:
+  """Programs this host can run at once: a core each, a GPU each if used."""
+  return max(1, min(len(cores), len(gpus)) if uses_gpus and gpus
+             else len(cores))
+
+
+def choose_concurrency(requested: int, points: int, cores: Sequence[int],
+                       gpus: Sequence[int], uses_gpus: bool) -> int:
+  """--max_concurrent, checked against the host; 0 means the most it holds."""
+  capacity = host_capacity(cores, gpus, uses_gpus)
+  if requested > len(cores):
+    raise errors.LaunchError(
+        f'--max_concurrent={requested}: this launcher may use '
+        f'{len(cores)} cores, and each program needs at least one')
+  if requested > capacity:
+    raise errors.LaunchError(
+        f'--max_concurrent={requested}: this host has {len(gpus)} GPUs and '
+        'each program\'s plan uses at least one')
+  return max(1, min(requested or capacity, points))
+
+
+def make_slots(count: int, cores: Sequence[int], gpus: Sequence[int],
+               uses_gpus: bool) -> List[Slot]:
+  """`count` disjoint slices of the cores (and GPUs, if used), sizes as
+  even as possible."""
+  cores, gpus = sorted(cores), sorted(gpus) if uses_gpus else []
+
+  def piece(items, i):
+    return tuple(items[i * len(items) // count:(i + 1) * len(items) // count])
+  return [Slot(i, piece(cores, i), piece(gpus, i) if gpus else ())
+          for i in range(count)]
+
+
+def describe_slot(slot: Slot) -> str:
+  gpus = ','.join(map(str, slot.gpus)) if slot.gpus else 'none'
+  return f'cores {resources.format_cores(slot.cores)}, GPUs {gpus}'
+
+
+def _preexec(cores: Tuple[int, ...]) -> Callable[[], None]:
+  """Runs in the child before exec: its cores; SIGKILL if we die."""
+  def setup() -> None:
+    os.sched_setaffinity(0, cores)
+    ctypes.CDLL('libc.so.6', use_errno=True).prctl(_PR_SET_PDEATHSIG,
+                                                     signal.SIGKILL)
+  return setup
+
+
+def _host_cores() -> List[int]:
+  return list(host_lib.HostSlice.of_this_process().cores)
+
+
+def _host_gpus(inventory_path: str) -> Tuple[int, ...]:
+  from acme_launch.plan import gpu_inventory  # pylint: disable=g-import-not-at-top
+  visible = host_lib.HostSlice.of_this_process().visible_gpus
+  return tuple(g.index for g in gpu_inventory.read_inventory(inventory_path,
+                                                             visible))
+
+
+def _seen_from(slot: Slot, cwd: Optional[str]) -> host_lib.HostSlice:
+  """The host as a child in `slot` will see it: the slot's cores, its GPUs
+  (or the launcher's own visible ones), and the sweep's working directory."""
+  own = host_lib.HostSlice.of_this_process()
+  visible = (','.join(map(str, slot.gpus)) if slot.gpus
+             else own.visible_gpus)
+  return host_lib.HostSlice(tuple(slot.cores), visible,
+                            cwd if cwd and os.path.isdir(cwd) else own.cwd)
