@@ -128,6 +128,22 @@ def test_startup_reports_cold_and_warm_first_steps_and_memory(tmp_path):
   assert {'learner/0', 'actor/0'} <= set(results['warm']['resident_mib'])
 
 
+def test_learner_measures_alone_and_in_a_run(tmp_path):
+  result = _bench('learner.py', '--seconds=2', '--settle=1', f'--out={tmp_path}',
+                  '--', '--config.sac.min_replay_size=100',
+                  '--config.network.hidden_layers=(8,8)',
+                  '--config.sac.batch_size=8', '--config.num_actors=1',
+                  '--config.eval_every_steps=100000')
+  results = read_json(os.path.join(tmp_path, 'learner.json'))
+  assert results['agent'] == 'sac'
+  assert results['alone_sgd_steps_per_second'] > 0
+  assert results['run_sgd_steps_per_second'] > 0
+  assert results['ratio'] == pytest.approx(
+      results['run_sgd_steps_per_second'] /
+      results['alone_sgd_steps_per_second'])
+  assert 'in a run / alone' in result.stdout
+
+
 def test_soak_samples_every_node_and_reports_growth(tmp_path):
   result = _bench('soak.py', '--config=smoke', '--minutes=1', '--every=1',
                   '--settle_minutes=0.1', f'--out={tmp_path}')

@@ -1,0 +1,169 @@
+"""SGD steps/s of an off-policy learner alone and in a run, side by side.
+
+    .venv/bin/python bench/learner.py [--config=sac_mujoco] [--seconds=60]
+        [--out=bench/out] [-- EXTRA LAUNCH FLAGS]
+
+alone: the config's learner, built by its agent adapter as the program
+builds it (same networks, optimizers, batch size, SGD steps per step), steps
+on one in-memory batch of the environment's shapes, with nothing else
+running: what its SGD step costs on this machine (its intrinsic rate).
+in a run: `launch.py --config=CONFIG EXTRA...` with every node; its learner's
+steps/s from the counter totals in metrics/progress.csv, over --seconds
+after the learner's first step plus a settling time, the run then stopped.
+Prints both and their ratio; also OUT/learner.json.
+"""
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from typing import List, Optional, Tuple
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+
+
+def _load_config(name: str, overrides: List[str]):
+  """The config with its overrides, as `launch.py --dry_run` reads it."""
+  from absl import app  # pylint: disable=g-import-not-at-top,unused-import  (--pdb)
+  from acme_launch import cli  # pylint: disable=g-import-not-at-top
+  return cli.check_arguments(['launch.py', f'--config={name}', *overrides]).config
+
+
+def alone(config, seconds: float) -> Tuple[float, int]:
+  """(SGD steps/s, steps) of the config's learner on one in-memory batch."""
+  from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
+  from acme import specs, types  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import reverb  # pylint: disable=g-import-not-at-top
+  from acme.utils import loggers  # pylint: disable=g-import-not-at-top
+  from acme_launch import agents  # pylint: disable=g-import-not-at-top
+  from acme_launch import envs  # pylint: disable=g-import-not-at-top
+
+  spec = specs.make_environment_spec(envs.make_environment(
+      config.env_name, seed=0, backend=config.env_backend, config=config))
+  adapter = agents.load(config.agent)
+  builder = adapter.make_builder(config, learner_logger_fn=loggers.NoOpLogger,
+                                 environment_spec=spec)
+  networks = adapter.make_networks(config, spec)
+  batch_size = config[adapter.section].batch_size
+  rng = np.random.default_rng(0)
+
+  def batch_of(array_spec):
+    shape = (batch_size, *array_spec.shape)
+    return rng.uniform(-1, 1, shape).astype(array_spec.dtype)
+
+  transition = types.Transition(
+      observation=batch_of(spec.observations), action=batch_of(spec.actions),
+      reward=batch_of(spec.rewards), discount=np.ones(
+          (batch_size,), spec.discounts.dtype),
+      next_observation=batch_of(spec.observations))
+  sample = reverb.ReplaySample(info=None, data=transition)
+
+  def batches():
+    while True:
+      yield sample
+
+  learner = builder.make_learner(jax.random.PRNGKey(0), networks, batches())
+  for _ in range(20):  # Compiles, then settles.
+    learner.step()
+  jax.block_until_ready(learner.get_variables(['policy']))
+  steps, start = 0, time.time()
+  while time.time() - start < seconds:
+    learner.step()
+    steps += 1
+  jax.block_until_ready(learner.get_variables(['policy']))
+  return steps / (time.time() - start), steps
+
+
+def _rows(progress_csv: str) -> List[Tuple[float, float]]:
+  """(wall time, learner steps) rows of the run's progress file."""
+  if not os.path.isfile(progress_csv):
+    return []
+  with open(progress_csv, newline='') as f:
+    return [(float(r['wall_time']), float(r['learner_steps']))
+            for r in csv.DictReader(f)]
+
+
+def _at(rows, when: float) -> Optional[Tuple[float, float]]:
+  later = [r for r in rows if r[0] >= when]
+  return later[0] if later else None
+
+
+def in_a_run(config_name: str, extra: List[str], seconds: float,
+             settle: float, workdir: str, timeout: float) -> Tuple[float, int]:
+  """(SGD steps/s, steps) of the learner of a whole run of the config."""
+  shutil.rmtree(workdir, ignore_errors=True)
+  progress_csv = os.path.join(workdir, 'run', 'metrics', 'progress.csv')
+  launcher = subprocess.Popen(
+      [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
+       f'--config={config_name}', f'--workdir={workdir}', '--run_name=run',
+       '--progress_every=1000', *extra],
+      cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  started, first = time.time(), None
+  try:
+    while time.time() - started < timeout and launcher.poll() is None:
+      time.sleep(1.0)
+      rows = _rows(progress_csv)
+      stepping = [r for r in rows if r[1] > 0]
+      if first is None and stepping:
+        first = stepping[0][0]
+      if first is not None and rows[-1][0] >= first + settle + seconds:
+        break
+  finally:
+    launcher.send_signal(signal.SIGINT)
+    launcher.wait(timeout=120)
+  rows = _rows(progress_csv)
+  begin, end = (_at(rows, first + settle), rows[-1]) if first else (None, None)
+  if not begin or end[0] <= begin[0]:
+    raise SystemExit('bench/learner.py: the run\'s learner did not step for '
+                     f'--seconds={seconds:g} within --timeout={timeout:g}; '
+                     f'see {workdir}/run/logs')
+  steps = end[1] - begin[1]
+  return steps / (end[0] - begin[0]), int(steps)
+
+
+def main(argv: List[str]) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--config', default='sac_mujoco')
+  parser.add_argument('--seconds', type=float, default=60.0,
+                      help='measured seconds, alone and in the run')
+  parser.add_argument('--settle', type=float, default=20.0,
+                      help='seconds after the run\'s first learner step '
+                      'before measuring')
+  parser.add_argument('--timeout', type=float, default=900.0)
+  parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
+  parser.add_argument('extra', nargs='*', help='launch flags after --')
+  args = parser.parse_args(argv)
+  from acme_launch import quiet  # pylint: disable=g-import-not-at-top
+  quiet.quiet_third_party()
+  if args.seconds <= 0 or args.settle < 0:
+    parser.error('--seconds must be positive and --settle not negative')
+  config = _load_config(args.config, args.extra)
+  rate_alone, steps_alone = alone(config, args.seconds)
+  rate_run, steps_run = in_a_run(
+      args.config, args.extra, args.seconds, args.settle,
+      os.path.join(args.out, 'learner'), args.timeout)
+  print(f'config {args.config} {" ".join(args.extra)}'.rstrip() +
+        f' on {os.cpu_count()} cores: {config.agent} learner, SGD steps/s')
+  print(f'  alone, in-memory batches   {rate_alone:8.1f}  ({steps_alone} steps)')
+  print(f'  in a run of the config     {rate_run:8.1f}  ({steps_run} steps)')
+  print(f'  in a run / alone           {rate_run / rate_alone:8.0%}')
+  os.makedirs(args.out, exist_ok=True)
+  with open(os.path.join(args.out, 'learner.json'), 'w') as f:
+    json.dump({'config': args.config, 'extra': args.extra,
+               'cores': os.cpu_count(), 'agent': config.agent,
+               'alone_sgd_steps_per_second': rate_alone,
+               'run_sgd_steps_per_second': rate_run,
+               'ratio': rate_run / rate_alone}, f, indent=1)
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main(sys.argv[1:]))
