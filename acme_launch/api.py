@@ -70,13 +70,13 @@ def _options(config, config_name: str, dry_run: bool, kwargs):
 
 
 def _prepared(config, config_name, dry_run, kwargs):
-  from acme_launch import cli  # pylint: disable=g-import-not-at-top
+  from acme_launch import prepare  # pylint: disable=g-import-not-at-top
   from acme_launch import quiet  # pylint: disable=g-import-not-at-top
   from acme_launch.run import rundir  # pylint: disable=g-import-not-at-top
   quiet.quiet_third_party()
   options = _options(config, config_name, dry_run, kwargs)
   try:
-    return cli, options, cli.prepare(options)
+    return options, prepare.prepare(options)
   except errors.LaunchError:
     # A check after the run directory was taken (disk space): give it back.
     rundir.unlock_all()
@@ -87,7 +87,8 @@ def dry_run(config=None, *, config_name: str = '', **options) -> DryRun:
   """The plan of `config` without starting anything (--dry_run's values)."""
   import contextlib  # pylint: disable=g-import-not-at-top
   import io  # pylint: disable=g-import-not-at-top
-  cli, _, launch = _prepared(config, config_name, True, options)
+  from acme_launch import cli  # pylint: disable=g-import-not-at-top
+  _, launch = _prepared(config, config_name, True, options)
   text = io.StringIO()
   with contextlib.redirect_stdout(text):
     cli.print_dry_run(launch)
@@ -105,10 +106,11 @@ def launch(config=None, *, config_name: str = '',
   """Runs `config` to its end as `python launch.py` would; its summary."""
   from acme_launch import layout  # pylint: disable=g-import-not-at-top
   from acme_launch.run import rundir  # pylint: disable=g-import-not-at-top
-  cli, options_value, launch = _prepared(config, config_name, False, options)
+  from acme_launch.run import driver  # pylint: disable=g-import-not-at-top
+  options_value, launch = _prepared(config, config_name, False, options)
   previous = os.umask(0o077)  # The run directory is the user's alone.
   try:
-    code = cli.run_and_report(options_value, launch)
+    code = driver.run_and_report(options_value, launch)
   finally:
     os.umask(previous)
     rundir.unlock(launch.run_dir)

@@ -24,7 +24,7 @@ slot.
       plots/              python -m acme_launch.plot SWEEP_DIR
 
 Flags are read by cli.py; this module gets plain values (SweepOptions) and
-a `validate` callback (cli's own checks of a launch.py command line), and
+a `validate` callback (prepare.py's checks of a launch.py command line), and
 never reads a flag.
 """
 

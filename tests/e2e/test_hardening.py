@@ -342,8 +342,8 @@ def cli_module():
   saved = {k: os.environ.get(k) for k in ('JAX_PLATFORMS', 'TF_CPP_MIN_LOG_LEVEL')}
   os.environ['JAX_PLATFORMS'] = 'cpu'
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-  from acme_launch import cli  # pylint: disable=g-import-not-at-top
-  yield cli
+  from acme_launch import prepare  # pylint: disable=g-import-not-at-top
+  yield prepare
   for key, value in saved.items():
     if value is None:
       os.environ.pop(key, None)
@@ -358,7 +358,7 @@ def test_any_overrides_and_resource_specs_give_exit_0_or_one_line_exit_2(
     cli_module, tmp_path_factory, arguments):
   """What decides the exit code before launch, in process: never a traceback.
 
-  `cli.check_arguments` is the CLI's own parsing, validation and planning
+  `prepare.check_arguments` is the CLI's own parsing, validation and planning
   (prepare_launch, as for --dry_run); LaunchError is exit 2, a return exit 0,
   anything else would be a traceback.
   """

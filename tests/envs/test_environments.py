@@ -224,8 +224,8 @@ def cli_module():
   # As launch.py does: the launcher's own JAX stays on the CPU.
   saved = os.environ.get('JAX_PLATFORMS')
   os.environ['JAX_PLATFORMS'] = 'cpu'
-  from acme_launch import cli  # pylint: disable=g-import-not-at-top
-  yield cli
+  from acme_launch import prepare  # pylint: disable=g-import-not-at-top
+  yield prepare
   if saved is None:
     os.environ.pop('JAX_PLATFORMS', None)
   else:

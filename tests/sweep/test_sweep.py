@@ -362,14 +362,14 @@ def test_a_point_is_checked_on_a_slot_given_as_a_value_not_by_changing_this_proc
   # A sweep checks each point as a child in its smallest slot will see the
   # host: that slot's cores and the sweep's folder for relative paths, handed
   # to the planner as a value; this process keeps its own.
-  from acme_launch import cli  # pylint: disable=g-import-not-at-top
+  from acme_launch import prepare  # pylint: disable=g-import-not-at-top
   from acme_launch.plan import host as host_lib  # pylint: disable=g-import-not-at-top
   (tmp_path / 'mine.py').write_text(
       'from acme_launch.configs import smoke\n'
       'def get_config():\n  return smoke.get_config()\n')
   cwd, cores = os.getcwd(), os.sched_getaffinity(0)
   slot = host_lib.HostSlice(cores=(0,), visible_gpus='', cwd=str(tmp_path))
-  launch = cli.check_arguments(
+  launch = prepare.check_arguments(
       ['launch.py', '--config=mine.py', '--config.num_actors=1'
       ], slot)
   assert launch.config_name == 'mine'

@@ -1,0 +1,169 @@
+"""A prepared Launch run to its end: the launch type's supervisor, the
+whole-program resumes of --auto_resume, the summary printed and written.
+
+The last step of the launcher's flow (cli.py, api.py): prepare.py decided
+everything; this starts the processes (run/supervisor.py, run/ray/) and
+reads what happened back from the run directory.
+"""
+
+import collections
+import importlib.metadata
+import math
+import os
+import sys
+
+from acme_launch import errors
+from acme_launch.config import options as options_lib
+from acme_launch.plan import topology
+from acme_launch.prepare import Launch
+from acme_launch.run import rundir
+
+
+def _package_versions() -> dict:
+  return {d.metadata['Name']: d.version
+          for d in importlib.metadata.distributions()}
+
+
+def _write_run_config(run_dir, config_name, config, built, plan, seeds,
+                      launch_type, argv, python_path) -> None:
+  from acme_launch import layout  # pylint: disable=g-import-not-at-top
+  layout.write_json_atomic(layout.config_path(run_dir), {
+      'config_name': config_name,
+      'config': config.to_dict(),
+      'identity': built.identity,
+      'launch_type': launch_type,
+      'argv': list(argv),
+      'python_path': list(python_path),
+      'node_seeds': seeds,
+      'resource_plan': [
+          {'node': p.node, 'group': p.group, 'label': p.label,
+           'gpus': list(p.gpus), 'cores': list(p.cores), 'env': dict(p.env)}
+          for p in plan.placements],
+      'python': sys.version,
+      'packages': _package_versions(),
+  })
+
+
+def run_and_report(options: options_lib.Options, launch: Launch) -> int:
+  """Runs the prepared program to its end; writes and prints the summary."""
+  from acme_launch.run import progress as progress_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import summary as summary_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch import layout  # pylint: disable=g-import-not-at-top
+  from acme_launch.program import build as program_lib  # pylint: disable=g-import-not-at-top
+  launch_type, config, config_name = (launch.launch_type, launch.config,
+                                      launch.config_name)
+  built, run_dir, resume = launch.built, launch.run_dir, launch.resume
+  for note in launch.notes:
+    print(f'acme-launch: {note}', file=sys.stderr)
+  if launch.exposed_reason:
+    print(f'acme-launch: warning: {launch.exposed_reason}; '
+          '--allow_exposed_listeners: Reverb and Courier servers listen on '
+          'every network interface', file=sys.stderr)
+  for warning in resume.warnings:
+    print(f'acme-launch: warning: {warning}', file=sys.stderr)
+  restored_steps = int(resume.counts.get('actor_steps', 0))
+  if restored_steps >= config.max_actor_steps:
+    print(f'acme-launch: {run_dir} already has {restored_steps:,} actor steps, '
+          f'the budget is {config.max_actor_steps:,}: nothing to do. Raise '
+          '--config.max_actor_steps to train further.')
+    return 0
+  _write_run_config(run_dir, config_name, config, built, launch.plan,
+                    program_lib.node_seeds(config), launch_type, options.argv,
+                    launch.python_path)
+  rundir.clear_live_files(run_dir)
+  resumed = (f'; resuming from {restored_steps:,} actor steps'
+             if resume.checkpoints else '')
+  print(f'acme-launch: {config_name} ({config.agent} on {config.env_name}), '
+        f'{len(built.program.get_all_nodes())} nodes, {launch_type}; '
+        f'run directory {run_dir}{resumed}', flush=True)
+  if launch.debug_node:
+    print(f'acme-launch: {launch.debug_node} runs in this terminal (stdin '
+          'attached); the other nodes log to logs/ in the run directory; no '
+          'progress lines while debugging.', flush=True)
+  reporter = progress_lib.ProgressReporter(
+      run_dir, config.max_actor_steps,
+      # A debugger prompt in this terminal must not be interleaved.
+      every_seconds=math.inf if launch.debug_node else options.progress_every,
+      # Node output echoed here would tear a live bar: plain lines then.
+      interactive=False if (options.show_output or launch.debug_node or
+                            launch_type not in ('local_mp', 'ray')) else None)
+  with reporter:
+    outcome, auto_resumes = _run_until_done(options, launch, reporter)
+
+  summary = summary_lib.make_summary(run_dir, outcome, config.max_actor_steps,
+                                     restored_steps, auto_resumes)
+  layout.write_json_atomic(layout.summary_path(run_dir), summary)
+  if outcome.failed_node:
+    print(f'\nacme-launch: node {outcome.failed_node} failed; the end of its log:\n'
+          f'{outcome.failed_log_tail}', file=sys.stderr)
+  elif outcome.reason == 'low_disk_space':
+    print(f'\nacme-launch: {outcome.failed_log_tail}', file=sys.stderr)
+  print('\n' + summary_lib.format_summary(summary))
+  print(f'run directory      {run_dir}')
+  if launch_type not in ('local_mp', 'ray'):
+    # Node threads blocked in C (Reverb, TF) would hold up interpreter exit.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(outcome.exit_code)  # pylint: disable=protected-access
+  return outcome.exit_code
+
+
+def _run_once(options: options_lib.Options, launch: Launch, built, reporter,
+              max_wall_time: float):
+  """One run of `built` by the launch type's supervisor: its Outcome."""
+  from acme_launch.run import supervisor  # pylint: disable=g-import-not-at-top
+  common = dict(show_output=options.show_output, reporter=reporter,
+                max_wall_time=max_wall_time,
+                max_node_restarts=options.max_node_restarts,
+                python_path=launch.python_path,
+                compilation_cache=launch.compilation_cache)
+  if launch.launch_type == 'ray':
+    from acme_launch.run.ray import launch as ray_launch  # pylint: disable=g-import-not-at-top
+    runner = ray_launch.RaySupervisor(
+        launch.run_dir, launch.cluster,
+        allow_public_address=options.allow_public_cluster_address, **common)
+    return runner.run_cluster(built, launch.plan)
+  runner = supervisor.Supervisor(
+      launch.run_dir, preload=launch.preload,
+      debug_node=launch.debug_node, pdb=launch.pdb,
+      node_log_max_bytes=int(options.node_log_max_mb * 2**20),
+      disk_guard_bytes=int(options.disk_guard_mb * 2**20), **common)
+  if launch.launch_type == 'local_mp':
+    return runner.run_multiprocess(built, launch.plan)
+  return runner.run_threads(built, launch.launch_type)
+
+
+def _run_until_done(options: options_lib.Options, launch: Launch, reporter):
+  """Runs the program; with --auto_resume, again from its checkpoints after
+  a stateful node's failure. Returns (outcome, auto resumes made); the
+  outcome's wall time and node restarts cover every attempt."""
+  from acme_launch.run import resume as resume_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch.program import build as program_lib  # pylint: disable=g-import-not-at-top
+  built = launch.built
+  wall_time, node_restarts, resumes = 0.0, collections.Counter(), 0
+  while True:
+    outcome = _run_once(options, launch, built, reporter,
+                        max_wall_time=(options.max_wall_time - wall_time
+                                       if options.max_wall_time else 0.0))
+    wall_time += outcome.wall_time
+    node_restarts.update(outcome.restarts)
+    if (outcome.reason != 'node_failed' or resumes >= options.auto_resume or
+        topology.restartable(outcome.failed_node)):
+      break
+    resumes += 1
+    print(f'acme-launch: node {outcome.failed_node} failed; resuming the whole '
+          f'program from its last checkpoints (--auto_resume: {resumes} of '
+          f'{options.auto_resume}). The end of its log:\n'
+          f'{outcome.failed_log_tail}', file=sys.stderr, flush=True)
+    try:
+      for warning in resume_lib.verify_for_resume(launch.run_dir).warnings:
+        print(f'acme-launch: warning: {warning}', file=sys.stderr)
+    except errors.LaunchError as e:
+      print(f'acme-launch: cannot resume: {e}', file=sys.stderr)
+      break
+    # Nodes are bound to their first launch's addresses: build them anew.
+    built = program_lib.make_program(launch.config, launch.plan, launch.run_dir)
+  outcome.wall_time = wall_time
+  outcome.restarts = dict(node_restarts)
+  return outcome, resumes
+
