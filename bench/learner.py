@@ -30,7 +30,6 @@ sys.path.insert(0, REPO_ROOT)
 
 def _load_config(name: str, overrides: List[str]):
   """The config with its overrides, as `launch.py --dry_run` reads it."""
-  from absl import app  # pylint: disable=g-import-not-at-top,unused-import  (--pdb)
   from acme_launch import prepare  # pylint: disable=g-import-not-at-top
   return prepare.check_arguments(['launch.py', f'--config={name}', *overrides]).config
 

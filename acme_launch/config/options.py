@@ -19,105 +19,142 @@ from acme_launch import errors
 from acme_launch.config import schema as experiment_config
 from acme_launch.config import registry
 
-_CONFIG = config_flags.DEFINE_config_file(
-    'config', None,
-    'Experiment config: a registry name (see --list_configs) or a path to a '
-    'config file. Override fields with --config.FIELD=VALUE, e.g. '
-    '--config.num_actors=4 --config.env_name=Hopper-v4.')
-_LIST_CONFIGS = flags.DEFINE_boolean(
-    'list_configs', False, 'Print the registry configs, one line each, and exit.')
-_LAUNCH_TYPE = flags.DEFINE_enum(
-    'launch_type', 'local_mp', experiment_config.LAUNCH_TYPES,
-    'local_mp: one process per node. local_mt: one thread per node in this '
-    'process (debugging). test_mt: like local_mt, checking nodes pickle. '
-    'ray: one process per node on the hosts of a Ray cluster (--ray_address).')
-_WORKDIR = flags.DEFINE_string(
-    'workdir', 'runs', 'Folder that holds run directories (and sweep '
-    'directories).')
-_RUN_NAME = flags.DEFINE_string(
-    'run_name', '', 'Run directory name under --workdir; default '
-    '<config>_<date>-<time>. An existing run directory is resumed. With '
-    '--sweep: the sweep directory\'s name, default '
-    '<config>_sweep_<date>-<time>.')
-_RESUME = flags.DEFINE_string(
-    'resume', '', 'Run directory to resume (same as --workdir and --run_name '
-    'naming it). Without --config, the config saved in it is used as is. A '
-    'sweep directory (one with sweep.json) runs the sweep\'s unfinished '
-    'points with its saved flags.')
-_SHOW_OUTPUT = flags.DEFINE_boolean(
-    'show_output', False, 'Also show every node\'s output in this terminal, '
-    'each line prefixed with its node (it always goes to logs/ in the run '
-    'directory).')
-_MAX_WALL_TIME = flags.DEFINE_float(
-    'max_wall_time', 0.0, 'Stop the run (checkpoints saved) after this many '
-    'seconds, whatever the step budget; 0 means no limit.', lower_bound=0.0)
-_PROGRESS_EVERY = flags.DEFINE_float(
-    'progress_every', 10.0, 'Seconds between progress lines when the output '
-    'is not a terminal (a terminal gets a live progress bar).',
-    lower_bound=0.1)
-_DRY_RUN = flags.DEFINE_boolean(
-    'dry_run', False, 'Print the nodes, their groups, processes and resource '
-    'placement, then exit without starting anything. With --sweep: the '
-    'points and the cores/GPUs of each slot.')
-_GPU_INVENTORY = flags.DEFINE_string(
-    'gpu_inventory', '', 'JSON file describing the GPUs to plan for, instead '
-    'of asking the driver (for planning machines you are not on).')
-_DEBUG_NODE = flags.DEFINE_string(
-    'debug_node', '', 'local_mp: run this node (e.g. learner/0; see '
-    '--dry_run for the names) in the foreground of this terminal with stdin '
-    'attached, so breakpoint() in its code stops there; every other node runs '
-    'as usual. With --pdb, an exception in it opens a post-mortem debugger '
-    'instead of ending the run. (Under local_mt, --pdb alone does this for '
-    'every node.)')
-_MAX_NODE_RESTARTS = flags.DEFINE_integer(
-    'max_node_restarts', 3, 'local_mp and ray: an actor or evaluator that exits '
-    'non-zero or is killed is started again, up to this many times per node, '
-    'and the run goes on; past that, or when the learner, replay, counter or '
-    'limiter dies, the run stops (see --auto_resume).', lower_bound=0)
-_AUTO_RESUME = flags.DEFINE_integer(
-    'auto_resume', 0, 'local_mp and ray: when the learner, replay, counter or '
-    'limiter fails, start the whole program again from its last checkpoints, '
-    'up to this many times.', lower_bound=0)
-_NODE_LOG_MAX_MB = flags.DEFINE_float(
-    'node_log_max_mb', 20.0, 'Each node log rotates at this size; '
-    '3 older files are kept (logs/NODE.log.1 ...).', lower_bound=0.01)
-_DISK_GUARD_MB = flags.DEFINE_float(
-    'disk_guard_mb', 64.0, 'Refuse to start, or stop with checkpoints saved, '
-    'when the run directory\'s filesystem has less free than this (or twice '
-    'the newest checkpoints, if more); 0 turns the guard off.', lower_bound=0.0)
-_ALLOW_EXPOSED_LISTENERS = flags.DEFINE_boolean(
-    'allow_exposed_listeners', False,
-    'Start a run even where the loopback shim (acme_launch/run/loopback.py) '
-    'cannot be built or does not work: its Reverb and Courier servers then '
-    'listen on every network interface of this machine.')
-_RAY_ADDRESS = flags.DEFINE_string(
-    'ray_address', '', '--launch_type=ray: the Ray cluster, HOST:PORT of its '
-    'head (`ray start --head --port=PORT`) or auto; default: RAY_ADDRESS.')
-_ALLOW_PUBLIC_CLUSTER_ADDRESS = flags.DEFINE_boolean(
-    'allow_public_cluster_address', False,
-    '--launch_type=ray: run even on hosts whose cluster address is public. '
-    'Courier and Reverb servers have no authentication: only on a network '
-    'nobody else reaches.')
-_SWEEP = flags.DEFINE_multi_string(
-    'sweep', [], 'Run one program per point of a grid, packed on this host: '
-    'FIELD=V1,V2,... for any config field (dotted, e.g. '
-    'ppo.learning_rate=3e-4,1e-3); repeat the flag, or separate fields with '
-    "';', for their product. Each point is a launch.py process with this "
-    'command\'s flags plus --config.FIELD=VALUE, in its own run directory '
-    'under the sweep directory (--workdir/--run_name, default '
-    'runs/<config>_sweep_<date>-<time>), on its own cores (and GPUs). '
-    'Finish an interrupted sweep with --resume=SWEEP_DIR.')
-_MAX_CONCURRENT = flags.DEFINE_integer(
-    'max_concurrent', 0, 'With --sweep: programs at once; each gets an even '
-    'share of this launcher\'s cores (and GPUs, when its plan uses them), '
-    'the rest queue. 0: as many as the host can place (a core each, and a '
-    'GPU each when they use GPUs).', lower_bound=0)
-_COMPILATION_CACHE = flags.DEFINE_string(
-    'compilation_cache', '', 'local_mp and ray: folder of JAX\'s persistent '
-    'compilation cache, shared by runs: each node reads the functions an '
-    'earlier run (or node) compiled instead of compiling them again. '
-    'Default: $XDG_CACHE_HOME/acme-launch/jax (~/.cache/acme-launch/jax), on '
-    'each host; none: no cache.')
+
+def _define(fv: flags.FlagValues,
+            sys_argv: Optional[List[str]] = None) -> None:
+  """Defines the launcher's flags in `fv` (config_flags reads the
+  --config.FIELD overrides from `sys_argv`, default sys.argv)."""
+  config_flags.DEFINE_config_file(
+      'config', None,
+      'Experiment config: a registry name (see --list_configs) or a path to a '
+      'config file. Override fields with --config.FIELD=VALUE, e.g. '
+      '--config.num_actors=4 --config.env_name=Hopper-v4.',
+      flag_values=fv, sys_argv=sys_argv)
+  flags.DEFINE_boolean(
+      'list_configs', False,
+      'Print the registry configs, one line each, and exit.',
+      flag_values=fv)
+  flags.DEFINE_enum(
+      'launch_type', 'local_mp', experiment_config.LAUNCH_TYPES,
+      'local_mp: one process per node. local_mt: one thread per node in this '
+      'process (debugging). test_mt: like local_mt, checking nodes pickle. '
+      'ray: one process per node on the hosts of a Ray cluster '
+      '(--ray_address).',
+      flag_values=fv)
+  flags.DEFINE_string(
+      'workdir', 'runs', 'Folder that holds run directories (and sweep '
+      'directories).',
+      flag_values=fv)
+  flags.DEFINE_string(
+      'run_name', '', 'Run directory name under --workdir; default '
+      '<config>_<date>-<time>. An existing run directory is resumed. With '
+      '--sweep: the sweep directory\'s name, default '
+      '<config>_sweep_<date>-<time>.',
+      flag_values=fv)
+  flags.DEFINE_string(
+      'resume', '', 'Run directory to resume (same as --workdir and --run_name '
+      'naming it). Without --config, the config saved in it is used as is. A '
+      'sweep directory (one with sweep.json) runs the sweep\'s unfinished '
+      'points with its saved flags.',
+      flag_values=fv)
+  flags.DEFINE_boolean(
+      'show_output', False, 'Also show every node\'s output in this terminal, '
+      'each line prefixed with its node (it always goes to logs/ in the run '
+      'directory).',
+      flag_values=fv)
+  flags.DEFINE_float(
+      'max_wall_time', 0.0, 'Stop the run (checkpoints saved) after this many '
+      'seconds, whatever the step budget; 0 means no limit.', lower_bound=0.0,
+      flag_values=fv)
+  flags.DEFINE_float(
+      'progress_every', 10.0, 'Seconds between progress lines when the output '
+      'is not a terminal (a terminal gets a live progress bar).',
+      lower_bound=0.1,
+      flag_values=fv)
+  flags.DEFINE_boolean(
+      'dry_run', False, 'Print the nodes, their groups, processes and resource '
+      'placement, then exit without starting anything. With --sweep: the '
+      'points and the cores/GPUs of each slot.',
+      flag_values=fv)
+  flags.DEFINE_string(
+      'gpu_inventory', '', 'JSON file describing the GPUs to plan for, instead '
+      'of asking the driver (for planning machines you are not on).',
+      flag_values=fv)
+  flags.DEFINE_string(
+      'debug_node', '', 'local_mp: run this node (e.g. learner/0; see '
+      '--dry_run for the names) in the foreground of this terminal with stdin '
+      'attached, so breakpoint() in its code stops there; every other node '
+      'runs '
+      'as usual. With --pdb, an exception in it opens a post-mortem debugger '
+      'instead of ending the run. (Under local_mt, --pdb alone does this for '
+      'every node.)',
+      flag_values=fv)
+  flags.DEFINE_integer(
+      'max_node_restarts', 3,
+      'local_mp and ray: an actor or evaluator that exits '
+      'non-zero or is killed is started again, up to this many times per node, '
+      'and the run goes on; past that, or when the learner, replay, counter or '
+      'limiter dies, the run stops (see --auto_resume).', lower_bound=0,
+      flag_values=fv)
+  flags.DEFINE_integer(
+      'auto_resume', 0,
+      'local_mp and ray: when the learner, replay, counter or '
+      'limiter fails, start the whole program again from its last checkpoints, '
+      'up to this many times.', lower_bound=0,
+      flag_values=fv)
+  flags.DEFINE_float(
+      'node_log_max_mb', 20.0, 'Each node log rotates at this size; '
+      '3 older files are kept (logs/NODE.log.1 ...).', lower_bound=0.01,
+      flag_values=fv)
+  flags.DEFINE_float(
+      'disk_guard_mb', 64.0, 'Refuse to start, or stop with checkpoints saved, '
+      'when the run directory\'s filesystem has less free than this (or twice '
+      'the newest checkpoints, if more); 0 turns the guard off.',
+      lower_bound=0.0,
+      flag_values=fv)
+  flags.DEFINE_boolean(
+      'allow_exposed_listeners', False,
+      'Start a run even where the loopback shim (acme_launch/run/loopback.py) '
+      'cannot be built or does not work: its Reverb and Courier servers then '
+      'listen on every network interface of this machine.',
+      flag_values=fv)
+  flags.DEFINE_string(
+      'ray_address', '', '--launch_type=ray: the Ray cluster, HOST:PORT of its '
+      'head (`ray start --head --port=PORT`) or auto; default: RAY_ADDRESS.',
+      flag_values=fv)
+  flags.DEFINE_boolean(
+      'allow_public_cluster_address', False,
+      '--launch_type=ray: run even on hosts whose cluster address is public. '
+      'Courier and Reverb servers have no authentication: only on a network '
+      'nobody else reaches.',
+      flag_values=fv)
+  flags.DEFINE_multi_string(
+      'sweep', [], 'Run one program per point of a grid, packed on this host: '
+      'FIELD=V1,V2,... for any config field (dotted, e.g. '
+      'ppo.learning_rate=3e-4,1e-3); repeat the flag, or separate fields with '
+      "';', for their product. Each point is a launch.py process with this "
+      'command\'s flags plus --config.FIELD=VALUE, in its own run directory '
+      'under the sweep directory (--workdir/--run_name, default '
+      'runs/<config>_sweep_<date>-<time>), on its own cores (and GPUs). '
+      'Finish an interrupted sweep with --resume=SWEEP_DIR.',
+      flag_values=fv)
+  flags.DEFINE_integer(
+      'max_concurrent', 0, 'With --sweep: programs at once; each gets an even '
+      'share of this launcher\'s cores (and GPUs, when its plan uses them), '
+      'the rest queue. 0: as many as the host can place (a core each, and a '
+      'GPU each when they use GPUs).', lower_bound=0,
+      flag_values=fv)
+  flags.DEFINE_string(
+      'compilation_cache', '', 'local_mp and ray: folder of JAX\'s persistent '
+      'compilation cache, shared by runs: each node reads the functions an '
+      'earlier run (or node) compiled instead of compiling them again. '
+      'Default: $XDG_CACHE_HOME/acme-launch/jax (~/.cache/acme-launch/jax), on '
+      'each host; none: no cache.',
+      flag_values=fv)
+
+
+_define(flags.FLAGS)  # The launcher's own command line.
+
 
 # Flags of the sweep launcher itself, not handed to the programs of a sweep.
 SWEEP_ONLY_FLAGS = ('sweep', 'max_concurrent', 'workdir', 'run_name',
@@ -163,34 +200,38 @@ class Options:
   python_path: Tuple[str, ...] = ()
 
 
-def read(argv: Optional[List[str]] = None) -> Options:
+def read(argv: Optional[List[str]] = None,
+         fv: flags.FlagValues = flags.FLAGS) -> Options:
   """The parsed flags as Options: the one place flag values are read."""
+
+  def value(name: str):
+    return fv[name].value
+
   config_name, python_path = '', ()
-  if _CONFIG.value is not None:
-    path = config_flags.get_config_filename(flags.FLAGS['config'])
+  if value('config') is not None:
+    path = config_flags.get_config_filename(fv['config'])
     config_name = os.path.splitext(os.path.basename(path))[0]
     if not registry.is_shipped(path):
       python_path = (os.path.dirname(os.path.abspath(path)),)
   return Options(
-      config=_CONFIG.value, config_name=config_name,
+      config=value('config'), config_name=config_name,
       argv=tuple(sys.argv if argv is None else argv),
-      list_configs=_LIST_CONFIGS.value, launch_type=_LAUNCH_TYPE.value,
-      workdir=_WORKDIR.value, run_name=_RUN_NAME.value, resume=_RESUME.value,
-      show_output=_SHOW_OUTPUT.value, max_wall_time=_MAX_WALL_TIME.value,
-      progress_every=_PROGRESS_EVERY.value, dry_run=_DRY_RUN.value,
-      gpu_inventory=_GPU_INVENTORY.value, debug_node=_DEBUG_NODE.value,
+      **{name: value(name) for name in _PLAIN_FLAGS},
       # absl.app defines --pdb (alias of --pdb_post_mortem) for the
       # launcher's own exceptions; the same flag asks for it in the nodes.
-      pdb=bool(flags.FLAGS.pdb_post_mortem),
-      max_node_restarts=_MAX_NODE_RESTARTS.value,
-      auto_resume=_AUTO_RESUME.value, node_log_max_mb=_NODE_LOG_MAX_MB.value,
-      disk_guard_mb=_DISK_GUARD_MB.value,
-      allow_exposed_listeners=_ALLOW_EXPOSED_LISTENERS.value,
-      ray_address=_RAY_ADDRESS.value,
-      allow_public_cluster_address=_ALLOW_PUBLIC_CLUSTER_ADDRESS.value,
-      sweep=tuple(_SWEEP.value), max_concurrent=_MAX_CONCURRENT.value,
-      compilation_cache=_COMPILATION_CACHE.value.strip(),
+      pdb=bool(value('pdb_post_mortem')),
+      sweep=tuple(value('sweep')),
+      compilation_cache=value('compilation_cache').strip(),
       python_path=python_path)
+
+
+# Flags read as they are into the Options field of the same name.
+_PLAIN_FLAGS = (
+    'list_configs', 'launch_type', 'workdir', 'run_name', 'resume',
+    'show_output', 'max_wall_time', 'progress_every', 'dry_run',
+    'gpu_inventory', 'debug_node', 'max_node_restarts', 'auto_resume',
+    'node_log_max_mb', 'disk_guard_mb', 'allow_exposed_listeners',
+    'ray_address', 'allow_public_cluster_address', 'max_concurrent')
 
 
 def _resolve_config_argument(argv: List[str]) -> List[str]:
@@ -215,14 +256,15 @@ def _resolve_config_argument(argv: List[str]) -> List[str]:
   return resolved
 
 
-def parse(argv: List[str]) -> List[str]:
-  """absl flag parsing of a full command line; LaunchError (one line) for
-  any problem. Returns the arguments left (argv[0])."""
+def parse(argv: List[str], fv: flags.FlagValues = flags.FLAGS) -> List[str]:
+  """absl flag parsing of a full command line into `fv` (the launcher's
+  flags); LaunchError (one line) for any problem. Returns the arguments
+  left (argv[0])."""
   argv = _resolve_config_argument(argv)
   try:
-    remaining = flags.FLAGS(argv)
-    if not flags.FLAGS.list_configs and not flags.FLAGS.resume:
-      if flags.FLAGS['config'].value is None:
+    remaining = fv(argv)
+    if not fv['list_configs'].value and not fv['resume'].value:
+      if fv['config'].value is None:
         raise errors.LaunchError('--config is required, e.g. '
                                  '--config=ppo_mujoco (see --list_configs)')
   except flags.Error as e:
@@ -247,19 +289,19 @@ def parse(argv: List[str]) -> List[str]:
 
 def parse_again(argv: List[str]) -> Options:
   """Options of another command line (a sweep's point), parsed exactly as
-  the launcher's own; the flags are left parsed from `argv`."""
-  for name in [n for n in flags.FLAGS if n.startswith('config.')]:
-    delattr(flags.FLAGS, name)  # Defined by config_flags on each parse.
-  flags.FLAGS.unparse_flags()
-  # config_flags reads the --config.FIELD overrides from sys.argv.
-  saved_argv, sys.argv = sys.argv, list(argv)
-  try:
-    parse(list(argv))
-    return read(argv)
-  finally:
-    sys.argv = saved_argv
-    if not flags.FLAGS.is_parsed():  # A parse that failed: absl's app.run
-      flags.FLAGS.mark_as_parsed()   # still reads flags on the way out.
+  the launcher's own, into flags of their own: the launcher's stay as
+  they are."""
+  fv = flags.FlagValues()
+  _define(fv, sys_argv=_resolve_config_argument(list(argv)))
+  # absl.app's --pdb, which the nodes' Options read.
+  flags.DEFINE_boolean('pdb_post_mortem', False, 'Post-mortem debugger.',
+                       flag_values=fv)
+  flags.DEFINE_alias('pdb', 'pdb_post_mortem', flag_values=fv)
+  # absl's other flags (--verbosity, ...) decide nothing here.
+  theirs = [name for name in flags.FLAGS
+            if name not in fv and not name.startswith('config.')]
+  parse(argv_without(list(argv), theirs), fv)
+  return read(argv, fv)
 
 
 # Flags whose values are paths, read relative to the working directory.
