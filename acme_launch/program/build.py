@@ -178,7 +178,7 @@ def make_program(config: ml_collections.ConfigDict,
 
   def build_evaluator(index, learner, counter):
     seed = seeds_lib.seed_after_restarts(seeds[f'evaluator/{index}'])
-    environment = make_env(seed=seed)
+    environment = make_env(seed=seed, evaluation=True)
     networks = adapter.make_networks(config, environment_spec)
     policy = adapter.make_policy(config, networks, environment_spec,
                                  evaluation=True)
@@ -187,7 +187,7 @@ def make_program(config: ml_collections.ConfigDict,
     final = None
     if final_evaluation and index == 0:  # One evaluator plays it.
       final = final_eval.FinalEvaluation(
-          lambda s: make_env(seed=s),
+          lambda s: make_env(seed=s, evaluation=True),
           [environments.node_seed(seed, 'final_eval', j)
            for j in range(config.final_eval_episodes)],
           policy, agents.make_variable_client(adapter, config, learner),
