@@ -95,6 +95,11 @@ class EnvPoolEnvironments:
   def batch_size(self) -> int:
     return self._batch_size
 
+  @property
+  def envpool_config(self) -> dict:
+    """EnvPool's own options of this pool, as it was made."""
+    return dict(self._pool.spec.config._asdict())
+
   def observation_spec(self):
     return self._observation_spec
 
