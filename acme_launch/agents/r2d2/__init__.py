@@ -44,10 +44,7 @@ def r2d2_config(config: ml_collections.ConfigDict) -> r2d2.R2D2Config:
 def make_builder(config: ml_collections.ConfigDict,
                  learner_logger_fn: Callable[[], loggers.Logger],
                  environment_spec: specs.EnvironmentSpec) -> r2d2.R2D2Builder:
-  if not isinstance(environment_spec.actions, specs.DiscreteArray):
-    raise errors.LaunchError(
-        f'agent r2d2 needs discrete actions; {config.env_name} has '
-        f'{type(environment_spec.actions).__name__} actions')
+  replay_fields.check_discrete_actions('r2d2', config, environment_spec)
   replay_fields.check('r2d2', config.r2d2)
   section = config.r2d2
   for name, least in (('trace_length', 1), ('sequence_period', 1),
