@@ -13,7 +13,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.env_backend = 'envpool'  # The only Atari backend so far.
   # Acme's recurrent actor and adder: one game per actor process.
   config.envs_per_actor = 1
-  config.eval_episodes = 1        # A whole game of Pong is ~4k-20k steps.
+  config.eval_episodes = 1        # Whole games, up to 27k steps each.
 
   # Acme's R2D2Config fields, at Acme's own Atari baseline
   # (examples/baselines/rl_discrete/run_r2d2.py) where not said otherwise.
