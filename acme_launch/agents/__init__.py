@@ -1,7 +1,7 @@
 """Agents: how the launcher finds an agent's adapter, and what one is.
 
 `config.agent` names an adapter module: a shipped one by its short name
-(`ppo`, `sac`, `td3`, `d4pg`, `dqn`: `acme_launch.agents.<name>`), or any
+(`ppo`, `sac`, `td3`, `d4pg`, `dqn`, `r2d2`: `acme_launch.agents.<name>`), or any
 importable module by its dotted name (`my_project.agents.my_dqn`, found on
 PYTHONPATH or beside the config file). Shipped and user adapters load the
 same way (`load`). An adapter module defines three functions:
@@ -29,6 +29,10 @@ and may declare what its learner and actors need (defaults in brackets):
                          program/batched_adders.py) for actors with
                          envs_per_actor > 1; otherwise each environment gets
                          its own `builder.make_adder()`
+  RECURRENT              bool [False]: the policy keeps state between steps
+                         (R2D2's LSTM): actors step one environment each
+                         (envs_per_actor > 1 is refused before launch), and
+                         the final evaluation plays with the builder's actor
 
 The agent's own settings are the config section named like the module's
 last part (`config.ppo`, `config.my_dqn`); see docs/own-agents-and-envs.md.
@@ -41,7 +45,7 @@ from typing import Any, Callable, Protocol
 
 from acme_launch import errors
 
-SHIPPED = ('ppo', 'sac', 'td3', 'd4pg', 'dqn')
+SHIPPED = ('ppo', 'sac', 'td3', 'd4pg', 'dqn', 'r2d2')
 FUNCTIONS = ('make_builder', 'make_networks', 'make_policy')
 
 
@@ -69,6 +73,7 @@ class Adapter:
   actor_variables: str = 'policy'
   policy_returns_extras: bool = False
   batched_adder: bool = False
+  recurrent: bool = False
 
 
 def module_name(agent: str) -> str:
@@ -111,7 +116,8 @@ def load(agent: str) -> Adapter:
       actor_variables=str(getattr(module, 'ACTOR_VARIABLES', 'policy')),
       policy_returns_extras=bool(
           getattr(module, 'POLICY_RETURNS_EXTRAS', False)),
-      batched_adder=bool(getattr(module, 'BATCHED_ADDER', False)))
+      batched_adder=bool(getattr(module, 'BATCHED_ADDER', False)),
+      recurrent=bool(getattr(module, 'RECURRENT', False)))
 
 
 def _import_error(agent: str, error: Exception) -> errors.LaunchError:

@@ -18,7 +18,6 @@ import haiku as hk
 import ml_collections
 import rlax
 
-from acme_launch import errors
 from acme_launch.agents import replay_fields
 
 # One learner device, actions alone from the policy, one of the builder's
@@ -33,10 +32,7 @@ _ADAPTER_FIELDS = ('eval_epsilon',)
 def make_builder(config: ml_collections.ConfigDict,
                  learner_logger_fn: Callable[[], loggers.Logger],
                  environment_spec: specs.EnvironmentSpec) -> dqn.DQNBuilder:
-  if not isinstance(environment_spec.actions, specs.DiscreteArray):
-    raise errors.LaunchError(
-        f'agent dqn needs discrete actions; {config.env_name} has '
-        f'{type(environment_spec.actions).__name__} actions')
+  replay_fields.check_discrete_actions('dqn', config, environment_spec)
   replay_fields.check('dqn', config.dqn)
   fields = {k: v for k, v in config.dqn.items() if k not in _ADAPTER_FIELDS}
   dqn_config = dqn.DQNConfig(**fields)

@@ -1,4 +1,4 @@
-"""Checks shared by the off-policy adapters' replay settings.
+"""Checks shared by the off-policy adapters: replay settings, discrete actions.
 
 Acme's builders turn `min_replay_size`, `max_replay_size`,
 `samples_per_insert` and `samples_per_insert_tolerance_rate` into a Reverb
@@ -10,6 +10,16 @@ run in the launcher instead, so bad values exit 2 before anything starts.
 import ml_collections
 
 from acme_launch import errors
+
+
+def check_discrete_actions(agent: str, config: ml_collections.ConfigDict,
+                           environment_spec) -> None:
+  """Q-learning agents (DQN, R2D2) pick one of N actions."""
+  from acme import specs  # pylint: disable=g-import-not-at-top
+  if not isinstance(environment_spec.actions, specs.DiscreteArray):
+    raise errors.LaunchError(
+        f'agent {agent} needs discrete actions; {config.env_name} has '
+        f'{type(environment_spec.actions).__name__} actions')
 
 
 def check(section_name: str, section: ml_collections.ConfigDict) -> None:

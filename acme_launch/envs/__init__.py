@@ -1,4 +1,4 @@
-"""Environment factories: tasks of three families on two backends, as dm_env.
+"""Environment factories: tasks of four families on two backends, as dm_env.
 
 A task is named `FAMILY:NAME`, the family prefix optional for gym:
 
@@ -7,15 +7,17 @@ A task is named `FAMILY:NAME`, the family prefix optional for gym:
                                         gym's MODULE:ID form too)
   gymnasium   gymnasium:HalfCheetah-v5  Gymnasium 1.x (v5 tasks), our adapter
   dmc         dmc:walker-walk           dm_control suite, Acme's wrappers
+  atari       atari:Pong                EnvPool's Atari games (EnvPool only),
+                                        one protocol (atari.py)
 
 `env_backend` says what steps them:
 
   gym      one Python environment object per environment, from the family's
-           own library (the default; every family)
+           own library (the default; every family but atari)
   envpool  one EnvPool instance steps all N environments of an actor in C++
            (the gym family tasks EnvPool ships: the MuJoCo v4 tasks,
            CartPole-v1, ...; and its dm_control suite tasks, dmc:walker-walk
-           as EnvPool's WalkerWalk-v1)
+           as EnvPool's WalkerWalk-v1; its Atari games)
 
 Whatever the family and backend, an agent sees the same thing: single
 precision, continuous actions in [-1, 1] (rescaled to the task's bounds and
@@ -24,7 +26,8 @@ discount 1).
 """
 
 # The public names, from the modules that hold them: tasks.py (naming and
-# checking tasks), families.py (gym, Gymnasium, dm_control), batched.py (N
+# checking tasks), families.py (gym, Gymnasium, dm_control), atari.py (the
+# Atari protocol), batched.py (N
 # environments as arrays), envpool_backend.py, factory.py (what callers make).
 from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme_launch.envs.batched import PythonEnvironments, TimeSteps  # pylint: disable=unused-import

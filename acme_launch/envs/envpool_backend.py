@@ -5,6 +5,7 @@ from acme import specs
 import dm_env
 import numpy as np
 
+from acme_launch.envs import atari
 from acme_launch.envs.batched import _FIRST, _LAST, TimeSteps
 from acme_launch.envs.tasks import _envpool_id, parse_task
 
@@ -20,7 +21,10 @@ class EnvPoolEnvironments:
   episode ended there (a termination on exactly that step reads as the time
   limit). EnvPool seeds environment i with `seed + i`. A dm_control task's
   observation fields are concatenated in sorted order, as Acme's
-  ConcatObservationWrapper does on the gym backend.
+  ConcatObservationWrapper does on the gym backend. An Atari game runs
+  under envs/atari.py's protocol, its frames kept as uint8; `evaluation`
+  picks the evaluators' whole games and real scores over the actors' life
+  losses and clipped rewards.
 
   `batch_size` below `num_envs` is EnvPool's async mode: `send` hands
   actions for the environments of the last batch and returns at once, `recv`
@@ -33,10 +37,13 @@ class EnvPoolEnvironments:
 
   def __init__(self, env_name: str, num_envs: int, seed: int,
                max_episode_steps: int = 0, num_threads: int = 1,
-               batch_size: int = 0):
+               batch_size: int = 0, evaluation: bool = False):
     import envpool  # pylint: disable=g-import-not-at-top
-    kwargs = {'max_episode_steps': max_episode_steps} if max_episode_steps else {}
     task = parse_task(env_name)
+    kwargs = (atari.envpool_options(evaluation)
+              if task.family == atari.FAMILY else {})
+    if max_episode_steps:
+      kwargs['max_episode_steps'] = max_episode_steps
     self._batch_size = int(batch_size) or num_envs
     if not 0 < self._batch_size <= num_envs:
       raise ValueError(f'batch_size {batch_size} not in [1, {num_envs}]')
@@ -60,10 +67,12 @@ class EnvPoolEnvironments:
     else:
       self._fields = None
       obs = observation_spec.obs
+      # Frames stay uint8 (a quarter of the replay's memory); the rest float32.
+      dtype = np.uint8 if task.family == atari.FAMILY else np.float32
       self._observation_spec = specs.BoundedArray(
-          obs.shape, np.float32,
-          np.broadcast_to(obs.minimum, obs.shape).astype(np.float32),
-          np.broadcast_to(obs.maximum, obs.shape).astype(np.float32),
+          obs.shape, dtype,
+          np.broadcast_to(obs.minimum, obs.shape).astype(dtype),
+          np.broadcast_to(obs.maximum, obs.shape).astype(dtype),
           name='observation')
     action = self._pool.action_spec()
     if isinstance(action, specs.DiscreteArray):
@@ -85,6 +94,11 @@ class EnvPoolEnvironments:
   @property
   def batch_size(self) -> int:
     return self._batch_size
+
+  @property
+  def envpool_config(self) -> dict:
+    """EnvPool's own options of this pool, as it was made."""
+    return dict(self._pool.spec.config._asdict())
 
   def observation_spec(self):
     return self._observation_spec
@@ -141,7 +155,7 @@ class EnvPoolEnvironments:
 
   def _observations(self, observation) -> np.ndarray:
     if self._fields is None:
-      return np.asarray(observation.obs, np.float32)
+      return np.asarray(observation.obs, self._observation_spec.dtype)
     return np.concatenate(
         [np.asarray(getattr(observation, f), np.float32).reshape(
             len(observation.env_id), -1) for f in self._fields], axis=1)

@@ -17,16 +17,19 @@ from acme_launch.envs.tasks import USER, parse_task
 
 
 def make_environment(env_name: str, seed: int, max_episode_steps: int = 0,
-                     backend: str = 'gym', config=None) -> dm_env.Environment:
+                     backend: str = 'gym', config=None,
+                     evaluation: bool = False) -> dm_env.Environment:
   """One environment of the task, wrapped for Acme, seeded once.
 
   Evaluators and single-environment actors use this; `max_episode_steps`
   0 keeps the task's own limit. `config` goes to a user's factory that asks
-  for it.
+  for it. `evaluation`: the evaluators' version of a task where it differs
+  from the actors' (Atari: whole games, real scores).
   """
   if backend == 'envpool':
     return EnvPoolEnvironment(
-        EnvPoolEnvironments(env_name, 1, seed, max_episode_steps))
+        EnvPoolEnvironments(env_name, 1, seed, max_episode_steps,
+                            evaluation=evaluation))
   task = parse_task(env_name)
   if task.family == 'gym':
     environment = _make_gym(task.name, seed, max_episode_steps)

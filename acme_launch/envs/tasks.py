@@ -7,16 +7,17 @@ import importlib.util
 from typing import List
 
 from acme_launch import errors
+from acme_launch.envs import atari
 from acme_launch.envs import user
 from acme_launch.envs.families import _dmc_domain_task, _dmc_suite
 
-FAMILIES = ('gym', 'gymnasium', 'dmc')
+FAMILIES = ('gym', 'gymnasium', 'dmc', atari.FAMILY)
 USER = 'user'  # MODULE:FACTORY, the user's own (envs/user.py).
 BACKENDS = ('gym', 'envpool')
 # The Python package each backend needs beyond the gym family's own.
 _BACKEND_PACKAGES = {'envpool': 'envpool'}
 _FAMILY_PACKAGES = {'gym': 'gym', 'gymnasium': 'gymnasium',
-                    'dmc': 'dm_control'}
+                    'dmc': 'dm_control', atari.FAMILY: 'envpool'}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +39,8 @@ def parse_task(env_name: str) -> Task:
   if family not in FAMILIES or not name:
     raise errors.LaunchError(
         f'config.env_name {env_name!r}: unknown task family {family!r}; '
-        f'name a task as TASK (gym), gymnasium:TASK or dmc:DOMAIN-TASK')
+        f'name a task as TASK (gym), gymnasium:TASK, dmc:DOMAIN-TASK or '
+        'atari:GAME')
   return Task(family, name)
 
 
@@ -82,6 +84,8 @@ def _envpool_id(task: Task) -> str:
   dm_control's `walker-walk` as `WalkerWalk-v1`."""
   if task.family == 'gym':
     name = task.name
+  elif task.family == atari.FAMILY:
+    return atari.envpool_id(task.name)
   elif task.family == 'dmc':
     domain, task_name = _dmc_domain_task(task.name)
     name = ''.join(part[:1].upper() + part[1:]
@@ -105,6 +109,10 @@ def check_task(env_name: str, backend: str) -> Task:
           f'{env_name!r}: use config.env_backend=gym for a factory of yours')
     user.factory(env_name)
     return task
+  if task.family == atari.FAMILY and backend != 'envpool':
+    raise errors.LaunchError(
+        f'config.env_backend {backend} does not run atari games yet: use '
+        'config.env_backend=envpool')
   for package in (_FAMILY_PACKAGES[task.family],
                   _BACKEND_PACKAGES.get(backend)):
     if not package:
@@ -117,6 +125,10 @@ def check_task(env_name: str, backend: str) -> Task:
           f'it runs {env_name!r} on the {backend} backend: run '
           'scripts/setup.sh, which installs the lock, or choose '
           f'config.env_backend from: {", ".join(BACKENDS)}') from None
+  if task.family == atari.FAMILY:
+    if not atari.envpool_id(task.name):
+      raise errors.LaunchError(atari.unknown_game_message(env_name))
+    return task
   name = task.name
   if task.family == 'gymnasium' and ':' in name:
     # Gymnasium's MODULE:ID, or MODULE:CLASS of the user's (envs/user.py).

@@ -88,6 +88,11 @@ def make_program(config: ml_collections.ConfigDict,
                  plan: resources.ResourcePlan, run_dir: str) -> BuiltProgram:
   """Returns the program; nothing runs until it is launched."""
   adapter = agents.load(config.agent)
+  if adapter.recurrent and config.envs_per_actor > 1:
+    raise errors.LaunchError(
+        f'config.agent {config.agent} keeps recurrent state, so its actors '
+        'step one environment each: set config.envs_per_actor=1 (got '
+        f'{config.envs_per_actor})')
   backend = config.get('env_backend', 'gym')  # Runs saved before it: gym.
   make_env = functools.partial(
       environments.make_environment, config.env_name,
@@ -178,7 +183,7 @@ def make_program(config: ml_collections.ConfigDict,
 
   def build_evaluator(index, learner, counter):
     seed = seeds_lib.seed_after_restarts(seeds[f'evaluator/{index}'])
-    environment = make_env(seed=seed)
+    environment = make_env(seed=seed, evaluation=True)
     networks = adapter.make_networks(config, environment_spec)
     policy = adapter.make_policy(config, networks, environment_spec,
                                  evaluation=True)
@@ -186,13 +191,17 @@ def make_program(config: ml_collections.ConfigDict,
                                variable_source=learner)
     final = None
     if final_evaluation and index == 0:  # One evaluator plays it.
+      final_key = jax.random.PRNGKey(
+          environments.node_seed(seed, 'final_eval_key', 0))
       final = final_eval.FinalEvaluation(
-          lambda s: make_env(seed=s),
+          lambda s: make_env(seed=s, evaluation=True),
           [environments.node_seed(seed, 'final_eval', j)
            for j in range(config.final_eval_episodes)],
           policy, agents.make_variable_client(adapter, config, learner),
-          jax.random.PRNGKey(environments.node_seed(seed, 'final_eval_key', 0)),
-          adapter.policy_returns_extras)
+          final_key, adapter.policy_returns_extras,
+          make_actor=functools.partial(builder.make_actor, final_key, policy,
+                                       variable_source=learner)
+          if adapter.recurrent else None)
     return nodes.ScheduledEvaluator(
         environment, actor, counter, logger_for(f'evaluator/{index}'),
         config.eval_every_steps, config.eval_episodes,

@@ -1,0 +1,73 @@
+"""Acme's JAX R2D2 (dm-acme 0.4.0) from a `config.r2d2` section.
+
+Recurrent replay distributed DQN (Kapturowski et al., 2019): actors write
+overlapping sequences (`burn_in_length + trace_length + 1` steps, a new one
+every `sequence_period` steps) with the LSTM state at their start into a
+prioritized Reverb table; the learner burns in the state on the first
+`burn_in_length` steps and trains on n-step double-Q targets with the
+signed-hyperbolic value transform. The network is ours (networks.py), sized
+by `config.network`, on the environment's observations as they are.
+
+Exploration is Acme's: each actor draws its epsilon for each episode from
+the Ape-X set `0.4 ** logspace(1, 8, num_epsilons)`, so the actors of a
+program cover that range; the evaluator uses `evaluation_epsilon`.
+
+Actors are Acme's own recurrent actor and adder, one environment each:
+`config.envs_per_actor` > 1 is refused before launch (RECURRENT below).
+"""
+
+from typing import Callable
+
+from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme import specs
+from acme.agents.jax import r2d2
+from acme.utils import loggers
+import ml_collections
+
+from acme_launch import errors
+from acme_launch.agents import replay_fields
+from acme_launch.agents.r2d2 import networks as r2d2_networks
+
+# The learner's get_variables ignores the name; Acme's R2D2 actor asks for
+# 'actor_variables', and so do the loops that step the policy themselves.
+ACTOR_VARIABLES = 'actor_variables'
+# The policy keeps an LSTM state per environment: the final evaluation plays
+# its episodes with the builder's own actor, and actors step one environment.
+RECURRENT = True
+
+
+def r2d2_config(config: ml_collections.ConfigDict) -> r2d2.R2D2Config:
+  """Acme's R2D2Config from `config.r2d2` (every field is one of its own)."""
+  return r2d2.R2D2Config(**config.r2d2.to_dict())
+
+
+def make_builder(config: ml_collections.ConfigDict,
+                 learner_logger_fn: Callable[[], loggers.Logger],
+                 environment_spec: specs.EnvironmentSpec) -> r2d2.R2D2Builder:
+  replay_fields.check_discrete_actions('r2d2', config, environment_spec)
+  replay_fields.check('r2d2', config.r2d2)
+  section = config.r2d2
+  for name, least in (('trace_length', 1), ('sequence_period', 1),
+                      ('burn_in_length', 0), ('bootstrap_n', 1),
+                      ('num_epsilons', 1)):
+    if section[name] < least:
+      raise errors.LaunchError(
+          f'config.r2d2.{name} must be >= {least}, got {section[name]}')
+  return r2d2.R2D2Builder(make_networks(config, environment_spec),
+                          r2d2_config(config), logger_fn=learner_logger_fn)
+
+
+def make_networks(config: ml_collections.ConfigDict,
+                  environment_spec: specs.EnvironmentSpec
+                  ) -> r2d2.R2D2Networks:
+  return r2d2_networks.make_networks(config, environment_spec)
+
+
+def make_policy(config: ml_collections.ConfigDict,
+                networks: r2d2.R2D2Networks,
+                environment_spec: specs.EnvironmentSpec, evaluation: bool):
+  """Acme's epsilon-greedy recurrent policy, (params, key, observation,
+  core_state, epsilon) -> (action, core_state); the evaluator's ignores the
+  actor's epsilon and uses `config.r2d2.evaluation_epsilon`."""
+  del environment_spec  # The networks carry what the policy needs.
+  return r2d2.make_behavior_policy(networks, r2d2_config(config), evaluation)

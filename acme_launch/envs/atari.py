@@ -1,0 +1,69 @@
+"""The atari family: EnvPool's Atari games and the one protocol we run them
+under (docs/environments.md#atari).
+
+`atari:Pong` is EnvPool's `Pong-v5`. The protocol is the DQN/R2D2 one,
+set through EnvPool's own options so that its C++ does all of it: 84x84
+grayscale frames, 4 of them stacked (channels first, uint8), each agent step
+4 emulator frames with the last two max-pooled, up to 30 no-op actions at
+reset, no sticky actions, the minimal action set, and a limit of 27,000
+agent steps (108,000 frames, 30 minutes of play). Training actors also end
+an episode at each lost life and clip rewards to their sign; evaluators
+play whole games and report the game's real score. Nothing here imports
+EnvPool until a game is made or checked.
+"""
+
+from typing import Dict, List
+
+FAMILY = 'atari'
+_SUFFIX = '-v5'  # EnvPool 0.8.4 registers every game once, as NAME-v5.
+_MODULE = 'envpool.atari'  # Registry entries of Atari games import this.
+
+# The protocol, as EnvPool's make() options; the same for every node.
+PROTOCOL = {
+    'img_height': 84,
+    'img_width': 84,
+    'gray_scale': True,
+    'stack_num': 4,
+    'frame_skip': 4,                  # EnvPool max-pools the last two frames.
+    'noop_max': 30,
+    'repeat_action_probability': 0.0,  # No sticky actions: noop starts alone.
+    'full_action_space': False,
+    'use_fire_reset': False,          # The agent learns to press FIRE itself.
+    'max_episode_steps': 27_000,      # Agent steps: 30 minutes of play.
+}
+
+
+def envpool_options(evaluation: bool) -> Dict[str, object]:
+  """EnvPool options for an actor's games (life loss ends an episode,
+  rewards clipped to their sign) or an evaluator's (whole games, real
+  score)."""
+  return {**PROTOCOL, 'episodic_life': not evaluation,
+          'reward_clip': not evaluation}
+
+
+def games() -> List[str]:
+  """Every game EnvPool registers, as `atari:` names ('Pong', ...)."""
+  from envpool import registration  # pylint: disable=g-import-not-at-top
+  return sorted(task_id[:-len(_SUFFIX)]
+                for task_id, (module, *_) in registration.registry.specs.items()
+                if module == _MODULE and task_id.endswith(_SUFFIX))
+
+
+def game_name(name: str) -> str:
+  """'Pong' or 'Pong-v5' -> 'Pong'."""
+  return name[:-len(_SUFFIX)] if name.endswith(_SUFFIX) else name
+
+
+def envpool_id(name: str) -> str:
+  """EnvPool's id of a game: 'Pong' -> 'Pong-v5' ('' if it has none)."""
+  game = game_name(name)
+  return game + _SUFFIX if game in games() else ''
+
+
+def unknown_game_message(env_name: str) -> str:
+  known = games()
+  examples = [g for g in ('Pong', 'Breakout', 'SpaceInvaders', 'Seaquest',
+                          'MsPacman') if g in known]
+  return (f'config.env_name {env_name!r}: unknown atari game; EnvPool has '
+          f'{len(known)} games, e.g. {", ".join(f"atari:{g}" for g in examples)} '
+          '(all: the NAME of each NAME-v5 in envpool.list_all_envs())')

@@ -1,0 +1,77 @@
+"""End-to-end: `r2d2_atari` (Acme's R2D2 on EnvPool's Pong) under local_mp
+to a tiny budget, and its bad input refused before anything starts."""
+
+import os
+
+import pytest
+
+from tests.conftest import read_json, run_launcher
+
+pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
+
+BUDGET = 300
+EPISODE_STEPS = 100  # Pong games cut short: the evaluations take seconds.
+# The smallest program R2D2 runs: one actor, a 100-sequence replay, 7-step
+# sequences (2 burn-in + 4 trained + 1), batches of 2 and a network of one
+# 4-channel convolution, an LSTM of 8 and a duelling head of 8.
+TINY = (
+    '--config.num_actors=1', f'--config.max_actor_steps={BUDGET}',
+    '--config.eval_every_steps=150', '--config.final_eval_episodes=1',
+    f'--config.env_max_episode_steps={EPISODE_STEPS}',
+    '--config.log_every_seconds=1',
+    '--config.r2d2.min_replay_size=10', '--config.r2d2.max_replay_size=100',
+    '--config.r2d2.batch_size=2', '--config.r2d2.burn_in_length=2',
+    '--config.r2d2.trace_length=4', '--config.r2d2.sequence_period=2',
+    '--config.r2d2.bootstrap_n=2', '--config.r2d2.target_update_period=10',
+    '--config.r2d2.variable_update_period=10',
+    '--config.r2d2.num_parallel_calls=1',
+    '--config.network.conv_channels=(4,)', '--config.network.conv_kernels=(8,)',
+    '--config.network.conv_strides=(8,)', '--config.network.lstm_size=8',
+    '--config.network.head_hidden_layers=(8,)')
+
+
+def _one_error_line(result) -> str:
+  assert result.returncode == 2, result.stderr[-2000:]
+  lines = [l for l in result.stderr.splitlines()
+           if l.startswith('acme-launch: error:')]
+  assert len(lines) == 1, result.stderr
+  return lines[0]
+
+
+def test_r2d2_atari_trains_to_a_tiny_budget_and_evaluates(workdir):
+  result = run_launcher('--config=r2d2_atari', f'--workdir={workdir}',
+                        '--run_name=tiny', *TINY, timeout=240)
+  assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+  run_dir = os.path.join(workdir, 'tiny')
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['actor_steps'] >= BUDGET
+  assert summary['learner_steps'] > 0
+  assert summary['evaluator_episodes'] >= 1
+  # The final evaluation: one whole (time-limited) game with the parameters
+  # at the budget, played by R2D2's own recurrent actor.
+  final = read_json(os.path.join(run_dir, 'final_eval.json'))
+  assert final['episodes'] == summary['final_eval_episodes'] == 1
+  assert final['actor_steps'] >= BUDGET
+  assert final['lengths'] == [EPISODE_STEPS]
+  # Pong's real score: points are +-1 each; a game cut at 100 steps loses a
+  # few at most.
+  assert -21 <= final['returns'][0] <= 21
+  config = read_json(os.path.join(run_dir, 'config.json'))
+  assert 'atari:Pong' in str(config)
+
+
+def test_an_unknown_game_is_one_line_exit_2_before_anything_starts(workdir):
+  result = run_launcher('--config=r2d2_atari', f'--workdir={workdir}',
+                        '--config.env_name=atari:NotAGame', timeout=120)
+  line = _one_error_line(result)
+  assert "'atari:NotAGame': unknown atari game" in line
+  assert 'atari:Pong' in line and 'atari:Breakout' in line
+  assert os.listdir(workdir) == []  # No run directory: nothing started.
+
+
+def test_r2d2_with_several_envs_per_actor_is_one_line_exit_2(workdir):
+  result = run_launcher('--config=r2d2_atari', f'--workdir={workdir}',
+                        '--config.envs_per_actor=4', timeout=120)
+  assert 'config.envs_per_actor=1' in _one_error_line(result)
+  assert os.listdir(workdir) == []
