@@ -142,7 +142,9 @@ def make_program(config: ml_collections.ConfigDict,
     iterator = builder.make_dataset_iterator(replay)
     learner = builder.make_learner(
         random_key, networks, iterator, replay,
-        counting.Counter(counter, 'learner', time_delta=0.))
+        # Synced with the counter node once a second, not on every SGD step
+        # (a blocking call each): the counts lag by at most that second.
+        counting.Counter(counter, 'learner', time_delta=1.))
     return checkpointing.CheckpointedLearner(learner, run_dir,
                                              config.checkpoint)
 
