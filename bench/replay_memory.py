@@ -271,8 +271,9 @@ def main() -> None:
     state_bytes = (g_r2d2 - i_r2d2 * item - (len(layout.columns) + 2) * column
                    - other_raw * inverse_ratio - pixel_bytes)
     inverse_ratio = state_bytes / state_raw
-  vector_ratio = 1 / inverse_ratio
-  pixel_ratio = pixel_raw / pixel_bytes
+  # Tiny fills (--steps of a few hundred) are noise: no ratio then.
+  vector_ratio = 1 / inverse_ratio if inverse_ratio > 0 else float('nan')
+  pixel_ratio = pixel_raw / pixel_bytes if pixel_bytes > 0 else float('nan')
 
   results.update({
       'date': time.strftime('%Y-%m-%d'), 'steps_per_fill': args.steps,

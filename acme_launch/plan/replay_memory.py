@@ -33,24 +33,30 @@ from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 from acme_launch import errors
 
-# Measured by `nice -n 19 .venv/bin/python bench/replay_memory.py` on
-# 2026-11-25 (a 2-core x86-64 VM, other work running): a real Reverb 0.7.0
-# server in its own process, filled through Acme's own SequenceAdder and
-# NStepTransitionAdder, its resident memory (RSS) growth against the raw
-# bytes of the steps it stores. Pixel: EnvPool Pong-v5 frames as the
-# `atari` family gives them (4x84x84 uint8, random actions). Vector:
-# gym HalfCheetah-v4 float32 observations and actions (random actions).
-PIXEL_COMPRESSION = 14.0
-VECTOR_COMPRESSION = 1.0
-# Per item: its key, priority, chunk references and table bookkeeping.
-ITEM_OVERHEAD_BYTES = 1_000
-# Per stored step of each column: its share of the chunks (their protos,
-# keys and the server's index of them; Acme's adders flush on every item,
-# so chunks stay short).
-COLUMN_STEP_OVERHEAD_BYTES = 300
-# The replay node process before any data: Python, the stack imported, the
-# Reverb server started (the same bench).
-PROCESS_BASELINE_MB = 600
+# Measured by `nice -n 19 .venv/bin/python bench/replay_memory.py`
+# (20,000 steps a fill) on 2026-11-25, a 2-core x86-64 VM with other work
+# running: a real Reverb 0.7.0 server in its own process, filled through
+# Acme's own NStepTransitionAdder and SequenceAdder, its resident memory
+# (RSS) growth against the raw bytes of the steps it stores (the bench's
+# docstring has the four fills and how they separate the figures).
+# Pixel: EnvPool Pong-v5 frame stacks as the `atari` family gives them
+# (4x84x84 uint8, random play) in R2D2's delta-encoded sequences: 15.9x.
+PIXEL_COMPRESSION = 15.9
+# Vector: R2D2's LSTM state (float32, r2d2_atari's network stepped on those
+# frames). Floats do not compress, and the server holds them at about 1.8
+# times their raw size: a ratio below 1.
+VECTOR_COMPRESSION = 0.56
+# Per item: its key, priority, chunk references and table bookkeeping
+# (HalfCheetah-v4 steps as transitions, an item a step, and as sequences).
+ITEM_OVERHEAD_BYTES = 1_981
+# Per stored step of each column: its share of its chunks' protos, keys and
+# the server's index of them (Acme's adders flush at every item, so chunks
+# stay short). Outweighs small vector steps: SAC's HalfCheetah transition
+# of 109 raw bytes takes about 3.4 KB.
+COLUMN_STEP_OVERHEAD_BYTES = 181
+# The server process before any data: Python, acme and Reverb (with TF)
+# imported, the server started with an empty table: 438 MiB.
+PROCESS_BASELINE_MB = 438
 
 _GB = 1e9
 _ITEMSIZE = {'bool': 1, 'int8': 1, 'uint8': 1, 'int16': 2, 'uint16': 2,
@@ -203,7 +209,8 @@ def _gb(value: float) -> str:
 def describe_table(table: TableEstimate) -> str:
   layout = table.layout
   return (f'table {layout.name!r}: {layout.max_size:,} items x '
-          f'{max(1, layout.new_steps_per_item)} new steps = '
+          f'{max(1, layout.new_steps_per_item)} new '
+          f'step{"s" if layout.new_steps_per_item > 1 else ""} = '
           f'{table.stored_steps:,} steps of {table.raw_bytes_per_step:,} B '
           f'({table.bytes_per_step:,.0f} B as stored)')
 
