@@ -203,7 +203,7 @@ def host_memory_bytes(meminfo: str = '/proc/meminfo') -> Optional[int]:
 
 def _gb(value: float) -> str:
   return f'{value / _GB:,.1f} GB' if value >= 0.1 * _GB else (
-      f'{value / 2**20:,.0f} MB')
+      f'{value / 1e6:,.0f} MB')
 
 
 def describe_table(table: TableEstimate) -> str:
