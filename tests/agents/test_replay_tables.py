@@ -49,3 +49,29 @@ def test_shipped_agents_declare_their_replay_tables(agent):
   else:
     assert layout.max_size == size_field
     assert layout.new_steps_per_item == 1
+
+
+def test_under_ray_the_replay_nodes_reservation_is_its_limit():
+  """The launcher's check: this host's memory under local launch types,
+  the replay node's ray_memory_mb under --launch_type=ray."""
+  from acme_launch import errors  # pylint: disable=g-import-not-at-top
+  from acme_launch import prepare  # pylint: disable=g-import-not-at-top
+  from acme_launch.plan import resources  # pylint: disable=g-import-not-at-top
+  from acme_launch.program import build  # pylint: disable=g-import-not-at-top
+  config = registry.load('r2d2_atari')
+  config.r2d2.min_replay_size, config.r2d2.max_replay_size = 1000, 2000
+  config.resources.replay.ray_memory_mb = 500  # Less than the process.
+  spec = specs.make_environment_spec(environments.make_environment(
+      config.env_name, seed=0, backend='envpool'))
+  plan = resources.plan_resources(build.node_list(config), config.resources)
+  adapter = agents.load('r2d2')
+  local = prepare._plan_replay(adapter, config, spec, plan, 'local_mp')  # pylint: disable=protected-access
+  assert local.limit_mb == 0 and local.host_bytes > local.estimate.bytes
+  with pytest.raises(errors.LaunchError) as raised:
+    prepare._plan_replay(adapter, config, spec, plan, 'ray')  # pylint: disable=protected-access
+  message = str(raised.value)
+  assert '--config.resources.replay.ray_memory_mb=500' in message
+  assert message.endswith('or raise --config.resources.replay.ray_memory_mb')
+  config.resources.replay.ray_memory_mb = 20_000
+  plan = resources.plan_resources(build.node_list(config), config.resources)
+  assert prepare._plan_replay(adapter, config, spec, plan, 'ray').host_bytes is None  # pylint: disable=protected-access
