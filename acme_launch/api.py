@@ -42,6 +42,9 @@ class DryRun:
   run_dir: str                # Where a run would write.
   notes: Tuple[str, ...]      # Lines the CLI would print with the plan.
   text: str                   # The whole --dry_run output.
+  # plan.replay_memory.ReplayPlan: the replay node's memory estimate and
+  # limits (None when the agent declares no replay tables).
+  replay: Any = None
 
 
 def _options(config, config_name: str, dry_run: bool, kwargs):
@@ -98,7 +101,7 @@ def dry_run(config=None, *, config_name: str = '', **options) -> DryRun:
              for label, names in launch.built.nodes_by_label.items()},
       plan=launch.plan, environment_spec=launch.built.environment_spec,
       run_dir=launch.run_dir, notes=tuple(launch.notes),
-      text=text.getvalue())
+      text=text.getvalue(), replay=launch.replay)
 
 
 def launch(config=None, *, config_name: str = '',

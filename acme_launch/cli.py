@@ -134,6 +134,9 @@ def print_dry_run(launch: Launch) -> None:
   print(_describe_nodes(launch.built, launch.launch_type))
   print('\nresource placement:')
   print(table.format_plan(launch.plan))
+  if launch.replay is not None:
+    from acme_launch.plan import replay_memory  # pylint: disable=g-import-not-at-top
+    print('\n' + replay_memory.format_plan(launch.replay))
   for note in launch.notes:
     print(note)
   if launch.cluster is not None:

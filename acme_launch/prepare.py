@@ -24,6 +24,7 @@ from acme_launch.plan import host as host_lib
 from acme_launch.run import rundir
 
 if TYPE_CHECKING:  # Heavy imports, for the annotations only.
+  from acme_launch.plan import replay_memory
   from acme_launch.plan import resources
   from acme_launch.program import build
   from acme_launch.run import resume as resume_lib
@@ -82,6 +83,8 @@ class Launch:
   python_path: Tuple[str, ...] = ()
   # JAX's persistent compilation cache for the nodes ('': none).
   compilation_cache: str = ''
+  # The replay node's memory, planned (None: the agent declares no tables).
+  replay: Optional['replay_memory.ReplayPlan'] = None
 
 
 def _check_debugging(launch_type: str, debug_node: str, pdb: bool,
@@ -168,7 +171,8 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
     address, hosts = connected_cluster or connect_cluster(options)
   inventory = resources.read_inventory(options.gpu_inventory,
                                        host.visible_gpus)
-  learner_devices = agents.load(config.agent).learner_devices
+  adapter = agents.load(config.agent)
+  learner_devices = adapter.learner_devices
   # Only local_mp starts a process per node on this host: pin them within
   # the cores this launcher may use (a sweep or `taskset` gives it a slice).
   host_cores = list(host.cores) if launch_type == 'local_mp' else None
@@ -194,6 +198,8 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
                                         host_cores)
   run_dir = _run_dir_path(options, config_name)
   built = program_lib.make_program(config, plan, run_dir)
+  replay = _plan_replay(adapter, config, built.environment_spec, plan,
+                       launch_type)
   node_names = [n for names in built.nodes_by_label.values() for n in names]
   _check_debugging(launch_type, options.debug_node, options.pdb, node_names)
   if options.auto_resume and launch_type not in ('local_mp', 'ray'):
@@ -202,7 +208,7 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
         'local_mt and test_mt a failure ends this process)')
   launch = Launch(config, config_name, launch_type, plan, built, run_dir,
                   debug_node=options.debug_node, pdb=options.pdb, notes=notes,
-                  python_path=python_path)
+                  python_path=python_path, replay=replay)
   if launch_type == 'ray':
     node_demands = ray_cluster.demands(
         [(node, plan.placement(built.placement_node(node)))
@@ -228,6 +234,24 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
   if short:
     raise errors.LaunchError(short)
   return launch
+
+
+def _plan_replay(adapter, config, environment_spec, plan, launch_type: str):
+  """The replay node's memory planned from the adapter's tables (None if it
+  declares none); LaunchError if it cannot fit: under Ray, the replay
+  node's memory reservation; otherwise this host, where it runs."""
+  from acme_launch import agents  # pylint: disable=g-import-not-at-top
+  from acme_launch.plan import replay_memory  # pylint: disable=g-import-not-at-top
+  if adapter.replay_tables is None:
+    return None
+  layouts = agents.call(adapter, 'replay_tables', config, environment_spec)
+  ray = launch_type == 'ray'
+  replay = replay_memory.ReplayPlan(
+      replay_memory.estimate(layouts),
+      limit_mb=plan.placement('replay/0').ray_memory_mb if ray else 0,
+      host_bytes=None if ray else replay_memory.host_memory_bytes())
+  replay_memory.check(replay)
+  return replay
 
 
 def _compilation_cache(folder: str, launch_type: str, notes: List[str]) -> str:

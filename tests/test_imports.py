@@ -16,6 +16,7 @@ import acme_launch.config, acme_launch.config.options
 import acme_launch.config.registry, acme_launch.config.schema
 import acme_launch.plan, acme_launch.plan.resources, acme_launch.plan.topology
 import acme_launch.plan.gpu_inventory, acme_launch.plan.node_env
+import acme_launch.plan.replay_memory
 import acme_launch.layout, acme_launch.errors
 heavy = [m for m in {_HEAVY!r} if m in sys.modules]
 assert not heavy, heavy

@@ -33,6 +33,15 @@ and may declare what its learner and actors need (defaults in brackets):
                          (R2D2's LSTM): actors step one environment each
                          (envs_per_actor > 1 is refused before launch), and
                          the final evaluation plays with the builder's actor
+  replay_tables(config, environment_spec)
+                         [none]: what its replay tables hold, as
+                         `plan.replay_memory.TableLayout`s (items at most,
+                         the columns of a step, steps an item spans and
+                         adds, the config fields that size them); the
+                         launcher estimates the replay node's memory from
+                         them and refuses a plan that cannot hold it
+                         (docs/resources-and-gpus.md#replay-memory).
+                         Without it the replay node's memory is not planned
 
 The agent's own settings are the config section named like the module's
 last part (`config.ppo`, `config.my_dqn`); see docs/own-agents-and-envs.md.
@@ -41,7 +50,7 @@ last part (`config.ppo`, `config.my_dqn`); see docs/own-agents-and-envs.md.
 import dataclasses
 import importlib
 import inspect
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Optional, Protocol
 
 from acme_launch import errors
 
@@ -74,6 +83,7 @@ class Adapter:
   policy_returns_extras: bool = False
   batched_adder: bool = False
   recurrent: bool = False
+  replay_tables: Optional[Callable[..., Any]] = None
 
 
 def module_name(agent: str) -> str:
@@ -117,7 +127,10 @@ def load(agent: str) -> Adapter:
       policy_returns_extras=bool(
           getattr(module, 'POLICY_RETURNS_EXTRAS', False)),
       batched_adder=bool(getattr(module, 'BATCHED_ADDER', False)),
-      recurrent=bool(getattr(module, 'RECURRENT', False)))
+      recurrent=bool(getattr(module, 'RECURRENT', False)),
+      replay_tables=(getattr(module, 'replay_tables', None)
+                     if callable(getattr(module, 'replay_tables', None))
+                     else None))
 
 
 def _import_error(agent: str, error: Exception) -> errors.LaunchError:

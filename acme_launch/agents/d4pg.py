@@ -43,3 +43,10 @@ def make_policy(config: ml_collections.ConfigDict, networks: d4pg.D4PGNetworks,
   # Gaussian exploration noise `sigma` on the deterministic policy.
   return d4pg.get_default_behavior_policy(
       networks, d4pg.D4PGConfig(**config.d4pg.to_dict()))
+
+
+def replay_tables(config: ml_collections.ConfigDict,
+                  environment_spec: specs.EnvironmentSpec):
+  """Its replay: n-step transitions, one item per step (plan/replay_memory.py)."""
+  return replay_fields.transition_tables('d4pg', config, environment_spec,
+                                         d4pg.D4PGConfig)

@@ -86,3 +86,10 @@ def make_policy(config: ml_collections.ConfigDict,
     return utils.squeeze_batch_dim(actions) if unbatched else actions
 
   return policy
+
+
+def replay_tables(config: ml_collections.ConfigDict,
+                  environment_spec: specs.EnvironmentSpec):
+  """Its replay: n-step transitions, one item per step (plan/replay_memory.py)."""
+  return replay_fields.transition_tables('dqn', config, environment_spec,
+                                         dqn.DQNConfig)

@@ -1,4 +1,5 @@
-"""Checks shared by the off-policy adapters: replay settings, discrete actions.
+"""What the off-policy adapters share: replay checks, discrete actions, and
+the layout of their n-step transition tables.
 
 Acme's builders turn `min_replay_size`, `max_replay_size`,
 `samples_per_insert` and `samples_per_insert_tolerance_rate` into a Reverb
@@ -6,6 +7,8 @@ table with a `SampleToInsertRatio` rate limiter inside the replay node. Reverb
 rejects some combinations there, after every node has started; these checks
 run in the launcher instead, so bad values exit 2 before anything starts.
 """
+
+import dataclasses
 
 import ml_collections
 
@@ -46,3 +49,25 @@ def check(section_name: str, section: ml_collections.ConfigDict) -> None:
          f'{section.min_replay_size}: min_replay_size * tolerance_rate * '
          f'samples_per_insert = {buffer:g} must be >= '
          f'max(1, samples_per_insert) = {max(1.0, section.samples_per_insert):g}')
+
+
+def acme_field(section: ml_collections.ConfigDict, acme_config_class,
+               name: str):
+  """`section.name`, else the Acme config dataclass's default."""
+  if name in section:
+    return section[name]
+  return {f.name: f.default for f in dataclasses.fields(acme_config_class)
+          }[name]
+
+
+def transition_tables(agent: str, config: ml_collections.ConfigDict,
+                      environment_spec, acme_config_class):
+  """The one table of Acme's n-step transition agents (DQN, SAC, TD3,
+  D4PG): `max_replay_size` transitions of `n_step`, an item per step."""
+  from acme_launch.plan import replay_memory  # pylint: disable=g-import-not-at-top
+  section = config[agent]
+  return (replay_memory.transition_layout(
+      acme_field(section, acme_config_class, 'replay_table_name'),
+      acme_field(section, acme_config_class, 'max_replay_size'),
+      environment_spec, acme_field(section, acme_config_class, 'n_step'),
+      fields=(f'config.{agent}.max_replay_size',)),)

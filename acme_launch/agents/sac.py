@@ -51,3 +51,10 @@ def make_policy(config: ml_collections.ConfigDict, networks: sac.SACNetworks,
   del config, environment_spec  # SAC's policy needs neither.
   # Evaluation takes the mode of the policy distribution; actors sample it.
   return sac.apply_policy_and_sample(networks, eval_mode=evaluation)
+
+
+def replay_tables(config: ml_collections.ConfigDict,
+                  environment_spec: specs.EnvironmentSpec):
+  """Its replay: n-step transitions, one item per step (plan/replay_memory.py)."""
+  return replay_fields.transition_tables('sac', config, environment_spec,
+                                         sac.SACConfig)

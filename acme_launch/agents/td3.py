@@ -72,3 +72,10 @@ def make_policy(config: ml_collections.ConfigDict, networks: td3.TD3Networks,
   return td3.get_default_behavior_policy(
       networks, action_specs=environment_spec.actions,
       sigma=0.0 if evaluation else config.td3.sigma)
+
+
+def replay_tables(config: ml_collections.ConfigDict,
+                  environment_spec: specs.EnvironmentSpec):
+  """Its replay: n-step transitions, one item per step (plan/replay_memory.py)."""
+  return replay_fields.transition_tables('td3', config, environment_spec,
+                                         td3.TD3Config)

@@ -34,7 +34,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.r2d2.batch_size = 32         # Sequences per SGD step.
   # Replay (Reverb, prioritized), in sequences: 50k sequences a period of
   # 20 apart are DQN's 1M agent steps; Reverb stores shared steps once,
-  # uint8 and compressed.
+  # frames uint8 and compressed. About 11 GB when full, most of it the LSTM
+  # state stored with every step (--dry_run prints the estimate).
   config.r2d2.min_replay_size = 10_000
   config.r2d2.max_replay_size = 50_000
   config.r2d2.samples_per_insert = 1.0

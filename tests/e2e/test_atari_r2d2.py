@@ -75,3 +75,33 @@ def test_r2d2_with_several_envs_per_actor_is_one_line_exit_2(workdir):
                         '--config.envs_per_actor=4', timeout=120)
   assert 'config.envs_per_actor=1' in _one_error_line(result)
   assert os.listdir(workdir) == []
+
+
+def test_r2d2_dry_run_shows_the_replay_memory_estimate(workdir):
+  # 20k sequences (about 4.4 GB) rather than the config's 50k (about 11
+  # GB), so that a smaller test machine runs it too.
+  result = run_launcher('--config=r2d2_atari', f'--workdir={workdir}',
+                        '--config.r2d2.max_replay_size=20000', '--dry_run',
+                        timeout=120)
+  assert result.returncode == 0, result.stderr[-3000:]
+  lines = result.stdout.splitlines()
+  (first,) = [l for l in lines if l.startswith('replay/0 memory: about ')]
+  assert first.endswith(' GB')  # "... of this host's memory N GB"
+  assert "when full, of this host's memory" in first
+  table = lines[lines.index(first) + 1]
+  # 20,000 sequences a period of 20 apart: 400k Pong steps.
+  assert "table 'priority_table': 20,000 items x 20 new steps" in table
+  assert '--config.r2d2.max_replay_size' in lines[lines.index(first) + 2]
+  assert os.listdir(workdir) == []
+
+
+def test_a_replay_larger_than_the_host_is_one_line_exit_2(workdir):
+  result = run_launcher('--config=r2d2_atari', f'--workdir={workdir}',
+                        '--config.r2d2.max_replay_size=10000000', '--dry_run',
+                        timeout=120)
+  line = _one_error_line(result)
+  assert 'the replay node would need about ' in line
+  assert "more than this host's memory" in line
+  assert '10,000,000 items x 20 new steps' in line
+  assert 'lower --config.r2d2.max_replay_size' in line
+  assert os.listdir(workdir) == []

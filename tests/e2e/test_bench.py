@@ -178,3 +178,18 @@ def test_actor_loop_measures_the_loop_against_its_ceiling():
   line = [l for l in result.stdout.splitlines() if 'envs a step (sync)' in l]
   assert len(line) == 1, result.stdout[-2000:]
   assert re.search(r'actor [\d,]+ env steps/s; ceiling [\d,]+: \d+%', line[0])
+
+
+def test_replay_memory_fills_real_servers_and_reports_the_figures(tmp_path):
+  _bench('replay_memory.py', '--steps=300', f'--out={tmp_path}',
+         timeout=600)
+  results = read_json(os.path.join(tmp_path, 'replay_memory.json'))
+  for fill in ('transitions', 'sequences', 'pixels', 'r2d2'):
+    assert results[fill]['steps'] >= 300, results
+    assert results[fill]['items'] > 0, results
+    assert results[fill]['empty_rss_bytes'] > 0, results
+  assert results['transitions']['items'] == 300  # An item a step (no reset).
+  assert results['pixel_raw_bytes_per_step'] == 4 * 84 * 84
+  for key in ('item_overhead_bytes', 'column_step_overhead_bytes',
+              'vector_compression', 'pixel_compression'):
+    assert key in results

@@ -266,6 +266,7 @@ def test_the_example_runs_through_the_python_api_and_resumes(tmp_path):
   assert plan.nodes['actor'] == ('actor/0',)
   assert plan.environment_spec.actions.num_values == 2
   assert 'observations: float32 (4,) in [0, 1]' in plan.text
+  assert plan.replay is None  # Its adapter declares no replay tables.
   assert not os.path.exists(workdir)
 
   summary = acme_launch.launch(config, config_name='corridor', workdir=workdir,

@@ -288,3 +288,24 @@ def make_policy(config: ml_collections.ConfigDict, networks: ppo.PPONetworks,
                 environment_spec: specs.EnvironmentSpec, evaluation: bool):
   del config, environment_spec  # PPO's policy needs neither.
   return ppo.make_inference_fn(networks, evaluation)
+
+
+def replay_tables(config: ml_collections.ConfigDict,
+                  environment_spec: specs.EnvironmentSpec):
+  """Its replay (plan/replay_memory.py): a queue of at most
+  `max_queue_batches * batch_size + 2` sequences of `unroll_length + 1`
+  steps with their log-probs. Acme's SequenceAdder (one environment per
+  actor) starts one every `unroll_length` steps, sharing a step; the
+  batched adder writes each sequence whole."""
+  from acme_launch.plan import replay_memory  # pylint: disable=g-import-not-at-top
+  section = config.ppo
+  length = int(section.unroll_length) + 1
+  period = length if config.envs_per_actor > 1 else length - 1
+  return (replay_memory.sequence_layout(
+      section.get('replay_table_name', ppo.PPOConfig.replay_table_name),
+      int(section.max_queue_batches) * int(section.batch_size) + 2,
+      environment_spec, length, period,
+      fields=('config.ppo.max_queue_batches', 'config.ppo.batch_size',
+              'config.ppo.unroll_length'),
+      extras={'log_prob': replay_memory.scalar('', 'float32')}),)
+

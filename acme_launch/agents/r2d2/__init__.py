@@ -71,3 +71,25 @@ def make_policy(config: ml_collections.ConfigDict,
   actor's epsilon and uses `config.r2d2.evaluation_epsilon`."""
   del environment_spec  # The networks carry what the policy needs.
   return r2d2.make_behavior_policy(networks, r2d2_config(config), evaluation)
+
+
+def replay_tables(config: ml_collections.ConfigDict,
+                  environment_spec: specs.EnvironmentSpec):
+  """Its replay (plan/replay_memory.py): Acme's SequenceAdder writes
+  `burn_in_length + trace_length + 1` steps every `sequence_period` steps,
+  each step with the LSTM state (hidden and cell, `network.lstm_size`
+  float32 each) its actor had before it."""
+  from acme_launch.plan import replay_memory  # pylint: disable=g-import-not-at-top
+  section = config.r2d2
+  lstm = (int(config.network.lstm_size),)
+  state = {'core_state': {'hidden': replay_memory.Column('', lstm, 'float32'),
+                          'cell': replay_memory.Column('', lstm, 'float32')}}
+  return (replay_memory.sequence_layout(
+      replay_fields.acme_field(section, r2d2.R2D2Config, 'replay_table_name'),
+      section.max_replay_size, environment_spec,
+      replay_memory.sequence_steps(section.burn_in_length,
+                                   section.trace_length),
+      section.sequence_period,
+      fields=('config.r2d2.max_replay_size', 'config.r2d2.sequence_period',
+              'config.network.lstm_size'),
+      extras=state),)

@@ -1,0 +1,313 @@
+"""Reverb's memory for replay data, measured: the figures that
+acme_launch/plan/replay_memory.py plans the replay node with.
+
+    nice -n 19 .venv/bin/python bench/replay_memory.py [--steps=20000] [--out=bench/out]
+
+A real Reverb server runs in a process of its own (importing the stack as a
+replay node does); this process writes real environment steps into it
+through Acme's own adders, exactly as actors do, and reads the server's
+resident memory (RSS, /proc) before and after. Four fills, each on a fresh
+server, each after a warm-up of a tenth of its steps:
+
+  transitions  gym HalfCheetah-v4, random actions, NStepTransitionAdder
+               (n_step 1): one item per step (SAC, TD3)
+  sequences    the same steps, SequenceAdder 100 steps apart: few items
+  pixels       EnvPool Pong-v5 as the atari family gives it (4x84x84
+               uint8), random actions, SequenceAdder as R2D2's builder makes
+               it (8 + 40 + 1 steps, period 20, delta encoded)
+  r2d2         the same with R2D2's extras: the LSTM state (512 + 512
+               float32) of r2d2_atari's network, random weights, stepped on
+               each frame as its actor does
+
+Each fill's growth is items * (bytes per item) + steps * columns * (bytes
+per column-step) + data / compression: the first two fills give the
+overheads, the pixel fill the pixel compression, the difference of the last
+two the vector (float) compression. Prints them and writes
+OUT/replay_memory.json. `measure_growth` is also what
+tests/plan/test_replay_memory.py checks the estimate against.
+"""
+
+import argparse
+import contextlib
+import json
+import multiprocessing
+import os
+import sys
+import time
+from typing import Callable, Dict, Iterator
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+
+TABLE = 'table'
+
+
+def _serve(conn, max_size: int) -> None:
+  """The server process: the replay node's imports, one table, until told."""
+  from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
+  import acme  # pylint: disable=g-import-not-at-top,unused-import
+  import reverb  # pylint: disable=g-import-not-at-top
+  table = reverb.Table(
+      name=TABLE, sampler=reverb.selectors.Uniform(),
+      remover=reverb.selectors.Fifo(), max_size=max_size,
+      rate_limiter=reverb.rate_limiters.MinSize(1))
+  server = reverb.Server([table])
+  conn.send(server.port)
+  conn.recv()
+  server.stop()
+
+
+def rss_bytes(pid: int) -> int:
+  with open(f'/proc/{pid}/status') as f:
+    for line in f:
+      if line.startswith('VmRSS:'):
+        return int(line.split()[1]) * 1024
+  raise RuntimeError(f'no VmRSS for process {pid}')
+
+
+@contextlib.contextmanager
+def server_process(max_size: int):
+  """(port, pid) of a Reverb server with one table, in a process of its own."""
+  context = multiprocessing.get_context('spawn')
+  parent, child = context.Pipe()
+  process = context.Process(target=_serve, args=(child, max_size), daemon=True)
+  process.start()
+  try:
+    if not parent.poll(300):
+      raise RuntimeError('the Reverb server process did not start')
+    yield parent.recv(), process.pid
+  finally:
+    with contextlib.suppress(OSError, BrokenPipeError):
+      parent.send('stop')
+    process.join(30)
+    if process.is_alive():
+      process.kill()
+
+
+def table_size(client) -> int:
+  return client.server_info()[TABLE].current_size
+
+
+def _settled_rss(pid: int, seconds: float = 1.0) -> int:
+  """RSS once it stops moving (the server has taken in what was sent)."""
+  last = rss_bytes(pid)
+  while True:
+    time.sleep(seconds)
+    now = rss_bytes(pid)
+    if abs(now - last) < 2**20:
+      return now
+    last = now
+
+
+def measure_growth(make_adder: Callable, steps: Iterator, warmup_steps: int,
+                   max_size: int = 10_000_000) -> Dict[str, float]:
+  """A server's RSS growth while `make_adder(client)` writes `steps`
+  ((action, timestep, extras) triples; timestep.first() starts an
+  episode) into it, after `warmup_steps` of them (gRPC's and the table's
+  one-time allocations). Returns steps, items and bytes of the measured
+  part, and the server's RSS before any data."""
+  import reverb  # pylint: disable=g-import-not-at-top
+  with server_process(max_size) as (port, pid):
+    client = reverb.Client(f'localhost:{port}')
+    empty = _settled_rss(pid, 0.5)
+    adder = make_adder(client)
+    count, before, items0 = 0, None, 0
+
+    def add(action, timestep, extras):
+      if timestep.first():
+        adder.add_first(timestep)
+      elif extras is None:
+        adder.add(action, timestep)
+      else:
+        adder.add(action, timestep, extras)
+
+    for action, timestep, extras in steps:
+      add(action, timestep, extras)
+      count += 1
+      if count == warmup_steps:
+        adder._writer.flush()  # pylint: disable=protected-access
+        before, items0 = _settled_rss(pid), table_size(client)
+    adder._writer.flush()  # pylint: disable=protected-access
+    after = _settled_rss(pid)
+    items = table_size(client) - items0
+    del adder
+    return {'steps': count - warmup_steps, 'items': items,
+            'growth_bytes': after - before, 'empty_rss_bytes': empty}
+
+
+def env_steps(environment, num_steps: int, seed: int = 0,
+              extras_fn=None) -> Iterator:
+  """(action, timestep, extras) of random play, episodes restarted;
+  `extras_fn(timestep)`, if given, gives each step's extras from the
+  observation its action was chosen on (R2D2's LSTM state before it)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(seed)
+  spec = environment.action_spec()
+  timestep = environment.reset()
+  yield None, timestep, None
+  for _ in range(num_steps - 1):
+    extras = extras_fn(timestep) if extras_fn else None
+    if hasattr(spec, 'num_values'):
+      action = np.asarray(rng.integers(spec.num_values), spec.dtype)
+    else:
+      action = rng.uniform(spec.minimum, spec.maximum).astype(spec.dtype)
+    timestep = environment.step(action)
+    yield action, timestep, extras
+    if timestep.last():
+      timestep = environment.reset()
+      yield None, timestep, None
+
+
+def r2d2_states(config, environment_spec):
+  """extras_fn giving R2D2's core state as its actor records it: the
+  config's own network (random weights), stepped on each observation, its
+  state reset at each episode's start."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from acme_launch.agents.r2d2 import networks as r2d2_networks  # pylint: disable=g-import-not-at-top
+  networks = r2d2_networks.make_networks(config, environment_spec)
+  key = jax.random.PRNGKey(0)
+  initial = networks.initial_state.apply(
+      networks.initial_state.init(key, 1), key, 1)
+  observation = np.zeros((1,) + environment_spec.observations.shape,
+                         environment_spec.observations.dtype)
+  params = networks.forward.init(key, observation, initial)
+  forward = jax.jit(networks.forward.apply)
+  state = [initial]
+
+  def extras(timestep):
+    if timestep.first():
+      state[0] = initial
+    recorded = jax.tree_util.tree_map(lambda x: np.asarray(x[0]), state[0])
+    _, state[0] = forward(params, key, timestep.observation[None], state[0])
+    return {'core_state': recorded}
+
+  return extras
+
+
+def transitions_adder(n_step: int = 1):
+  from acme.adders import reverb as adders  # pylint: disable=g-import-not-at-top
+  return lambda client: adders.NStepTransitionAdder(
+      client, n_step=n_step, discount=0.99, priority_fns={TABLE: None})
+
+
+def sequence_adder(sequence_length: int, period: int):
+  """Acme's SequenceAdder as R2D2's builder makes it (delta encoded)."""
+  from acme.adders import reverb as adders  # pylint: disable=g-import-not-at-top
+  return lambda client: adders.SequenceAdder(
+      client, sequence_length=sequence_length, period=period,
+      delta_encoded=True, priority_fns={TABLE: None})
+
+
+def make_env(name: str, backend: str):
+  from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
+  from acme_launch.envs import factory  # pylint: disable=g-import-not-at-top
+  return factory.make_environment(name, seed=0, backend=backend)
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('--steps', type=int, default=20_000,
+                      help='steps written into each table (after a warm-up '
+                      'of a tenth of them)')
+  parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
+  args = parser.parse_args()
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from acme_launch.plan import replay_memory  # pylint: disable=g-import-not-at-top
+  warmup = max(100, args.steps // 10)
+  total = args.steps + warmup
+
+  # Vector fills: HalfCheetah steps as transitions (an item a step) and as
+  # sequences 100 steps apart (few items). Each gives growth = items * I +
+  # column-steps * C + vector bytes / ratio; the ratio is the R2D2 fills'.
+  cheetah = make_env('HalfCheetah-v4', 'gym')
+  spec = _spec(cheetah)
+  fills = {
+      'transitions': (transitions_adder(1), replay_memory.transition_layout(
+          TABLE, 1, spec, 1, ())),
+      'sequences': (sequence_adder(101, 100), replay_memory.sequence_layout(
+          TABLE, 1, spec, 101, 100, ())),
+  }
+  results, rows = {}, []
+  for name, (adder, layout) in fills.items():
+    measured = measure_growth(adder, env_steps(cheetah, total), warmup)
+    results[name] = measured
+    rows.append((measured, len(layout.columns),
+                 replay_memory.step_bytes(layout)[0]))
+
+  # Pixels: R2D2's sequences of Pong frames (8 + 40 + 1 steps, period 20),
+  # without and with the LSTM state of r2d2_atari's network.
+  from acme_launch.config import registry  # pylint: disable=g-import-not-at-top
+  config = registry.load('r2d2_atari')
+  pong = make_env('atari:Pong', 'envpool')
+  pong_spec = _spec(pong)
+  length, period = 8 + 40 + 1, 20
+  results['pixels'] = measure_growth(sequence_adder(length, period),
+                                     env_steps(pong, total), warmup)
+  results['r2d2'] = measure_growth(
+      sequence_adder(length, period),
+      env_steps(pong, total, extras_fn=r2d2_states(config, pong_spec)),
+      warmup)
+  layout = replay_memory.sequence_layout(TABLE, 1, pong_spec, length, period,
+                                         ())
+  pixel_raw = sum(c.nbytes for c in layout.columns if c.pixel)
+  other_raw = sum(c.nbytes for c in layout.columns if not c.pixel)
+  state_raw = 2 * 4 * config.network.lstm_size  # hidden and cell, float32
+
+  def per_step(fill):
+    return fill['growth_bytes'] / fill['steps'], fill['items'] / fill['steps']
+
+  inverse_ratio = 1.0
+  for _ in range(5):  # The vector ratio and the overheads depend on each other.
+    (g1, i1), (g2, i2) = [per_step(m) for m, _, _ in rows]
+    matrix = np.array([[i1, rows[0][1]], [i2, rows[1][1]]], float)
+    wanted = np.array([g1 - rows[0][2] * inverse_ratio,
+                       g2 - rows[1][2] * inverse_ratio])
+    item, column = np.linalg.solve(matrix, wanted)
+    g_pixels, i_pixels = per_step(results['pixels'])
+    g_r2d2, i_r2d2 = per_step(results['r2d2'])
+    pixel_bytes = (g_pixels - i_pixels * item - len(layout.columns) * column
+                   - other_raw * inverse_ratio)
+    state_bytes = (g_r2d2 - i_r2d2 * item - (len(layout.columns) + 2) * column
+                   - other_raw * inverse_ratio - pixel_bytes)
+    inverse_ratio = state_bytes / state_raw
+  # Tiny fills (--steps of a few hundred) are noise: no ratio then.
+  vector_ratio = 1 / inverse_ratio if inverse_ratio > 0 else float('nan')
+  pixel_ratio = pixel_raw / pixel_bytes if pixel_bytes > 0 else float('nan')
+
+  results.update({
+      'date': time.strftime('%Y-%m-%d'), 'steps_per_fill': args.steps,
+      'pixel_raw_bytes_per_step': pixel_raw,
+      'lstm_state_raw_bytes_per_step': state_raw,
+      'item_overhead_bytes': round(item),
+      'column_step_overhead_bytes': round(column),
+      'vector_compression': round(vector_ratio, 2),
+      'pixel_compression': round(pixel_ratio, 2),
+      'empty_server_rss_mib': round(results['pixels']['empty_rss_bytes'] /
+                                    2**20),
+  })
+  os.makedirs(args.out, exist_ok=True)
+  with open(os.path.join(args.out, 'replay_memory.json'), 'w') as f:
+    json.dump(results, f, indent=1)
+  mib = lambda b: f'{b / 2**20:,.1f} MiB'
+  print(f'{"fill":<18} {"steps":>8} {"items":>8} {"RSS growth":>12}')
+  for name in ('transitions', 'sequences', 'pixels', 'r2d2'):
+    r = results[name]
+    print(f'{name:<18} {r["steps"]:>8,} {r["items"]:>8,} '
+          f'{mib(r["growth_bytes"]):>12}')
+  print(f'\nbytes per item:      {item:,.0f}')
+  print(f'bytes per column-step: {column:,.0f}')
+  print(f'vector compression:  {vector_ratio:.2f}x '
+        f'(R2D2 LSTM state, {state_raw:,} B a step)')
+  print(f'pixel compression:   {pixel_ratio:.2f}x '
+        f'({pixel_raw:,} B a Pong frame stack)')
+  print(f'empty server RSS:    {results["empty_server_rss_mib"]} MiB')
+
+
+def _spec(environment):
+  from acme import specs  # pylint: disable=g-import-not-at-top
+  return specs.make_environment_spec(environment)
+
+
+if __name__ == '__main__':
+  main()
