@@ -11,11 +11,11 @@ from tests.conftest import read_json, run_launcher
 
 pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
-BUDGET, RESUMED_BUDGET = 600, 1200
+BUDGET, RESUMED_BUDGET = 400, 800
 EPISODE_STEPS = 100  # Games cut short: evaluations take a second.
 # One actor, a 100-sequence replay, 7-step sequences (2 burn-in + 4 trained
-# + 1), batches of 2, and the config's torso shape at 4 channels, an LSTM of
-# 8 and a duelling head of 8.
+# + 1), batches of 2, and the config's torso shape (3x3, stride 1) at 4
+# channels, an LSTM of 8 and a duelling head of 8.
 TINY = (
     '--config.num_actors=1',
     '--config.eval_every_steps=300', '--config.eval_episodes=1',
@@ -27,7 +27,9 @@ TINY = (
     '--config.r2d2.trace_length=4', '--config.r2d2.sequence_period=2',
     '--config.r2d2.bootstrap_n=2', '--config.r2d2.target_update_period=10',
     '--config.r2d2.variable_update_period=10',
-    '--config.r2d2.samples_per_insert=1.0',
+    # A loose rate limiter: the actor is not held back by the learner.
+    '--config.r2d2.samples_per_insert=0.25',
+    '--config.r2d2.samples_per_insert_tolerance_rate=10.0',
     '--config.network.conv_channels=(4,)', '--config.network.lstm_size=8',
     '--config.network.head_hidden_layers=(8,)')
 
