@@ -27,9 +27,8 @@ TINY = (
     '--config.r2d2.trace_length=4', '--config.r2d2.sequence_period=2',
     '--config.r2d2.bootstrap_n=2', '--config.r2d2.target_update_period=10',
     '--config.r2d2.variable_update_period=10',
-    # A loose rate limiter: the actor is not held back by the learner.
-    '--config.r2d2.samples_per_insert=0.25',
-    '--config.r2d2.samples_per_insert_tolerance_rate=10.0',
+    # A tight rate limiter: the actor waits for the learner's first steps.
+    '--config.r2d2.samples_per_insert=1.0',
     '--config.network.conv_channels=(4,)', '--config.network.lstm_size=8',
     '--config.network.head_hidden_layers=(8,)')
 
