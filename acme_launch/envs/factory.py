@@ -37,7 +37,8 @@ def make_environment(env_name: str, seed: int, max_episode_steps: int = 0,
   elif task.family == 'gymnasium':
     environment = _make_gymnasium(task.name, seed, max_episode_steps)
   elif task.family == minatar.FAMILY:
-    environment = minatar.MinAtarEnvironment(task.name, seed, max_episode_steps)
+    # Discrete actions and float32 already: no wrapper.
+    return minatar.MinAtarEnvironment(task.name, seed, max_episode_steps)
   elif task.family == USER:
     environment = user.make(env_name, seed, config)
     if max_episode_steps:

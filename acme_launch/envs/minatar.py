@@ -34,6 +34,7 @@ FAMILY = 'minatar'
 PROTOCOL = {'sticky_action_prob': 0.1, 'difficulty_ramping': True}
 # Agent steps before an episode is cut (Freeway's clock: 2,501).
 MAX_EPISODE_STEPS = 10_000
+_ZERO, _ONE = np.float32(0.0), np.float32(1.0)
 
 
 def games() -> List[str]:
@@ -58,7 +59,11 @@ def unknown_game_message(env_name: str) -> str:
 class MinAtarEnvironment(dm_env.Environment):
   """One MinAtar game: discrete actions over its minimal action set,
   (10, 10, C) uint8 observations, an episode cut at `max_episode_steps`
-  (0: MAX_EPISODE_STEPS) with discount 1, a lost game with discount 0."""
+  (0: MAX_EPISODE_STEPS) with discount 1, a lost game with discount 0.
+
+  Rewards and discounts are float32 already: it needs no
+  SinglePrecisionWrapper, whose per-step conversions would cost more than
+  MinAtar's own step."""
 
   def __init__(self, game: str, seed: int, max_episode_steps: int = 0):
     import minatar  # pylint: disable=g-import-not-at-top
@@ -89,11 +94,14 @@ class MinAtarEnvironment(dm_env.Environment):
     reward = np.float32(reward)
     if terminal:
       self._reset_next_step = True
-      return dm_env.termination(reward, self._observation())
+      return dm_env.TimeStep(dm_env.StepType.LAST, reward, _ZERO,
+                             self._observation())
     if self._steps >= self._limit:
       self._reset_next_step = True
-      return dm_env.truncation(reward, self._observation())
-    return dm_env.transition(reward, self._observation())
+      return dm_env.TimeStep(dm_env.StepType.LAST, reward, _ONE,
+                             self._observation())
+    return dm_env.TimeStep(dm_env.StepType.MID, reward, _ONE,
+                           self._observation())
 
   def observation_spec(self) -> specs.BoundedArray:
     return self._observation_spec

@@ -59,6 +59,7 @@ def test_specs_are_uint8_grids_and_the_minimal_action_set(game):
     timestep = environment.step(action)
     assert timestep.observation.dtype == np.uint8
     assert timestep.reward.dtype == np.float32
+    assert timestep.discount.dtype == np.float32
   # The networks read it as a channels-last image scaled by 1, not 1/255.
   layout = images.images({'channels_last': True}, spec.observations)
   assert layout == images.Images(channels_last=True, scale=1.0)
