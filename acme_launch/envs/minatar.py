@@ -13,9 +13,9 @@ Observations are MinAtar's (10, 10, C) grid, channels last, as uint8 0/1
 on the way to it, exact, and networks scale by the spec's maximum.
 
 Freeway's clock ends the game (discount 0) on its 2,501st step; the other
-games end only when the agent loses, so every game runs under a limit of `MAX_EPISODE_STEPS` agent
-steps (`config.env_max_episode_steps` > 0 replaces it), which ends the
-episode with discount 1. The launcher's seed seeds MinAtar's one random
+games end only when the agent loses, so every game runs under a limit of
+`MAX_EPISODE_STEPS` agent steps (`config.env_max_episode_steps` > 0
+replaces it), which ends the episode with discount 1. The launcher's seed seeds MinAtar's one random
 stream (game and sticky actions) when the environment is made. Nothing
 here imports minatar until a game is made; `games()` reads the installed
 package's game modules without importing it.
