@@ -5,12 +5,14 @@
 
 alone: the config's learner, built by its agent adapter as the program
 builds it (same networks, optimizers, batch size, SGD steps per step), steps
-on one in-memory batch of the environment's shapes, with nothing else
-running: what its SGD step costs on this machine (its intrinsic rate).
+on one in-memory batch of the environment's shapes (transitions; R2D2:
+sequences of its replay signature), with nothing else running: what its SGD
+step costs on this machine (its intrinsic rate).
 in a run: `launch.py --config=CONFIG EXTRA...` with every node; its learner's
-steps/s from the counter totals in metrics/progress.csv, over --seconds
-after the learner's first step plus a settling time, the run then stopped.
-Prints both and their ratio; also OUT/learner.json.
+steps/s (and the actors' env steps/s) from the counter totals in
+metrics/progress.csv, over --seconds after the learner's first step plus a
+settling time, the run then stopped. Prints both and their ratio; also
+OUT/learner.json.
 """
 
 import argparse
@@ -58,12 +60,15 @@ def alone(config, seconds: float) -> Tuple[float, int]:
     shape = (batch_size, *array_spec.shape)
     return rng.uniform(-1, 1, shape).astype(array_spec.dtype)
 
-  transition = types.Transition(
-      observation=batch_of(spec.observations), action=batch_of(spec.actions),
-      reward=batch_of(spec.rewards), discount=np.ones(
-          (batch_size,), spec.discounts.dtype),
-      next_observation=batch_of(spec.observations))
-  sample = reverb.ReplaySample(info=None, data=transition)
+  if config.agent == 'r2d2':  # Sequences, with Reverb's sample info.
+    sample = _r2d2_sample(builder, spec, batch_size)
+  else:
+    transition = types.Transition(
+        observation=batch_of(spec.observations), action=batch_of(spec.actions),
+        reward=batch_of(spec.rewards), discount=np.ones(
+            (batch_size,), spec.discounts.dtype),
+        next_observation=batch_of(spec.observations))
+    sample = reverb.ReplaySample(info=None, data=transition)
 
   def batches():
     while True:
@@ -81,23 +86,43 @@ def alone(config, seconds: float) -> Tuple[float, int]:
   return steps / (time.time() - start), steps
 
 
-def _rows(progress_csv: str) -> List[Tuple[float, float]]:
-  """(wall time, learner steps) rows of the run's progress file."""
+def _r2d2_sample(builder, spec, batch_size: int):
+  """One batch of R2D2's sequences (zeros; actions 0), shaped as its
+  replay table's signature, with uniform sampling probabilities."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import reverb  # pylint: disable=g-import-not-at-top
+  import tree  # pylint: disable=g-import-not-at-top
+  from acme.adders import reverb as adders_reverb  # pylint: disable=g-import-not-at-top
+  signature = adders_reverb.SequenceAdder.signature(
+      spec, builder._extra_spec, builder._sequence_length)  # pylint: disable=protected-access
+  data = tree.map_structure(
+      lambda s: np.zeros((batch_size, *s.shape), s.dtype.as_numpy_dtype),
+      signature)
+  info = reverb.SampleInfo(*[np.ones((batch_size,), dtype.as_numpy_dtype)
+                             for dtype in reverb.SampleInfo.tf_dtypes()])
+  return reverb.ReplaySample(info=info, data=data)
+
+
+def _rows(progress_csv: str) -> List[Tuple[float, float, float]]:
+  """(wall time, learner steps, actor steps) rows of the run's progress
+  file."""
   if not os.path.isfile(progress_csv):
     return []
   with open(progress_csv, newline='') as f:
-    return [(float(r['wall_time']), float(r['learner_steps']))
-            for r in csv.DictReader(f)]
+    return [(float(r['wall_time']), float(r['learner_steps']),
+             float(r['actor_steps'])) for r in csv.DictReader(f)]
 
 
-def _at(rows, when: float) -> Optional[Tuple[float, float]]:
+def _at(rows, when: float) -> Optional[Tuple[float, float, float]]:
   later = [r for r in rows if r[0] >= when]
   return later[0] if later else None
 
 
 def in_a_run(config_name: str, extra: List[str], seconds: float,
-             settle: float, workdir: str, timeout: float) -> Tuple[float, int]:
-  """(SGD steps/s, steps) of the learner of a whole run of the config."""
+             settle: float, workdir: str, timeout: float
+             ) -> Tuple[float, int, float]:
+  """(SGD steps/s, steps, actor env steps/s) of the learner of a whole run
+  of the config, over the same window."""
   shutil.rmtree(workdir, ignore_errors=True)
   progress_csv = os.path.join(workdir, 'run', 'metrics', 'progress.csv')
   launcher = subprocess.Popen(
@@ -125,7 +150,8 @@ def in_a_run(config_name: str, extra: List[str], seconds: float,
                      f'--seconds={seconds:g} within --timeout={timeout:g}; '
                      f'see {workdir}/run/logs')
   steps = end[1] - begin[1]
-  return steps / (end[0] - begin[0]), int(steps)
+  seconds = end[0] - begin[0]
+  return steps / seconds, int(steps), (end[2] - begin[2]) / seconds
 
 
 def main(argv: List[str]) -> int:
@@ -146,7 +172,7 @@ def main(argv: List[str]) -> int:
     parser.error('--seconds must be positive and --settle not negative')
   config = _load_config(args.config, args.extra)
   rate_alone, steps_alone = alone(config, args.seconds)
-  rate_run, steps_run = in_a_run(
+  rate_run, steps_run, actor_rate = in_a_run(
       args.config, args.extra, args.seconds, args.settle,
       os.path.join(args.out, 'learner'), args.timeout)
   print(f'config {args.config} {" ".join(args.extra)}'.rstrip() +
@@ -154,13 +180,15 @@ def main(argv: List[str]) -> int:
   print(f'  alone, in-memory batches   {rate_alone:8.1f}  ({steps_alone} steps)')
   print(f'  in a run of the config     {rate_run:8.1f}  ({steps_run} steps)')
   print(f'  in a run / alone           {rate_run / rate_alone:8.0%}')
+  print(f'  actors in the run, env steps/s {actor_rate:8.1f}')
   os.makedirs(args.out, exist_ok=True)
   with open(os.path.join(args.out, 'learner.json'), 'w') as f:
     json.dump({'config': args.config, 'extra': args.extra,
                'cores': os.cpu_count(), 'agent': config.agent,
                'alone_sgd_steps_per_second': rate_alone,
                'run_sgd_steps_per_second': rate_run,
-               'ratio': rate_run / rate_alone}, f, indent=1)
+               'ratio': rate_run / rate_alone,
+               'run_actor_steps_per_second': actor_rate}, f, indent=1)
   return 0
 
 

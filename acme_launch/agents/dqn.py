@@ -1,9 +1,13 @@
 """Acme's JAX DQN (dm-acme 0.4.0) from a `config.dqn` section.
 
 Double Q-learning on n-step transitions from a prioritized Reverb table
-(Acme's `PrioritizedDoubleQLearning` loss), an MLP Q-network from
+(Acme's `PrioritizedDoubleQLearning` loss), a Q-network from
 `config.network`, epsilon-greedy actors (batched ones too) and a (by default
-greedy) evaluator. For discrete-action tasks such as CartPole-v1.
+greedy) evaluator. For discrete-action tasks such as CartPole-v1 and
+MinAtar's games. The Q-network is an MLP (`network.hidden_layers`) on the
+flattened observation; on uint8 images (MinAtar's grids, Atari's frames) a
+conv torso comes first when `network.conv_channels` names one
+(agents/images.py), and the images are scaled to [0, 1] either way.
 """
 
 from typing import Callable
@@ -18,6 +22,7 @@ import haiku as hk
 import ml_collections
 import rlax
 
+from acme_launch.agents import images
 from acme_launch.agents import replay_fields
 
 # One learner device, actions alone from the policy, one of the builder's
@@ -34,6 +39,7 @@ def make_builder(config: ml_collections.ConfigDict,
                  environment_spec: specs.EnvironmentSpec) -> dqn.DQNBuilder:
   replay_fields.check_discrete_actions('dqn', config, environment_spec)
   replay_fields.check('dqn', config.dqn)
+  images.check('dqn', config.network, environment_spec.observations)
   fields = {k: v for k, v in config.dqn.items() if k not in _ADAPTER_FIELDS}
   dqn_config = dqn.DQNConfig(**fields)
   loss_fn = dqn.PrioritizedDoubleQLearning(
@@ -45,11 +51,16 @@ def make_builder(config: ml_collections.ConfigDict,
 def make_networks(config: ml_collections.ConfigDict,
                   environment_spec: specs.EnvironmentSpec
                   ) -> networks_lib.FeedForwardNetwork:
-  """An MLP from observations to one Q-value per action."""
+  """(A conv torso on images, then) an MLP from observations to one
+  Q-value per action."""
   num_actions = environment_spec.actions.num_values
   layers = list(config.network.hidden_layers) + [num_actions]
+  layout = images.images(config.network, environment_spec.observations)
 
   def q_network(observation):
+    if layout is not None:
+      return hk.nets.MLP(layers)(
+          images.torso(config.network, layout, observation))
     return hk.Sequential([hk.Flatten(), hk.nets.MLP(layers)])(observation)
 
   transformed = hk.without_apply_rng(hk.transform(q_network))

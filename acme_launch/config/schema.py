@@ -24,8 +24,9 @@ def base_config(*, agent: str, env_name: str, max_actor_steps: int,
   """Returns the shared fields with an agent's defaults filled in."""
   config = ml_collections.ConfigDict()
   config.agent = agent                      # Adapter in acme_launch/agents/.
-  config.env_name = env_name                # TASK (gym), gymnasium:TASK or
-                                            # dmc:DOMAIN-TASK (envs/tasks.py).
+  config.env_name = env_name                # TASK (gym), gymnasium:TASK,
+                                            # dmc:DOMAIN-TASK, atari:GAME or
+                                            # minatar:GAME (envs/tasks.py).
   config.env_backend = 'gym'                # gym: a Python env object per
                                             # env; envpool: one EnvPool per actor.
   config.env_max_episode_steps = 0          # 0 keeps the task's own limit.

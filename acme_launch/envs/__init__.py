@@ -1,4 +1,4 @@
-"""Environment factories: tasks of four families on two backends, as dm_env.
+"""Environment factories: tasks of five families on two backends, as dm_env.
 
 A task is named `FAMILY:NAME`, the family prefix optional for gym:
 
@@ -9,6 +9,8 @@ A task is named `FAMILY:NAME`, the family prefix optional for gym:
   dmc         dmc:walker-walk           dm_control suite, Acme's wrappers
   atari       atari:Pong                EnvPool's Atari games (EnvPool only),
                                         one protocol (atari.py)
+  minatar     minatar:breakout          MinAtar's five 10x10 games (gym backend
+                                        only), MinAtar's protocol (minatar.py)
 
 `env_backend` says what steps them:
 
@@ -27,11 +29,12 @@ discount 1).
 
 # The public names, from the modules that hold them: tasks.py (naming and
 # checking tasks), families.py (gym, Gymnasium, dm_control), atari.py (the
-# Atari protocol), batched.py (N
+# Atari protocol), minatar.py (MinAtar's games), batched.py (N
 # environments as arrays), envpool_backend.py, factory.py (what callers make).
 from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme_launch.envs.batched import PythonEnvironments, TimeSteps  # pylint: disable=unused-import
 from acme_launch.envs.envpool_backend import EnvPoolEnvironment, EnvPoolEnvironments  # pylint: disable=unused-import
 from acme_launch.envs.factory import make_environment, make_environments, node_seed  # pylint: disable=unused-import
 from acme_launch.envs.families import GymnasiumEnvironment  # pylint: disable=unused-import
+from acme_launch.envs.minatar import MinAtarEnvironment  # pylint: disable=unused-import
 from acme_launch.envs.tasks import BACKENDS, FAMILIES, USER, Task, check_task, parse_task  # pylint: disable=unused-import

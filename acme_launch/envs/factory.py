@@ -9,6 +9,7 @@ from acme import wrappers
 import dm_env
 import numpy as np
 
+from acme_launch.envs import minatar
 from acme_launch.envs import user
 from acme_launch.envs.batched import PythonEnvironments
 from acme_launch.envs.envpool_backend import EnvPoolEnvironment, EnvPoolEnvironments
@@ -35,6 +36,9 @@ def make_environment(env_name: str, seed: int, max_episode_steps: int = 0,
     environment = _make_gym(task.name, seed, max_episode_steps)
   elif task.family == 'gymnasium':
     environment = _make_gymnasium(task.name, seed, max_episode_steps)
+  elif task.family == minatar.FAMILY:
+    # Discrete actions and float32 already: no wrapper.
+    return minatar.MinAtarEnvironment(task.name, seed, max_episode_steps)
   elif task.family == USER:
     environment = user.make(env_name, seed, config)
     if max_episode_steps:

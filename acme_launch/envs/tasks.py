@@ -8,16 +8,18 @@ from typing import List
 
 from acme_launch import errors
 from acme_launch.envs import atari
+from acme_launch.envs import minatar
 from acme_launch.envs import user
 from acme_launch.envs.families import _dmc_domain_task, _dmc_suite
 
-FAMILIES = ('gym', 'gymnasium', 'dmc', atari.FAMILY)
+FAMILIES = ('gym', 'gymnasium', 'dmc', atari.FAMILY, minatar.FAMILY)
 USER = 'user'  # MODULE:FACTORY, the user's own (envs/user.py).
 BACKENDS = ('gym', 'envpool')
 # The Python package each backend needs beyond the gym family's own.
 _BACKEND_PACKAGES = {'envpool': 'envpool'}
 _FAMILY_PACKAGES = {'gym': 'gym', 'gymnasium': 'gymnasium',
-                    'dmc': 'dm_control', atari.FAMILY: 'envpool'}
+                    'dmc': 'dm_control', atari.FAMILY: 'envpool',
+                    minatar.FAMILY: 'minatar'}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,8 +41,8 @@ def parse_task(env_name: str) -> Task:
   if family not in FAMILIES or not name:
     raise errors.LaunchError(
         f'config.env_name {env_name!r}: unknown task family {family!r}; '
-        f'name a task as TASK (gym), gymnasium:TASK, dmc:DOMAIN-TASK or '
-        'atari:GAME')
+        f'name a task as TASK (gym), gymnasium:TASK, dmc:DOMAIN-TASK, '
+        'atari:GAME or minatar:GAME')
   return Task(family, name)
 
 
@@ -113,6 +115,10 @@ def check_task(env_name: str, backend: str) -> Task:
     raise errors.LaunchError(
         f'config.env_backend {backend} does not run atari games yet: use '
         'config.env_backend=envpool')
+  if task.family == minatar.FAMILY and backend != 'gym':
+    raise errors.LaunchError(
+        f'config.env_backend {backend} does not run minatar games (EnvPool '
+        'has none): use config.env_backend=gym')
   for package in (_FAMILY_PACKAGES[task.family],
                   _BACKEND_PACKAGES.get(backend)):
     if not package:
@@ -128,6 +134,10 @@ def check_task(env_name: str, backend: str) -> Task:
   if task.family == atari.FAMILY:
     if not atari.envpool_id(task.name):
       raise errors.LaunchError(atari.unknown_game_message(env_name))
+    return task
+  if task.family == minatar.FAMILY:
+    if task.name not in minatar.games():
+      raise errors.LaunchError(minatar.unknown_game_message(env_name))
     return task
   name = task.name
   if task.family == 'gymnasium' and ':' in name:

@@ -1,4 +1,4 @@
-"""Agent configs: SAC, TD3, D4PG (MuJoCo), DQN (CartPole), PPO's LR schedule.
+"""Agent configs: SAC, TD3, D4PG (MuJoCo), DQN (CartPole, MinAtar), PPO's LR schedule.
 
 Each config trains for real under `local_mp` (Reverb replay with its rate
 limiter, the agent's Acme learner, actor and evaluator) to a small budget with
@@ -46,6 +46,13 @@ SMOKE_OVERRIDES = {
         '--config.dqn.min_replay_size=200', '--config.dqn.batch_size=32',
         '--config.network.hidden_layers=(16,16)',
         '--config.envs_per_actor=2'),  # Batched actor path too.
+    # MinAtar's uint8 grids through the conv torso, two games per actor.
+    'dqn_minatar': (
+        '--config.dqn.min_replay_size=200', '--config.dqn.batch_size=16',
+        '--config.dqn.samples_per_insert=2',
+        '--config.network.conv_channels=(4,)',
+        '--config.network.hidden_layers=(16,)',
+        '--config.env_max_episode_steps=100', '--config.envs_per_actor=2'),
 }
 COMMON_OVERRIDES = ('--config.num_actors=1', '--config.eval_every_steps=1000',
                     '--config.eval_episodes=1', '--config.log_every_seconds=1')

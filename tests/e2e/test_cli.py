@@ -61,6 +61,10 @@ def test_config_given_as_a_path(tmp_path):
     (['--config=smoke', '--launch_type=cluster'], 'launch_type'),
     (['--config=smoke', '--no_such_flag'], 'no_such_flag'),
     (['--config=smoke', '--config.env_name=NoSuchTask-v4'], 'NoSuchTask-v4'),
+    (['--config=r2d2_minatar', '--config.env_name=minatar:pong'],
+     "'minatar:pong': unknown minatar game; choose one of: minatar:asterix, "
+     'minatar:breakout, minatar:freeway, minatar:seaquest, '
+     'minatar:space_invaders'),
     ([], '--config is required'),
 ])
 def test_bad_input_is_one_line_exit_2_and_starts_nothing(workdir, args, expected):

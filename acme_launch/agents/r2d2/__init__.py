@@ -25,6 +25,7 @@ from acme.utils import loggers
 import ml_collections
 
 from acme_launch import errors
+from acme_launch.agents import images
 from acme_launch.agents import replay_fields
 from acme_launch.agents.r2d2 import networks as r2d2_networks
 
@@ -53,6 +54,7 @@ def make_builder(config: ml_collections.ConfigDict,
     if section[name] < least:
       raise errors.LaunchError(
           f'config.r2d2.{name} must be >= {least}, got {section[name]}')
+  images.check('r2d2', config.network, environment_spec.observations)
   return r2d2.R2D2Builder(make_networks(config, environment_spec),
                           r2d2_config(config), logger_fn=learner_logger_fn)
 

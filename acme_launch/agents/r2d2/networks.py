@@ -3,49 +3,46 @@
 Acme's `make_atari_networks` builds `R2D2AtariNetwork`: fixed sizes (Nature
 torso, LSTM 512, duelling head 512) on an observation-action-reward tuple
 of HWC float frames. Ours takes the observation alone, as the environments
-give it: Atari's uint8 (4, 84, 84) frame stacks (channels first) are scaled
-to [0, 1] and moved to HWC inside the network, so replay holds uint8; other
-observations are flattened. Then a conv torso (`network.conv_channels`,
-`conv_kernels`, `conv_strides`; pixels only), an LSTM of
+give it: uint8 images (Atari's (4, 84, 84) frame stacks, channels first;
+MinAtar's (10, 10, C) grids with `network.channels_last`) are scaled to
+[0, 1] inside the network, so replay holds uint8; other observations are
+flattened. Then a conv torso (`network.conv_channels`, `conv_kernels`,
+`conv_strides`; images only, agents/images.py), an LSTM of
 `network.lstm_size` and Acme's duelling head (`network.head_hidden_layers`).
 The sizes are config fields so a test can run a network of a few hundred
 parameters.
 """
+
+from typing import Optional
 
 from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme import specs
 from acme.agents.jax.r2d2 import networks as r2d2_networks
 from acme.jax.networks import duelling
 import haiku as hk
-import jax
 import jax.numpy as jnp
 import ml_collections
-import numpy as np
+
+from acme_launch.agents import images
 
 
 class RecurrentQNetwork(hk.RNNCore):
   """Frames (or a vector) -> torso -> LSTM -> duelling Q-values."""
 
   def __init__(self, num_actions: int, network: ml_collections.ConfigDict,
-               pixels: bool):
+               layout: Optional[images.Images]):
     super().__init__(name='r2d2_network')
     self._network = network
-    self._pixels = pixels
+    self._layout = layout
     self._core = hk.LSTM(network.lstm_size)
     self._head = duelling.DuellingMLP(
         num_actions, hidden_sizes=list(network.head_hidden_layers))
 
   def _torso(self, observation: jnp.ndarray) -> jnp.ndarray:
     """[B, ...] observations -> [B, D] embeddings."""
-    if not self._pixels:
+    if self._layout is None:
       return hk.Flatten()(observation.astype(jnp.float32))
-    # [B, C, H, W] uint8 -> [B, H, W, C] in [0, 1].
-    x = jnp.moveaxis(observation.astype(jnp.float32) / 255.0, -3, -1)
-    for channels, kernel, stride in zip(self._network.conv_channels,
-                                        self._network.conv_kernels,
-                                        self._network.conv_strides):
-      x = jax.nn.relu(hk.Conv2D(channels, kernel, stride, padding='VALID')(x))
-    return hk.Flatten()(x)
+    return images.torso(self._network, self._layout, observation)
 
   def __call__(self, observation, state: hk.LSTMState):
     outputs, state = self._core(self._torso(observation), state)
@@ -65,11 +62,10 @@ def make_networks(config: ml_collections.ConfigDict,
                   environment_spec: specs.EnvironmentSpec
                   ) -> r2d2_networks.R2D2Networks:
   num_actions = environment_spec.actions.num_values
-  pixels = (len(environment_spec.observations.shape) == 3 and
-            np.dtype(environment_spec.observations.dtype) == np.uint8)
+  layout = images.images(config.network, environment_spec.observations)
 
   def network():
-    return RecurrentQNetwork(num_actions, config.network, pixels)
+    return RecurrentQNetwork(num_actions, config.network, layout)
 
   return r2d2_networks.make_networks(
       env_spec=environment_spec,

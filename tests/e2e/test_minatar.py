@@ -1,0 +1,97 @@
+"""End-to-end: `r2d2_minatar` (Acme's R2D2 on MinAtar Breakout) planned,
+run under local_mp to a tiny budget with a final evaluation, and resumed;
+`dqn_minatar`'s network planned; a bad game refused before anything
+starts (an unknown game: tests/e2e/test_cli.py)."""
+
+import os
+
+import pytest
+
+from tests.conftest import read_json, run_launcher
+
+pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
+
+BUDGET, RESUMED_BUDGET = 400, 800
+EPISODE_STEPS = 100  # Games cut short: evaluations take a second.
+# One actor, a 100-sequence replay, 7-step sequences (2 burn-in + 4 trained
+# + 1), batches of 2, and the config's torso shape (3x3, stride 1) at 4
+# channels, an LSTM of 8 and a duelling head of 8.
+TINY = (
+    '--config.num_actors=1',
+    '--config.eval_every_steps=300', '--config.eval_episodes=1',
+    '--config.final_eval_episodes=2',
+    f'--config.env_max_episode_steps={EPISODE_STEPS}',
+    '--config.log_every_seconds=1',
+    '--config.r2d2.min_replay_size=10', '--config.r2d2.max_replay_size=100',
+    '--config.r2d2.batch_size=2', '--config.r2d2.burn_in_length=2',
+    '--config.r2d2.trace_length=4', '--config.r2d2.sequence_period=2',
+    '--config.r2d2.bootstrap_n=2', '--config.r2d2.target_update_period=10',
+    '--config.r2d2.variable_update_period=10',
+    # A tight rate limiter: the actor waits for the learner's first steps.
+    '--config.r2d2.samples_per_insert=1.0',
+    '--config.network.conv_channels=(4,)', '--config.network.lstm_size=8',
+    '--config.network.head_hidden_layers=(8,)')
+
+
+def test_r2d2_minatar_plans_its_grid_network():
+  result = run_launcher('--config=r2d2_minatar', '--dry_run')
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert 'r2d2 on minatar:breakout' in result.stdout
+  assert 'observations: uint8 (10, 10, 4) in [0, 1]' in result.stdout
+  assert 'actions: int32 (), 3 values' in result.stdout
+  assert 'actor/1' in result.stdout and 'actor/2' not in result.stdout
+
+
+def test_r2d2_minatar_trains_to_a_tiny_budget_evaluates_and_resumes(workdir):
+  result = run_launcher('--config=r2d2_minatar', f'--workdir={workdir}',
+                        '--run_name=tiny', *TINY,
+                        f'--config.max_actor_steps={BUDGET}', timeout=300)
+  assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+  run_dir = os.path.join(workdir, 'tiny')
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['actor_steps'] >= BUDGET
+  assert summary['learner_steps'] > 0
+  assert summary['evaluator_episodes'] >= 1
+  # The final evaluation: two games of at most 100 steps (a lost ball ends
+  # one sooner), played with the parameters at the budget by R2D2's own
+  # recurrent actor. Breakout scores a point a brick.
+  final = read_json(os.path.join(run_dir, 'final_eval.json'))
+  assert final['episodes'] == summary['final_eval_episodes'] == 2
+  assert final['actor_steps'] >= BUDGET
+  assert all(1 <= n <= EPISODE_STEPS for n in final['lengths'])
+  assert all(0 <= r <= n for r, n in zip(final['returns'], final['lengths']))
+  saved = read_json(os.path.join(run_dir, 'config.json'))
+  assert saved['identity']['observation_shapes'] == [[10, 10, 4]]
+  learner_steps = summary['learner_steps']
+
+  # The same config and overrides, a larger budget.
+  resumed = run_launcher('--config=r2d2_minatar', f'--resume={run_dir}', *TINY,
+                         f'--config.max_actor_steps={RESUMED_BUDGET}',
+                         timeout=300)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert 'resuming from' in resumed.stdout
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['restored_actor_steps'] >= BUDGET
+  assert summary['actor_steps'] >= RESUMED_BUDGET
+  assert summary['learner_steps'] > learner_steps  # Went on, not from 0.
+
+
+def test_dqn_runs_minatar_with_a_conv_torso_or_an_mlp():
+  for args in (['--config=dqn_minatar'],
+               ['--config=dqn_cartpole', '--config.env_name=minatar:seaquest']):
+    result = run_launcher(*args, '--dry_run')
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert 'observations: uint8 (10, 10' in result.stdout
+
+
+def test_a_network_that_does_not_fit_the_grid_is_one_line_exit_2(workdir):
+  result = run_launcher('--config=r2d2_minatar', f'--workdir={workdir}',
+                        '--config.network.conv_kernels=(11,)', timeout=120)
+  assert result.returncode == 2, result.stderr[-2000:]
+  lines = [l for l in result.stderr.splitlines()
+           if l.startswith('acme-launch: error:')]
+  assert len(lines) == 1, result.stderr
+  assert "do not fit r2d2's 10x10 images of shape (10, 10, 4)" in lines[0]
+  assert os.listdir(workdir) == []
