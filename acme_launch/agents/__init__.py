@@ -14,7 +14,10 @@ same way (`load`). An adapter module defines three functions:
   make_policy(config, networks, environment_spec, evaluation)
       -> the policy `builder.make_actor` takes: the actors' behaviour policy,
          or the evaluator's when `evaluation` is true. Actors that step
-         several environments call it on a batch of observations.
+         several environments call it on a batch of observations. A
+         make_policy that takes an `actor_index` keyword gets the actor's
+         index (0 .. num_actors - 1), for settings that differ by actor
+         (DQN's Ape-X epsilons)
 
 and may declare what its learner and actors need (defaults in brackets):
 
@@ -155,6 +158,17 @@ def call(adapter: Adapter, function: str, *args, **kwargs):
         f'config.agent {adapter.module_name}: {function} raised '
         f'{type(e).__name__}: {" ".join(str(e).split())[:200]}{where}'
     ) from e
+
+
+def make_actor_policy(adapter: Adapter, config, networks, environment_spec,
+                      actor_index: int):
+  """Actor `actor_index`'s behaviour policy: make_policy(..., evaluation=
+  False), with `actor_index=` where make_policy takes that keyword."""
+  kwargs = {}
+  if 'actor_index' in inspect.signature(adapter.make_policy).parameters:
+    kwargs['actor_index'] = actor_index
+  return adapter.make_policy(config, networks, environment_spec,
+                             evaluation=False, **kwargs)
 
 
 def make_variable_client(adapter: Adapter, config, variable_source):

@@ -151,8 +151,8 @@ def make_program(config: ml_collections.ConfigDict,
   def build_actor(index, replay, learner, counter):
     seed = seeds_lib.seed_after_restarts(seeds[f'actor/{index}'])
     networks = adapter.make_networks(config, environment_spec)
-    policy = adapter.make_policy(config, networks, environment_spec,
-                                 evaluation=False)
+    policy = agents.make_actor_policy(adapter, config, networks,
+                                      environment_spec, index)
     actor_counter = counting.Counter(counter, 'actor', time_delta=0.)
     if config.envs_per_actor == 1:  # Acme's own actor and loop.
       actor = builder.make_actor(jax.random.PRNGKey(seed), policy,
