@@ -79,7 +79,7 @@ class SweepOptions:
   progress_every: float = 10.0
   dry_run: bool = False
   cwd: str = ''                   # Where the children run (relative paths).
-  samples: int = 0                # --sweep_samples: random search's points; 0: a grid.
+  samples: int = 0                # --sweep_samples; 0: a grid.
   sample_seed: int = 0            # --sweep_seed: what the draws come from.
 
 
