@@ -89,7 +89,8 @@ def _sweep_options(options: options_lib.Options):
       f'{options.config_name}_sweep_{datetime.datetime.now():%Y%m%d-%H%M%S}')
   return sweep.SweepOptions(
       sweep_dir=os.path.abspath(os.path.join(options.workdir, run_name)),
-      resume=False, specs=options.sweep,
+      resume=False, specs=options.sweep, samples=options.sweep_samples,
+      sample_seed=options.sweep_seed,
       base_argv=tuple(options_lib.argv_without(
           list(options.argv[1:]), options_lib.SWEEP_ONLY_FLAGS)),
       config_name=options.config_name, cwd=os.getcwd(), **common)

@@ -136,8 +136,31 @@ def _define(fv: flags.FlagValues,
       'command\'s flags plus --config.FIELD=VALUE, in its own run directory '
       'under the sweep directory (--workdir/--run_name, default '
       'runs/<config>_sweep_<date>-<time>), on its own cores (and GPUs). '
-      'Finish an interrupted sweep with --resume=SWEEP_DIR.',
+      'Finish an interrupted sweep with --resume=SWEEP_DIR. With '
+      '--sweep_samples: random search, whose values may be ranges.',
       flag_values=fv)
+  flags.DEFINE_integer(
+      'sweep_samples', None, 'Random search: run this many points drawn at '
+      'random instead of the grid. A --sweep value may then be a range: '
+      'FIELD=uniform(LOW,HIGH) or loguniform(LOW,HIGH) for a float field, '
+      'int(LOW,HIGH) for an int field (bounds included); a list FIELD=V1,V2,'
+      '... is a choice among its values. The drawn values are kept in the '
+      'sweep directory (--resume runs the same points).', lower_bound=1,
+      flag_values=fv)
+  flags.DEFINE_integer(
+      'sweep_seed', None, 'With --sweep_samples: the seed the points are '
+      'drawn from (default 0); the same flags and seed draw the same points. '
+      'It is not the programs\' seed (config.seed, which --sweep may '
+      'sweep).', lower_bound=0,
+      flag_values=fv)
+  flags.register_multi_flags_validator(
+      ['sweep_samples', 'sweep'], lambda f: f['sweep_samples'] is None or
+      bool(f['sweep']), message='--sweep_samples goes with --sweep (random '
+      'search over its ranges and lists)', flag_values=fv)
+  flags.register_multi_flags_validator(
+      ['sweep_seed', 'sweep_samples'], lambda f: f['sweep_seed'] is None or
+      f['sweep_samples'] is not None, message='--sweep_seed goes with '
+      '--sweep_samples (the seed of its draws)', flag_values=fv)
   flags.DEFINE_integer(
       'max_concurrent', 0, 'With --sweep: programs at once; each gets an even '
       'share of this launcher\'s cores (and GPUs, when its plan uses them), '
@@ -157,8 +180,8 @@ _define(flags.FLAGS)  # The launcher's own command line.
 
 
 # Flags of the sweep launcher itself, not handed to the programs of a sweep.
-SWEEP_ONLY_FLAGS = ('sweep', 'max_concurrent', 'workdir', 'run_name',
-                    'resume', 'dry_run')
+SWEEP_ONLY_FLAGS = ('sweep', 'sweep_samples', 'sweep_seed', 'max_concurrent',
+                    'workdir', 'run_name', 'resume', 'dry_run')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,6 +216,8 @@ class Options:
   allow_public_cluster_address: bool = False
   sweep: Tuple[str, ...] = ()
   max_concurrent: int = 0
+  sweep_samples: int = 0         # 0: a grid.
+  sweep_seed: int = 0
   compilation_cache: str = ''    # '': the default folder; 'none': off.
   # Folders of the user's code: the --config file's own folder (so modules
   # beside it import in the launcher and in every node), unless it is a
@@ -221,6 +246,8 @@ def read(argv: Optional[List[str]] = None,
       # launcher's own exceptions; the same flag asks for it in the nodes.
       pdb=bool(value('pdb_post_mortem')),
       sweep=tuple(value('sweep')),
+      sweep_samples=value('sweep_samples') or 0,
+      sweep_seed=value('sweep_seed') or 0,
       compilation_cache=value('compilation_cache').strip(),
       python_path=python_path)
 

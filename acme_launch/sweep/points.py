@@ -1,5 +1,5 @@
-"""The sweep's grid: --sweep specs parsed, checked against the config, and
-made into named points."""
+"""The sweep's points: --sweep specs parsed, checked against the config, and
+made into named points (the grid's, or random search's draws: sample.py)."""
 
 import collections
 import dataclasses
@@ -131,16 +131,22 @@ def field_value(config, field: str) -> Any:
   return value
 
 
-def make_points(fields: List[Tuple[str, List[str]]], base_argv: Sequence[str],
-                validate: Callable[..., Tuple[Any, bool]]
-                ) -> List[Point]:
-  """The grid's points, each checked by `validate(launch.py flags)` (which
-  returns the point's resolved config and whether its plan uses GPUs, or
-  raises LaunchError). Point names use the config's own typed values, so
-  `1e-3` names `0.001`; two values that read the same are refused."""
-  names = [f for f, _ in fields]
+def grid(fields: Sequence[Tuple[str, List[str]]]) -> List[Tuple[str, ...]]:
+  """The grid's points: every combination of the fields' values."""
+  return list(itertools.product(*[v for _, v in fields]))
+
+
+def make_points(names: Sequence[str], combos: Sequence[Tuple[str, ...]],
+                base_argv: Sequence[str],
+                validate: Callable[..., Tuple[Any, bool]]) -> List[Point]:
+  """The named points, one per combination of values of the fields `names`
+  (the grid, or random search's draws), each checked by `validate(launch.py
+  flags)` (which returns the point's resolved config and whether its plan
+  uses GPUs, or raises LaunchError). Point names use the config's own typed
+  values, so `1e-3` names `0.001`; two values that read the same are
+  refused."""
   points = []
-  for values in itertools.product(*[v for _, v in fields]):
+  for values in combos:
     args = tuple(f'--config.{f}={v}' for f, v in zip(names, values))
     label = ','.join(f'{f}={v}' for f, v in zip(names, values))
     try:

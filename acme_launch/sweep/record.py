@@ -41,7 +41,7 @@ def read_record(sweep_dir: str) -> Dict[str, Any]:
 
 def new_record(options: SweepOptions, points: List[Point],
                fields: Sequence[str]) -> Dict[str, Any]:
-  return {
+  record = {
       'config_name': options.config_name,
       'created': datetime.datetime.now().isoformat(timespec='seconds'),
       'cwd': options.cwd,
@@ -52,6 +52,11 @@ def new_record(options: SweepOptions, points: List[Point],
                   'max_actor_steps': p.max_actor_steps,
                   'uses_gpus': p.uses_gpus, 'launches': []} for p in points],
   }
+  if options.samples:  # Random search: how its points were drawn.
+    record['random_search'] = {'samples': options.samples,
+                               'seed': options.sample_seed,
+                               'specs': list(options.specs)}
+  return record
 
 
 def points_of(record: Dict[str, Any]) -> List[Point]:

@@ -1,11 +1,16 @@
-"""Sweeps: one program per point of a grid of config values, packed on this host.
+"""Sweeps: one program per point of a grid of config values, or of points
+drawn at random from ranges (random search), packed on this host.
 
     python launch.py --config=ppo_mujoco --sweep=seed=0,1,2,3
     python launch.py --config=smoke --sweep='ppo.learning_rate=3e-4,1e-3;seed=0,1'
+    python launch.py --config=smoke --sweep_samples=8 \
+        --sweep='ppo.learning_rate=loguniform(1e-5,1e-3);ppo.num_epochs=int(1,4)'
 
 Each point is a child `launch.py` process with the user's flags, less the
 sweep's own, plus `--config.FIELD=VALUE` per swept field, its run directory
 `SWEEP_DIR/POINT_NAME` and its output in `SWEEP_DIR/logs/POINT_NAME.log`.
+Random search (sample.py) draws its points once, for a new sweep; sweep.json
+keeps them, so a resumed sweep runs the same points.
 The host is cut into slots: this launcher's cores (os.sched_getaffinity)
 split as evenly as possible and, when the programs' plans use GPUs, its GPUs
 too. A child gets its slot's cores by sched_setaffinity before exec and its
@@ -42,7 +47,9 @@ import acme_launch
 from acme_launch import errors
 from acme_launch import layout
 from acme_launch.run import rundir
-from acme_launch.sweep.points import Point, check_fields, make_points, parse_specs
+from acme_launch.sweep import sample
+from acme_launch.sweep.points import (
+    Point, check_fields, grid, make_points, parse_specs)
 from acme_launch.sweep.record import (
     final_return, format_table, is_sweep_dir, log_path, new_record, point_args,
     point_state, points_of, read_record, record_path, summarize, summary_path)
@@ -72,6 +79,8 @@ class SweepOptions:
   progress_every: float = 10.0
   dry_run: bool = False
   cwd: str = ''                   # Where the children run (relative paths).
+  samples: int = 0                # --sweep_samples; 0: a grid.
+  sample_seed: int = 0            # --sweep_seed: what the draws come from.
 
 
 @dataclasses.dataclass
@@ -273,9 +282,22 @@ def prepare(options: SweepOptions,
       raise errors.LaunchError(f'sweep directory {options.sweep_dir} exists'
                                f'{resume}; choose another --run_name')
     fields = parse_specs(options.specs)
-    check_fields(config, [f for f, _ in fields], options.base_argv)
-    points = make_points(fields, options.base_argv, validate)
-    record = new_record(options, points, [f for f, _ in fields])
+    names = [f for f, _ in fields]
+    ranges = sample.parse_ranges(fields)
+    if ranges and not options.samples:
+      field, spec = next(iter(ranges.items()))
+      raise errors.LaunchError(
+          f'--sweep: {field}={spec.text} is a range: random search needs '
+          '--sweep_samples=N (a grid takes lists: FIELD=V1,V2,...)')
+    check_fields(config, names, options.base_argv)
+    if options.samples:
+      sample.check_types(config, ranges)
+      combos = sample.draw(fields, ranges, options.samples,
+                           options.sample_seed)
+    else:
+      combos = grid(fields)
+    points = make_points(names, combos, options.base_argv, validate)
+    record = new_record(options, points, names)
     todo = [(p, 'new') for p in points]
   if not todo:
     choose_concurrency(options.max_concurrent, 1, _host_cores(), (), False)
@@ -308,7 +330,7 @@ def run(options: SweepOptions, record: Dict[str, Any],
   layout.write_json_atomic(record_path(options.sweep_dir), record)
   total = len(record['points'])
   print(f'acme-launch: sweep of {total} points of {record["config_name"]} '
-        f'({", ".join(record["fields"])}): {len(todo)} to run, '
+        f'({", ".join(record["fields"])}){_drawn(record)}: {len(todo)} to run, '
         f'{len(slots)} at once; sweep directory {options.sweep_dir}',
         flush=True)
   stopped_by = SweepRunner(options.sweep_dir, record,
@@ -329,11 +351,18 @@ def run(options: SweepOptions, record: Dict[str, Any],
   return EXIT_OK
 
 
+def _drawn(record: Dict[str, Any]) -> str:
+  """' drawn with --sweep_seed=S' for random search's points, else ''."""
+  drawn = record.get('random_search')
+  return f' drawn with --sweep_seed={drawn["seed"]}' if drawn else ''
+
+
 def describe_dry_run(options: SweepOptions, record: Dict[str, Any],
                      todo: List[Tuple[Point, str]], slots: List[Slot]) -> str:
   lines = [f'sweep of {len(record["points"])} points of '
-           f'{record["config_name"]}: {len(todo)} to run, {len(slots)} at '
-           f'once; sweep directory {options.sweep_dir}', '', 'slots:']
+           f'{record["config_name"]}{_drawn(record)}: {len(todo)} to run, '
+           f'{len(slots)} at once; sweep directory {options.sweep_dir}', '',
+           'slots:']
   lines += [f'  slot {s.index}: {describe_slot(s)}' for s in slots]
   lines += ['', 'points:']
   for point, state in todo:

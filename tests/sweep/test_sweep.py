@@ -11,6 +11,7 @@ import time
 import pytest
 
 from acme_launch.sweep import points as sweep_points
+from acme_launch.sweep import sample as sweep_sample
 from acme_launch.sweep import slots as sweep_slots
 from tests.conftest import (REPO_ROOT, actor_steps, alive, killed_on_exit,
                             node_pids, node_records, read_json, run_launcher,
@@ -256,6 +257,46 @@ def test_resume_runs_only_the_unfinished_points(workdir):
   assert '0 to run' in again.stdout
 
 
+@pytest.mark.e2e
+def test_random_search_runs_its_drawn_points_and_resume_keeps_them(workdir):
+  sweep_dir = os.path.join(workdir, 'drawn')
+  specs = 'ppo.learning_rate=loguniform(1e-4,1e-3);ppo.num_epochs=int(1,2)'
+  result = run_launcher(
+      '--config=smoke', f'--sweep={specs}', '--sweep_samples=2',
+      f'--max_concurrent={min(2, len(CORES))}', '--config.max_actor_steps=1000',
+      f'--workdir={workdir}', '--run_name=drawn', timeout=300)
+  assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+  assert 'drawn with --sweep_seed=0' in result.stdout
+  record = read_json(os.path.join(sweep_dir, 'sweep.json'))
+  assert record['random_search'] == {'samples': 2, 'seed': 0, 'specs': [specs]}
+  # The points are the draws of seed 0 (the default), as flags of the points.
+  fields = sweep_points.parse_specs([specs])
+  drawn = sweep_sample.draw(fields, sweep_sample.parse_ranges(fields), 2, 0)
+  assert [p['args'] for p in record['points']] == [
+      [f'--config.ppo.learning_rate={lr}', f'--config.ppo.num_epochs={n}']
+      for lr, n in drawn]
+  names = [p['name'] for p in record['points']]
+  for point in record['points']:
+    # What the program ran with: the drawn value, of the field's type.
+    ppo = read_json(os.path.join(sweep_dir, point['name'],
+                                 'config.json'))['config']['ppo']
+    assert type(ppo['learning_rate']) is float and type(ppo['num_epochs']) is int
+    assert 1e-4 <= ppo['learning_rate'] <= 1e-3 and ppo['num_epochs'] in (1, 2)
+    assert point['fields'] == {'ppo.learning_rate': ppo['learning_rate'],
+                               'ppo.num_epochs': ppo['num_epochs']}
+    assert _summary(sweep_dir, point['name'])['exit_reason'] == 'budget_reached'
+  table = read_json(os.path.join(sweep_dir, 'sweep_summary.json'))
+  assert [r['point'] for r in table['points']] == names
+  assert table['failed'] == []
+
+  # Resumed: the same points, none drawn anew, none run again.
+  again = run_launcher(f'--resume={sweep_dir}')
+  assert again.returncode == 0, again.stderr
+  assert '0 to run' in again.stdout
+  assert [p['name'] for p in read_json(
+      os.path.join(sweep_dir, 'sweep.json'))['points']] == names
+
+
 def _one_gpu_inventory(tmp_path, count: int = 1) -> str:
   path = tmp_path / f'gpus_{count}.json'
   path.write_text(json.dumps([{'index': i, 'name': 'NVIDIA H100 80GB HBM3',
@@ -280,6 +321,27 @@ def _one_gpu_inventory(tmp_path, count: int = 1) -> str:
     (['--sweep=seed=0,1', '--debug_node=actor/0'], '--debug_node'),
     (['--sweep=seed=0,1', '--launch_type=local_mt'], 'not with --launch_type=local_mt'),
     (['--max_concurrent=2'], 'goes with --sweep'),
+    # Random search (--sweep_samples).
+    (['--sweep=ppo.learning_rate=loguniform(1e-5,1e-3)'],
+     'is a range: random search needs --sweep_samples=N'),
+    (['--sweep=ppo.learning_rate=uniform(1e-3,1e-5)', '--sweep_samples=2'],
+     'an empty range'),
+    (['--sweep=ppo.learning_rate=loguniform(0,1e-3)', '--sweep_samples=2'],
+     'loguniform needs LOW > 0'),
+    (['--sweep=ppo.learning_rate=normal(0,1)', '--sweep_samples=2'],
+     'unknown distribution normal'),
+    (['--sweep=env_name=uniform(0,1)', '--sweep_samples=2'],
+     'env_name is str in the config'),
+    (['--sweep=ppo.normalize_rewards=int(0,1)', '--sweep_samples=2'],
+     'ppo.normalize_rewards is bool in the config'),
+    (['--sweep=ppo.num_epochs=uniform(1,4)', '--sweep_samples=2'],
+     'ppo.num_epochs is int in the config; give it int(LOW,HIGH)'),
+    (['--sweep=seed=0,1', '--sweep_samples=0'],
+     '--sweep_samples=0: 0 is not a positive integer'),
+    (['--sweep=seed=0,1', '--sweep_samples=3'], 'give only 2 distinct points'),
+    (['--sweep_samples=2'], '--sweep_samples goes with --sweep'),
+    (['--sweep=seed=0,1', '--sweep_seed=1'],
+     '--sweep_seed goes with --sweep_samples'),
 ])
 def test_bad_sweep_input_is_one_line_exit_2_and_creates_nothing(
     workdir, tmp_path, args, expected):
