@@ -84,6 +84,19 @@ def wait_for(condition, timeout: float, what: str, interval: float = 0.5):
   pytest.fail(f'timed out after {timeout:.0f}s waiting for {what}')
 
 
+def reached_budget(result: subprocess.CompletedProcess, run_dir: str,
+                   budget: int) -> dict:
+  """The summary of a run that exited 0 at its budget, with learner steps
+  and at least one evaluation (asserted)."""
+  assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['actor_steps'] >= budget
+  assert summary['learner_steps'] > 0
+  assert summary['evaluator_episodes'] >= 1
+  return summary
+
+
 def actor_steps(run_dir: str) -> int:
   """The counter's actor steps as the steps limiter last wrote them."""
   try:

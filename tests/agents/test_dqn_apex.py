@@ -21,6 +21,14 @@ def _config(num_actors=4, envs_per_actor=8, apex=True):
   return config
 
 
+def _cartpole_networks(config):
+  """(CartPole-v1's spec, the config's DQN networks, their parameters)."""
+  spec = specs.make_environment_spec(
+      envs.make_environment('CartPole-v1', seed=0, backend='gym'))
+  networks = dqn.make_networks(config, spec)
+  return spec, networks, networks.init(jax.random.PRNGKey(0))
+
+
 def test_the_run_s_environments_get_ape_x_s_epsilons_in_actor_order():
   config = _config()
   epsilons = np.concatenate([dqn.actor_epsilons(config, a) for a in range(4)])
@@ -39,10 +47,7 @@ def test_the_run_s_environments_get_ape_x_s_epsilons_in_actor_order():
 
 def test_the_batched_policy_explores_with_each_environment_s_epsilon():
   config = _config(num_actors=2, envs_per_actor=2)
-  spec = specs.make_environment_spec(
-      envs.make_environment('CartPole-v1', seed=0, backend='gym'))
-  networks = dqn.make_networks(config, spec)
-  params = networks.init(jax.random.PRNGKey(0))
+  spec, networks, params = _cartpole_networks(config)
   observations = np.stack([np.full(4, 0.1, np.float32)] * 2)
   greedy = np.asarray(networks.apply(params, observations)).argmax(-1)
 
@@ -73,10 +78,7 @@ def test_the_batched_policy_explores_with_each_environment_s_epsilon():
 
 def test_one_environment_actors_use_their_first_epsilon():
   config = _config(num_actors=2, envs_per_actor=1)
-  spec = specs.make_environment_spec(
-      envs.make_environment('CartPole-v1', seed=0, backend='gym'))
-  networks = dqn.make_networks(config, spec)
-  params = networks.init(jax.random.PRNGKey(0))
+  spec, networks, params = _cartpole_networks(config)
   observation = np.full(4, 0.1, np.float32)
   greedy = int(np.asarray(networks.apply(params, observation[None])).argmax())
   # Acme's actor passes its own epsilon (dqn.epsilon): Ape-X's wins.

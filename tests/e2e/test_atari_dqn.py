@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from tests.conftest import read_json, run_launcher
+from tests.conftest import reached_budget, read_json, run_launcher
 
 pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
@@ -29,13 +29,8 @@ TINY = (
 def test_dqn_atari_trains_to_a_tiny_budget_and_evaluates(workdir):
   result = run_launcher('--config=dqn_atari', f'--workdir={workdir}',
                         '--run_name=tiny', *TINY, timeout=240)
-  assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
   run_dir = os.path.join(workdir, 'tiny')
-  summary = read_json(os.path.join(run_dir, 'summary.json'))
-  assert summary['exit_reason'] == 'budget_reached'
-  assert summary['actor_steps'] >= BUDGET
-  assert summary['learner_steps'] > 0
-  assert summary['evaluator_episodes'] >= 1
+  reached_budget(result, run_dir, BUDGET)
   final = read_json(os.path.join(run_dir, 'final_eval.json'))
   assert final['episodes'] == 1 and final['lengths'] == [EPISODE_STEPS]
   assert -21 <= final['returns'][0] <= 21  # Pong's real score.

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from tests.conftest import read_json, run_launcher
+from tests.conftest import reached_budget, read_json, run_launcher
 
 pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
@@ -41,13 +41,8 @@ def _one_error_line(result) -> str:
 def test_r2d2_atari_trains_to_a_tiny_budget_and_evaluates(workdir):
   result = run_launcher('--config=r2d2_atari', f'--workdir={workdir}',
                         '--run_name=tiny', *TINY, timeout=240)
-  assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
   run_dir = os.path.join(workdir, 'tiny')
-  summary = read_json(os.path.join(run_dir, 'summary.json'))
-  assert summary['exit_reason'] == 'budget_reached'
-  assert summary['actor_steps'] >= BUDGET
-  assert summary['learner_steps'] > 0
-  assert summary['evaluator_episodes'] >= 1
+  summary = reached_budget(result, run_dir, BUDGET)
   # The final evaluation: one whole (time-limited) game with the parameters
   # at the budget, played by R2D2's own recurrent actor.
   final = read_json(os.path.join(run_dir, 'final_eval.json'))

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tests.conftest import read_json, run_launcher
+from tests.conftest import reached_budget, read_json, run_launcher
 
 pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
@@ -46,13 +46,8 @@ def test_r2d2_minatar_trains_to_a_tiny_budget_evaluates_and_resumes(workdir):
   result = run_launcher('--config=r2d2_minatar', f'--workdir={workdir}',
                         '--run_name=tiny', *TINY,
                         f'--config.max_actor_steps={BUDGET}', timeout=300)
-  assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
   run_dir = os.path.join(workdir, 'tiny')
-  summary = read_json(os.path.join(run_dir, 'summary.json'))
-  assert summary['exit_reason'] == 'budget_reached'
-  assert summary['actor_steps'] >= BUDGET
-  assert summary['learner_steps'] > 0
-  assert summary['evaluator_episodes'] >= 1
+  summary = reached_budget(result, run_dir, BUDGET)
   # The final evaluation: two games of at most 100 steps (a lost ball ends
   # one sooner), played with the parameters at the budget by R2D2's own
   # recurrent actor. Breakout scores a point a brick.
