@@ -133,11 +133,8 @@ class StepsLimiter:
     budget_row_written = False
     while not stop.is_set():
       counts = self._counter.get_counts()
-      budget_reached = counts.get('actor_steps', 0) >= self._max_actor_steps
-      layout.write_json_atomic(
-          layout.progress_path(self._run_dir),
-          {'time': time.time(), 'counts': counts,
-           'budget_reached': budget_reached})
+      budget_reached = write_progress(self._run_dir, counts,
+                                      self._max_actor_steps)
       # The totals at the budget always get their row: plots and rates end
       # at the budget, not up to a second before it.
       history.write({key: counts.get(key, 0) for key in _PROGRESS_KEYS},
@@ -147,6 +144,23 @@ class StepsLimiter:
         lp.stop()
         return
       stop.wait(_POLL_SECONDS)
+
+
+def write_progress(run_dir: str, counts: dict, max_actor_steps: int) -> bool:
+  """Rewrites progress.json with the counter's `counts`; True at the budget.
+
+  The limiter writes it as it polls, and the evaluator once more before it
+  stops the program after the final evaluation: the launcher reads
+  `budget_reached` when the program stops, and the limiter's last poll may
+  predate the budget. The counts only grow, so a later write by either
+  never takes `budget_reached` back.
+  """
+  budget_reached = counts.get('actor_steps', 0) >= max_actor_steps
+  layout.write_json_atomic(
+      layout.progress_path(run_dir),
+      {'time': time.time(), 'counts': counts,
+       'budget_reached': budget_reached})
+  return budget_reached
 
 
 _POLL_SECONDS = 0.25  # Budget overshoot is at most this much stepping (plus
@@ -194,6 +208,8 @@ class ScheduledEvaluator(core.Worker):
         actor_steps = self._parent_counter.get_counts().get('actor_steps', 0)
         if self._final_evaluation and actor_steps >= self._max_actor_steps:
           self._evaluate_final(actor_steps)
+          write_progress(self._run_dir, self._parent_counter.get_counts(),
+                         self._max_actor_steps)
           lp.stop()
           return
         if actor_steps < next_eval_at:
