@@ -45,6 +45,8 @@ class DryRun:
   # plan.replay_memory.ReplayPlan: the replay node's memory estimate and
   # limits (None when the agent declares no replay tables).
   replay: Any = None
+  # plan.slurm.Allocation: the Slurm job this process runs in (None outside).
+  slurm: Any = None
 
 
 def _options(config, config_name: str, dry_run: bool, kwargs):
@@ -101,7 +103,8 @@ def dry_run(config=None, *, config_name: str = '', **options) -> DryRun:
              for label, names in launch.built.nodes_by_label.items()},
       plan=launch.plan, environment_spec=launch.built.environment_spec,
       run_dir=launch.run_dir, notes=tuple(launch.notes),
-      text=text.getvalue(), replay=launch.replay)
+      text=text.getvalue(), replay=launch.replay,
+      slurm=launch.slurm)
 
 
 def launch(config=None, *, config_name: str = '',

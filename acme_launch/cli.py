@@ -140,6 +140,9 @@ def print_dry_run(launch: Launch) -> None:
     print('\n' + replay_memory.format_plan(launch.replay))
   for note in launch.notes:
     print(note)
+  if launch.slurm is not None:
+    from acme_launch.plan import slurm as slurm_lib  # pylint: disable=g-import-not-at-top
+    print('\n' + slurm_lib.format_allocation(launch.slurm))
   if launch.cluster is not None:
     from acme_launch.run.ray import cluster as ray_cluster  # pylint: disable=g-import-not-at-top
     print('\n' + ray_cluster.format_fit(launch.cluster))

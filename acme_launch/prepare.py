@@ -21,6 +21,7 @@ from acme_launch import errors
 from acme_launch.config import options as options_lib
 from acme_launch.config import schema as experiment_config
 from acme_launch.plan import host as host_lib
+from acme_launch.plan import slurm as slurm_lib
 from acme_launch.run import rundir
 
 if TYPE_CHECKING:  # Heavy imports, for the annotations only.
@@ -85,6 +86,8 @@ class Launch:
   compilation_cache: str = ''
   # The replay node's memory, planned (None: the agent declares no tables).
   replay: Optional['replay_memory.ReplayPlan'] = None
+  # The Slurm job this launcher runs in, read for --dry_run (None outside).
+  slurm: Optional['slurm_lib.Allocation'] = None
 
 
 def _check_debugging(launch_type: str, debug_node: str, pdb: bool,
@@ -216,6 +219,7 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
     launch.cluster = ray_cluster.Cluster(
         address, hosts, ray_cluster.fit(node_demands, hosts), node_demands)
   if dry_run:
+    launch.slurm = slurm_lib.allocation(os.environ)
     return launch
   if launch_type != 'ray':  # On a cluster, each host checks its own shim.
     launch.preload, launch.exposed_reason = _loopback(

@@ -17,6 +17,8 @@ import ipaddress
 import logging
 import os
 import socket
+import sys
+import time
 from typing import Dict, List, Mapping, Sequence, Tuple
 
 from acme_launch import errors
@@ -224,3 +226,56 @@ def format_fit(cluster: Cluster) -> str:
                  f'  needs {wanted or "nothing"}')
   lines.append('\nthe cluster can hold the plan.')
   return '\n'.join(lines)
+
+
+def wait_for_hosts(address: str, hosts: int, timeout_seconds: float) -> int:
+  """Waits until the cluster at `address` has `hosts` alive hosts.
+
+  For scripts that start a cluster and then launch on it
+  (scripts/slurm/acme_launch.sbatch): the head may not listen yet, and the
+  other hosts join after it. Returns how many hosts joined; LaunchError
+  when fewer than `hosts` did by the deadline.
+  """
+  deadline = time.time() + timeout_seconds
+  joined = 0
+  while True:
+    try:
+      joined = len(connect(address))
+      break
+    except errors.LaunchError as e:
+      if time.time() >= deadline:
+        raise errors.LaunchError(f'after {timeout_seconds:g} s: {e}') from None
+      time.sleep(1.0)
+  import ray  # pylint: disable=g-import-not-at-top
+  while joined < hosts and time.time() < deadline:
+    time.sleep(1.0)
+    joined = sum(1 for n in ray.nodes() if n.get('Alive'))
+  ray.shutdown()
+  if joined < hosts:
+    raise errors.LaunchError(
+        f'after {timeout_seconds:g} s, {joined} of {hosts} hosts joined the '
+        f'Ray cluster at {address}')
+  return joined
+
+
+def main(argv: Sequence[str]) -> int:
+  """`python -m acme_launch.run.ray.cluster ADDRESS --hosts=N`: wait_for_hosts."""
+  import argparse  # pylint: disable=g-import-not-at-top
+  parser = argparse.ArgumentParser(
+      prog='python -m acme_launch.run.ray.cluster',
+      description='Waits until a Ray cluster has N alive hosts.')
+  parser.add_argument('address', help='HOST:PORT of the head')
+  parser.add_argument('--hosts', type=int, default=1, help='hosts to wait for')
+  parser.add_argument('--timeout', type=float, default=300.0, help='seconds')
+  args = parser.parse_args(argv)
+  try:
+    joined = wait_for_hosts(args.address, args.hosts, args.timeout)
+  except errors.LaunchError as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  print(f'{joined} hosts in the Ray cluster at {args.address}')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main(sys.argv[1:]))

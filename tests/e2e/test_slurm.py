@@ -1,0 +1,109 @@
+"""Slurm: scripts/slurm/acme_launch.sbatch on a real single-host Slurm.
+
+The Slurm (munged, slurmctld, slurmd from Debian's slurm-wlm) runs in a
+network namespace of its own (tests/slurm_cluster.py). The template starts
+a Ray head on the job's node, waits for it, and runs launch.py with
+--launch_type=ray there, as a user's `sbatch` would.
+"""
+
+import os
+import secrets
+
+import pytest
+
+from acme_launch.plan import slurm as slurm_lib
+from tests import slurm_cluster
+from tests.conftest import (REPO_ROOT, node_records, read_json, reached_budget,
+                            user_env)
+
+TEMPLATE = os.path.join('scripts', 'slurm', 'acme_launch.sbatch')
+BUDGET = 600
+# Small Ray CPU demands: six nodes on the job's two CPUs.
+SMALL = [f'--config.resources.{group}.ray_cpus=0.3'
+         for group in ('replay', 'counter', 'learner', 'actor', 'evaluator')]
+
+
+@pytest.fixture(scope='module')
+def slurm(tmp_path_factory):
+  reason = slurm_cluster.why_not_available()
+  if reason:
+    if os.environ.get('CI'):
+      pytest.fail(f'CI must run the Slurm tests: {reason}')
+    pytest.skip(f'no Slurm here: {reason}')
+  base = tmp_path_factory.mktemp('slurm')
+  token = base / 'ray_token'
+  token.write_text(secrets.token_hex(32))
+  token.chmod(0o600)
+  # Ray's token authentication on, as the docs ask; Ray's files in a short
+  # folder of this test's (socket paths have a length limit).
+  host = slurm_cluster.SlurmHost(cpus=2, env=user_env({
+      'RAY_AUTH_MODE': 'token', 'RAY_AUTH_TOKEN_PATH': str(token),
+      'RAY_USAGE_STATS_ENABLED': '0'}))
+  host.env['RAY_TMPDIR'] = host.dir
+  try:
+    host.up()
+    yield host
+  finally:
+    host.down()
+
+
+def _sbatch(slurm, output: str, *flags: str):
+  return slurm.run(['sbatch', '--wait', '--job-name=acme-launch',
+                    '--cpus-per-task=2', f'--output={output}', TEMPLATE,
+                    *flags], cwd=REPO_ROOT, timeout=400)
+
+
+def test_the_template_runs_a_program_on_the_job_s_ray_cluster(slurm, tmp_path):
+  output = str(tmp_path / 'job.out')
+  result = _sbatch(slurm, output, '--config=smoke',
+                   f'--workdir={tmp_path}', '--run_name=slurm',
+                   f'--config.max_actor_steps={BUDGET}', *SMALL)
+  with open(output) as f:
+    job_output = f.read()
+  assert result.returncode == 0, (result.stderr + job_output[-4000:] +
+                                  slurm.log_tails())
+  assert f'1 hosts in the Ray cluster at {slurm.address}:6379' in job_output
+  run_dir = str(tmp_path / 'slurm')
+  summary = reached_budget(result, run_dir, BUDGET)
+  config = read_json(os.path.join(run_dir, 'config.json'))
+  assert config['launch_type'] == 'ray'
+  assert summary['exit_reason'] == 'budget_reached'
+  # Every node ran on the job's host, serving at its Slurm address.
+  records = node_records(run_dir)
+  assert len(records) == 6, sorted(records)
+  for record in records.values():
+    assert record['host'] == slurm.node_name
+    assert record['bind_address'] == slurm.address
+  # The job ended: nothing of it is left in Slurm's queue.
+  assert slurm.run(['squeue', '-h']).stdout.strip() == ''
+
+
+def test_a_dry_run_in_a_job_shows_what_the_job_holds(slurm, tmp_path):
+  result = slurm.run(['srun', '--job-name=plan', '--cpus-per-task=2',
+                      os.path.join(REPO_ROOT, '.venv', 'bin', 'python'),
+                      'launch.py', '--config=smoke', '--dry_run',
+                      f'--workdir={tmp_path}'], cwd=REPO_ROOT, timeout=200)
+  assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+  assert (f'Slurm job ' in result.stdout and '(plan, partition test' in
+          result.stdout), result.stdout
+  assert '1 nodes, 2 CPUs, 0 GPUs' in result.stdout
+  assert f'  {slurm.node_name}  2 CPUs, 0 GPUs' in result.stdout
+
+
+def test_scontrol_s_view_of_a_job_becomes_an_allocation(slurm, monkeypatch):
+  # The detail lines of `scontrol show job -d -o` on a two-node GPU job;
+  # the node list expands through this Slurm's own scontrol.
+  monkeypatch.setenv('SLURM_CONF', slurm.conf)
+  text = ('JobId=42 JobName=ppo UserId=u(1) Partition=gpu TimeLimit=1-00:00:00 '
+          'NumNodes=3 JOB_GRES=gpu:a100:3   Nodes=g[1-2] CPU_IDs=0-7,16-23 '
+          'Mem=64G GRES=gpu:a100:1(IDX:0)   Nodes=g7 CPU_IDs=4 Mem=1000 '
+          'GRES=gpu:2(IDX:0-1),shard:4 MinCPUsNode=1 Features=(null)')
+  job = slurm_lib.parse_job(text)
+  assert (job.job_id, job.job_name, job.partition, job.time_limit) == (
+      '42', 'ppo', 'gpu', '1-00:00:00')
+  assert job.nodes == (slurm_lib.NodeShare('g1', 16, 65536, 1),
+                       slurm_lib.NodeShare('g2', 16, 65536, 1),
+                       slurm_lib.NodeShare('g7', 1, 1000, 2))
+  assert slurm_lib.format_allocation(job).splitlines()[0] == (
+      'Slurm job 42 (ppo, partition gpu, time limit 1-00:00:00): 3 nodes, '
+      '33 CPUs, 4 GPUs')
