@@ -1,0 +1,33 @@
+"""scripts/kubernetes/raycluster.yaml stays true to the image it runs."""
+
+import json
+import os
+import re
+
+import yaml
+
+from tests.conftest import REPO_ROOT
+
+MANIFEST = os.path.join(REPO_ROOT, 'scripts', 'kubernetes', 'raycluster.yaml')
+
+
+def _locked(package: str) -> str:
+  with open(os.path.join(REPO_ROOT, 'requirements.txt')) as f:
+    return re.search(rf'^{package}==(\S+)', f.read(), re.M).group(1)
+
+
+def test_the_manifest_names_the_locked_ray_and_the_documented_resources():
+  with open(MANIFEST) as f:
+    spec = yaml.safe_load(f)['spec']
+  assert spec['rayVersion'] == _locked('ray')
+  groups = [spec['headGroupSpec'], *spec['workerGroupSpecs']]
+  # KubeRay passes `resources` to `ray start --resources` as a quoted JSON.
+  resources = [json.loads(json.loads(g['rayStartParams']['resources']))
+               for g in groups]
+  assert resources == [{'gpu_host': 100}, {'cpu_host': 100}]
+  for group in groups:
+    container, = group['template']['spec']['containers']
+    env = {e['name']: e['value'] for e in container['env']}
+    assert env['RAY_AUTH_MODE'] == 'token'
+    mounts = {m['mountPath'] for m in container['volumeMounts']}
+    assert os.path.dirname(env['RAY_AUTH_TOKEN_PATH']) in mounts
