@@ -214,7 +214,7 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
                   python_path=python_path, replay=replay)
   if launch_type == 'ray':
     node_demands = ray_cluster.demands(
-        [(node, plan.placement(built.placement_node(node)))
+        [(node, plan.placement(node))
          for names in built.nodes_by_label.values() for node in names])
     launch.cluster = ray_cluster.Cluster(
         address, hosts, ray_cluster.fit(node_demands, hosts), node_demands)

@@ -5,7 +5,7 @@
         [--steps=N] [--out=bench/out] [-- launch.py flags]
 
 Makes a three-host Ray cluster of network namespaces (tests/netns_cluster.py:
-head `a` holds replay, counter, limiter, learner and evaluator; workers `b`
+head `a` holds replay, counter, learner and evaluator; workers `b`
 and `c` share a resource `worker` the actors ask for), runs `--config` there
 with `--launch_type=ray` from host a, and once the actors step, for
 `--minutes` of wall time injects faults at seeded times on the hosts

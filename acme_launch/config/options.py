@@ -93,13 +93,13 @@ def _define(fv: flags.FlagValues,
       'max_node_restarts', 3,
       'local_mp and ray: an actor or evaluator that exits '
       'non-zero or is killed is started again, up to this many times per node, '
-      'and the run goes on; past that, or when the learner, replay, counter or '
-      'limiter dies, the run stops (see --auto_resume).', lower_bound=0,
+      'and the run goes on; past that, or when the learner, replay or counter '
+      'dies, the run stops (see --auto_resume).', lower_bound=0,
       flag_values=fv)
   flags.DEFINE_integer(
       'auto_resume', 0,
-      'local_mp and ray: when the learner, replay, counter or '
-      'limiter fails, start the whole program again from its last checkpoints, '
+      'local_mp and ray: when the learner, replay or counter '
+      'fails, start the whole program again from its last checkpoints, '
       'up to this many times.', lower_bound=0,
       flag_values=fv)
   flags.DEFINE_float(

@@ -3,8 +3,7 @@
 Every module that needs to know a node's group, its file names, whether it
 saves on stop or may be restarted, or whose placement it shares, asks here
 rather than re-splitting names like 'actor/3'. The program builder
-(program/build.py) adds exactly these nodes; the planner places those that are not
-placed like another.
+(program/build.py) adds exactly these nodes, and the planner places them.
 """
 
 import dataclasses
@@ -19,9 +18,8 @@ RESTARTABLE_GROUPS = ('actor', 'evaluator')
 
 @dataclasses.dataclass(frozen=True)
 class Node:
-  group: str             # 'replay', 'counter', 'limiter', 'learner', ...
+  group: str             # 'replay', 'counter', 'learner', 'actor', ...
   index: int
-  placed_like: str = ''  # A node whose placement it shares ('' = its own).
 
   @property
   def name(self) -> str:
@@ -34,9 +32,7 @@ class Node:
 
 def program_nodes(num_actors: int, num_evaluators: int) -> Tuple[Node, ...]:
   """Every node of a program, in launch order."""
-  return ((Node('replay', 0), Node('counter', 0),
-           # The steps limiter only polls the counter: it shares its place.
-           Node('limiter', 0, placed_like='counter/0'), Node('learner', 0)) +
+  return ((Node('replay', 0), Node('counter', 0), Node('learner', 0)) +
           tuple(Node('actor', i) for i in range(num_actors)) +
           tuple(Node('evaluator', i) for i in range(num_evaluators)))
 

@@ -41,10 +41,8 @@ def program_nodes(config: ml_collections.ConfigDict
 
 
 def node_list(config: ml_collections.ConfigDict) -> List[Tuple[str, int]]:
-  """The nodes the resource plan places, as (group, index), in launch order
-  (not the limiter, which is placed like the counter)."""
-  return [(node.group, node.index) for node in program_nodes(config)
-          if not node.placed_like]
+  """The nodes the resource plan places, as (group, index), in launch order."""
+  return [(node.group, node.index) for node in program_nodes(config)]
 
 
 def node_seeds(config: ml_collections.ConfigDict) -> Dict[str, int]:
@@ -60,14 +58,8 @@ class BuiltProgram:
   nodes_by_label: Dict[str, List[str]]
   # What a checkpoint depends on: resuming with a different one is refused.
   identity: Dict[str, Any] = dataclasses.field(default_factory=dict)
-  # Nodes placed like another node of the plan (the limiter like the counter).
-  placed_like: Dict[str, str] = dataclasses.field(default_factory=dict)
   # What the agent sees of the environment (acme.specs.EnvironmentSpec).
   environment_spec: Any = None
-
-  def placement_node(self, node: str) -> str:
-    """The node of the resource plan whose placement `node` shares."""
-    return self.placed_like.get(node, node)
 
 
 def run_identity(config: ml_collections.ConfigDict,
@@ -127,14 +119,15 @@ def make_program(config: ml_collections.ConfigDict,
   def build_replay():
     return builder.make_replay_tables(environment_spec)
 
-  def build_counter():
-    return checkpointing.CheckpointedCounter(run_dir, config.checkpoint)
-
   final_evaluation = config.num_evaluators > 0 and config.final_eval_episodes > 0
 
-  def build_limiter(counter):
-    return nodes.StepsLimiter(counter, config.max_actor_steps, run_dir,
-                              stop_at_budget=not final_evaluation)
+  def build_counter():
+    # The steps limiter runs in the counter's process: it reads the counts
+    # there, without a process (and a TF and JAX import) of its own.
+    limiter = nodes.StepsLimiter(config.max_actor_steps, run_dir,
+                                 stop_at_budget=not final_evaluation)
+    return checkpointing.CheckpointedCounter(run_dir, config.checkpoint,
+                                             watch=limiter.poll)
 
   def build_learner(replay, counter):
     random_key = jax.random.PRNGKey(seeds['learner/0'])
@@ -212,12 +205,9 @@ def make_program(config: ml_collections.ConfigDict,
 
   program = lp.Program(name=f'{config.agent}_{config.env_name}')
   nodes_by_label: Dict[str, List[str]] = {}
-  placed_like_nodes: Dict[str, str] = {}
 
-  def add(node: str, lp_node, placed_like: str = ''):
-    label = plan.placement(placed_like or node).label
-    if placed_like:
-      placed_like_nodes[node] = placed_like
+  def add(node: str, lp_node):
+    label = plan.placement(node).label
     nodes_by_label.setdefault(label, []).append(node)
     with program.group(label):
       return program.add_node(lp_node)
@@ -225,10 +215,6 @@ def make_program(config: ml_collections.ConfigDict,
   replay = add('replay/0', checkpointing.ReplayNode(
       build_replay, run_dir, config.checkpoint))
   counter = add('counter/0', lp.CourierNode(build_counter))
-  # The limiter shares the counter's placement: it only polls the counter.
-  limiter = topology.Node('limiter', 0, placed_like='counter/0')
-  add(limiter.name, lp.CourierNode(build_limiter, counter),
-      placed_like=limiter.placed_like)
   learner = add('learner/0', lp.CourierNode(build_learner, replay, counter))
   for i in range(config.num_actors):
     add(f'actor/{i}', lp.CourierNode(build_actor, i, replay, learner, counter))
@@ -236,7 +222,7 @@ def make_program(config: ml_collections.ConfigDict,
     add(f'evaluator/{i}', lp.CourierNode(build_evaluator, i, learner, counter))
   return BuiltProgram(program, nodes_by_label,
                       run_identity(config, environment_spec),
-                      placed_like_nodes, environment_spec)
+                      environment_spec)
 
 
 def describe_spec(environment_spec) -> str:

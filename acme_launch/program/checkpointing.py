@@ -29,7 +29,7 @@ import pickle
 import shutil
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from absl import logging
 from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
@@ -222,19 +222,32 @@ class CheckpointedLearner(core.Worker, core.VariableSource):
 
 
 class CheckpointedCounter(counting.Counter):
-  """The central counter: restored at start, saved on schedule and at stop."""
+  """The central counter: restored at start, saved on schedule and at stop.
+
+  Given `watch` (the program's steps limiter, program/nodes.StepsLimiter),
+  its node process also hands `watch` a copy of the counts every
+  `watch_seconds` while it serves them.
+  """
 
   def __init__(self, run_dir: str,
-               checkpoint_config: ml_collections.ConfigDict):
+               checkpoint_config: ml_collections.ConfigDict,
+               watch: Optional[Callable[[Dict[str, Any]], None]] = None,
+               watch_seconds: float = 0.25):
     super().__init__()
     run_dir = layout.on_this_host(run_dir)
     self._checkpointer = Checkpointer(
         self, layout.component_dir(run_dir, 'counter'), checkpoint_config)
     self._checkpointer.restore()
+    self._watch = watch
+    self._watch_seconds = watch_seconds
 
   def run(self) -> None:
     stop = lp.stop_event()
-    while not stop.wait(1.0):
+    while not stop.wait(self._watch_seconds if self._watch else 1.0):
+      if self._watch:
+        with self._lock:  # Copied whole: courier threads add keys meanwhile.
+          counts = dict(self._counts)
+        self._watch(counts)
       self._checkpointer.save()
     self._checkpointer.save(force=True)
 

@@ -89,7 +89,7 @@ class BudgetedEnvironmentLoop(environment_loop.EnvironmentLoop):
   """Acme's loop for one environment, stopping at the program's step budget.
 
   Acme's own runs until the program stops, so actors go on stepping while
-  the limiter notices the budget, the final evaluation plays and the nodes
+  the counter notices the budget, the final evaluation plays and the nodes
   shut down. This one stops stepping after the episode that takes the
   counter's actor steps to the budget, then waits for the program to stop.
   """
@@ -112,47 +112,46 @@ class BudgetedEnvironmentLoop(environment_loop.EnvironmentLoop):
 class StepsLimiter:
   """Stops the program when the actors' step budget is reached.
 
-  Also leaves the counter's counts in the run directory as it polls:
+  Runs in the counter node's process (program/checkpointing.CounterNode
+  calls `poll` four times a second), reading the counts there without a
+  call across processes. Also leaves the counts in the run directory:
   progress.json (latest totals, rewritten) for the launcher's progress
   display and summary, and a row of metrics/progress.csv for plots. Nothing
   flows back from the launcher into the program.
   """
 
-  def __init__(self, counter: counting.Counter, max_actor_steps: int,
-               run_dir: str, stop_at_budget: bool = True):
-    self._counter = counter
+  def __init__(self, max_actor_steps: int, run_dir: str,
+               stop_at_budget: bool = True):
     self._max_actor_steps = max_actor_steps
     self._run_dir = layout.on_this_host(run_dir)
     # False when an evaluator plays the final evaluation and then stops the
-    # program: this node keeps writing progress until then.
+    # program: the counter keeps writing progress until then.
     self._stop_at_budget = stop_at_budget
+    self._history = MetricsLogger(self._run_dir, 'progress', time_delta=1.0)
+    self._budget_row_written = False
+    self._stopped = False
 
-  def run(self) -> None:
-    stop = lp.stop_event()
-    history = MetricsLogger(self._run_dir, 'progress', time_delta=1.0)
-    budget_row_written = False
-    while not stop.is_set():
-      counts = self._counter.get_counts()
-      budget_reached = write_progress(self._run_dir, counts,
-                                      self._max_actor_steps)
-      # The totals at the budget always get their row: plots and rates end
-      # at the budget, not up to a second before it.
-      history.write({key: counts.get(key, 0) for key in _PROGRESS_KEYS},
-                    force=budget_reached and not budget_row_written)
-      budget_row_written = budget_row_written or budget_reached
-      if budget_reached and self._stop_at_budget:
-        lp.stop()
-        return
-      stop.wait(_POLL_SECONDS)
+  def poll(self, counts: dict) -> None:
+    """Writes `counts`, the counter's totals; stops the program at the budget."""
+    budget_reached = write_progress(self._run_dir, counts,
+                                    self._max_actor_steps)
+    # The totals at the budget always get their row: plots and rates end
+    # at the budget, not up to a second before it.
+    self._history.write({key: counts.get(key, 0) for key in _PROGRESS_KEYS},
+                        force=budget_reached and not self._budget_row_written)
+    self._budget_row_written = self._budget_row_written or budget_reached
+    if budget_reached and self._stop_at_budget and not self._stopped:
+      self._stopped = True
+      lp.stop()
 
 
 def write_progress(run_dir: str, counts: dict, max_actor_steps: int) -> bool:
   """Rewrites progress.json with the counter's `counts`; True at the budget.
 
-  The limiter writes it as it polls, and the evaluator once more before it
-  stops the program after the final evaluation: the launcher reads
-  `budget_reached` when the program stops, and the limiter's last poll may
-  predate the budget. The counts only grow, so a later write by either
+  The counter's limiter writes it as it polls, and the evaluator once more
+  before it stops the program after the final evaluation: the launcher
+  reads `budget_reached` when the program stops, and the limiter's last poll
+  may predate the budget. The counts only grow, so a later write by either
   never takes `budget_reached` back.
   """
   budget_reached = counts.get('actor_steps', 0) >= max_actor_steps
@@ -176,8 +175,8 @@ class ScheduledEvaluator(core.Worker):
   this one waits for the actors between evaluations. An evaluation happens at
   step 0 too, so every run records at least one. Given a `final_evaluation`,
   once the actors reach `max_actor_steps` it plays that, writes
-  final_eval.json and stops the program (the steps limiter leaves the stop
-  to it).
+  final_eval.json and stops the program (the counter's steps limiter leaves
+  the stop to it).
   """
 
   def __init__(self, environment: dm_env.Environment, actor: core.Actor,

@@ -1,6 +1,6 @@
 """The launcher's view of a running program, read from the run directory.
 
-The steps limiter rewrites progress.json every second and evaluators append
+The counter's steps limiter rewrites progress.json four times a second and evaluators append
 to metrics/evaluator_*.csv; this module turns those into a live progress bar
 (rich) on a terminal, or a plain line every `every_seconds` otherwise (logs,
 CI, `| tee`).

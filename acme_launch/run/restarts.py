@@ -4,7 +4,7 @@ One policy for every launch type (the local_mp supervisor today; the Ray
 launcher reuses it): actors and evaluators hold no state that matters (their
 trajectories are in Reverb, their counts in the counter), so one that exits
 non-zero or is killed is started again, up to `max_restarts` times per node;
-the learner, replay, counter and limiter hold the run's state or its
+the learner, replay and counter hold the run's state or its
 bookkeeping, so their death stops the run (and `--auto_resume` may start the
 whole program again from its checkpoints).
 

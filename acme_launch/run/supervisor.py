@@ -13,7 +13,7 @@ of handing them to a terminal (gnome-terminal, tmux, xterm, or Launchpad's
 `local_mt` and `test_mt` run every node as a thread of this process through
 `lp.launch`.
 
-The run ends when the step budget is reached (the steps limiter node calls
+The run ends when the step budget is reached (the counter node's steps limiter calls
 `lp.stop()`, which signals this process with SIGTERM and leaves
 `budget_reached` in progress.json), when a node fails, or when the user stops it.
 """

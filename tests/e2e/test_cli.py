@@ -25,8 +25,8 @@ def test_dry_run_prints_nodes_groups_and_placement_and_starts_nothing(workdir):
                         '--dry_run', f'--workdir={workdir}')
   assert result.returncode == 0, result.stderr
   out = result.stdout
-  for node in ('replay/0', 'counter/0', 'limiter/0', 'learner/0', 'actor/0',
-               'actor/1', 'evaluator/0'):
+  for node in ('replay/0', 'counter/0', 'learner/0', 'actor/0', 'actor/1',
+               'evaluator/0'):
     assert node in out
   assert 'own process' in out
   assert 'nothing was started' in out

@@ -25,8 +25,7 @@ from tests.conftest import (REPO_ROOT, actor_steps, alive, node_pids, read_json,
 pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 _LOOPBACK = ('127.0.0.1', '::1', '::ffff:127.0.0.1')
-_NODES = ('replay/0', 'counter/0', 'limiter/0', 'learner/0', 'actor/0',
-          'evaluator/0')
+_NODES = ('replay/0', 'counter/0', 'learner/0', 'actor/0', 'evaluator/0')
 # A shim that cannot be there: its folder does not exist, so it cannot be built.
 _NO_SHIM = {'ACME_LAUNCH_LOOPBACK_LIBRARY': '/nonexistent-acme-launch/shim.so'}
 

@@ -9,8 +9,8 @@ from tests.conftest import read_json, run_launcher
 pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 SMOKE_BUDGET = 6000
-EXPECTED_NODES = ('replay_0', 'counter_0', 'limiter_0', 'learner_0',
-                  'actor_0', 'evaluator_0')
+EXPECTED_NODES = ('replay_0', 'counter_0', 'learner_0', 'actor_0',
+                  'evaluator_0')
 
 
 def _assert_trained_to_budget(run_dir: str) -> dict:

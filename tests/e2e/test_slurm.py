@@ -18,7 +18,7 @@ from tests.conftest import (REPO_ROOT, node_records, read_json, reached_budget,
 
 TEMPLATE = os.path.join('scripts', 'slurm', 'acme_launch.sbatch')
 BUDGET = 600
-# Small Ray CPU demands: six nodes on the job's two CPUs.
+# Small Ray CPU demands: five nodes on the job's two CPUs.
 SMALL = [f'--config.resources.{group}.ray_cpus=0.3'
          for group in ('replay', 'counter', 'learner', 'actor', 'evaluator')]
 
@@ -70,7 +70,7 @@ def test_the_template_runs_a_program_on_the_job_s_ray_cluster(slurm, tmp_path):
   assert summary['exit_reason'] == 'budget_reached'
   # Every node ran on the job's host, serving at its Slurm address.
   records = node_records(run_dir)
-  assert len(records) == 6, sorted(records)
+  assert len(records) == 5, sorted(records)
   for record in records.values():
     assert record['host'] == slurm.node_name
     assert record['bind_address'] == slurm.address

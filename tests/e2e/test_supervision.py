@@ -97,7 +97,7 @@ def test_kill_9_of_the_launcher_takes_every_node_with_it(workdir):
                             f'--workdir={workdir}', '--run_name=orphans')
   wait_for(lambda: actor_steps(run_dir) > 0, 180, 'actor steps')
   pids = node_pids(run_dir)
-  assert len(pids) == 6
+  assert len(pids) == 5
   launcher.kill()
   launcher.communicate(timeout=30)
   wait_for(lambda: not alive(pids.values()), 15, 'node processes to die')

@@ -27,7 +27,7 @@ def test_policy_restarts_actors_and_evaluators_up_to_the_limit_only():
   assert [policy.on_death('actor/1').attempt for _ in range(2)] == [1, 2]
   assert not policy.on_death('actor/1').restart
   assert policy.on_death('evaluator/0').restart
-  for node in ('learner/0', 'replay/0', 'counter/0', 'limiter/0'):
+  for node in ('learner/0', 'replay/0', 'counter/0'):
     assert not policy.on_death(node).restart
   assert policy.restarts == {'actor/1': 2, 'evaluator/0': 1}
   assert policy.total == 3

@@ -70,13 +70,13 @@ def test_an_actor_is_restarted_with_its_restart_number_until_the_limit(tmp_path)
 
 
 def test_the_budget_ends_the_run_with_exit_0(tmp_path):
-  # What the steps limiter does: progress.json says so, then lp.stop()
-  # signals the launcher (here: this process) with SIGTERM.
+  # What the counter's steps limiter does: progress.json says so, then
+  # lp.stop() signals the launcher (here: this process) with SIGTERM.
   progress = layout.progress_path(str(tmp_path))
-  limiter = ('import json, os, signal, time; time.sleep(0.5); '
+  counter = ('import json, os, signal, time; time.sleep(0.5); '
              f'json.dump({{"budget_reached": True}}, open({progress!r}, "w")); '
              f'os.kill({os.getpid()}, signal.SIGTERM); time.sleep(60)')
-  outcome, pids = run(tmp_path, [node('limiter/0', limiter),
+  outcome, pids = run(tmp_path, [node('counter/0', counter),
                                  node('actor/0', SLEEPER)])
   assert (outcome.exit_code, outcome.reason) == (0, 'budget_reached')
   assert alive(pids) == []

@@ -209,7 +209,7 @@ def test_kill_9_of_the_sweep_launcher_takes_every_program_with_it(workdir):
                             f'--workdir={workdir}', '--run_name=orphans')
   with killed_on_exit(launcher):
     points = [os.path.join(sweep_dir, p) for p in ('seed=0', 'seed=1')]
-    wait_for(lambda: all(len(node_pids(p)) == 6 for p in points
+    wait_for(lambda: all(len(node_pids(p)) == 5 for p in points
                          if os.path.isdir(os.path.join(p, 'nodes'))) and
              all(os.path.isdir(os.path.join(p, 'nodes')) for p in points),
              180, 'every node of both points')

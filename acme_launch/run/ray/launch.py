@@ -20,8 +20,8 @@ local_mp runs, on its host. This module is the launcher's side:
      new Ray actor, which Ray places on a host that fits its demand, and
      new server addresses there (NodeEnv.moved_addresses); any other
      node's death, or one past its restarts, stops the run naming it
-     (exit 1; run/driver.py's --auto_resume may start it again); the steps limiter's
-     lp.stop() (a stop request file, ray_host.StopRequest) ends it at the
+     (exit 1; run/driver.py's --auto_resume may start it again); the counter's steps
+     limiter's lp.stop() (a stop request file, ray_host.StopRequest) ends it at the
      budget; Ctrl-C / SIGTERM stop gracefully; on the way out every node is
      SIGTERMed, the stateful ones get STOP_TIMEOUT_SECONDS to save, then
      every node process is killed and every actor with it.

@@ -3,7 +3,7 @@
 Hosts a (head), b and c each live in their own network namespace with their
 own address (tests/netns_cluster.py); Ray's own CLI starts them, with token
 authentication on. The launcher runs in host a's namespace, as a user on the
-head would. Learner, replay, counter (and limiter) and evaluator are pinned
+head would. Learner, replay, counter and evaluator are pinned
 to host a, actor/0 to b and actor/1 to c, through Ray custom resources.
 Hosts b and c also share a resource `worker`: a node asking for it may run
 on either, which is what lets a node of a lost host come back on the other.
@@ -29,9 +29,8 @@ from tests import netns_cluster
 from tests.conftest import (REPO_ROOT, killed_on_exit, node_records, read_json,
                             wait_for)
 
-HOST_OF = {'replay/0': 'a', 'counter/0': 'a', 'limiter/0': 'a',
-           'learner/0': 'a', 'evaluator/0': 'a', 'actor/0': 'b',
-           'actor/1': 'c'}
+HOST_OF = {'replay/0': 'a', 'counter/0': 'a', 'learner/0': 'a',
+           'evaluator/0': 'a', 'actor/0': 'b', 'actor/1': 'c'}
 # Small Ray CPU demands: the namespaces share this machine's two cores.
 ON_HOST_A = [f'--config.resources.{group}.{field}={value}'
              for group in ('replay', 'counter', 'learner', 'evaluator')
@@ -210,7 +209,7 @@ def test_ray_nodes_on_a_host_without_the_run_directory_send_their_files_to_it(
 @pytest.mark.e2e
 def test_ray_stateful_nodes_on_a_host_without_the_run_directory_checkpoint_into_it_and_resume(
     cluster, tmp_path):
-  # Replay, counter, limiter and learner on host d, which does not see the
+  # Replay, counter and learner on host d, which does not see the
   # run directory; the actor on b, the evaluator on a.
   run_dir = str(tmp_path / 'runs' / 'unshared_resumed')
   placement = [f'--config.resources.{group}.{field}={value}'

@@ -144,7 +144,7 @@ def test_ray_link_cut_briefly_changes_nothing_and_cut_long_moves_the_actor_and_k
 
 def test_ray_learner_host_lost_with_auto_resume_resumes_on_the_other_host_from_its_checkpoints(
     cluster, tmp_path):
-  # Replay, counter, limiter and learner ask for `state`, which b and c
+  # Replay, counter and learner ask for `state`, which b and c
   # both have; the launcher (on a) and the actor and evaluator stay on a.
   run_dir = str(tmp_path / 'runs' / 'state_lost')
   placement = [f'--config.resources.{group}.{field}={value}'
@@ -176,7 +176,7 @@ def test_ray_learner_host_lost_with_auto_resume_resumes_on_the_other_host_from_i
         cluster.start_ray(lost)
   assert launcher.returncode == 0, stderr[-3000:]
   # The first of the lost host's stateful nodes the launcher saw gone.
-  assert re.search(r'node (learner|replay|counter|limiter)/0 failed; '
+  assert re.search(r'node (learner|replay|counter)/0 failed; '
                    r'resuming the whole program', stderr), stderr[-3000:]
   summary = read_json(os.path.join(run_dir, 'summary.json'))
   assert summary['exit_reason'] == 'budget_reached', summary
