@@ -2,6 +2,8 @@
 the builder makes stepping a real MinAtar game with the adapter's network,
 and the learner's unroll over a sequence from the stored state."""
 
+import re
+
 import jax
 import numpy as np
 import pytest
@@ -88,14 +90,16 @@ def test_actor_steps_a_game_and_the_queue_holds_its_sequences():
      'sequence_length (5)'),
     ('sequence_length', 1, 'sequence_length must be >= 2'),
     ('entropy_cost', -1.0, 'entropy_cost must be >= 0'),
+    ('max_queue_size', 3, 'max_queue_size (3) must be more than '
+     'batch_size + 1 (3)'),
+    ('samples_per_insert', 0.0, 'samples_per_insert must be in (0, 1]'),
 ])
 def test_bad_settings_raise_one_line_before_launch(field, value, expected):
   config = _tiny()
   config.impala[field] = value
   spec = specs.make_environment_spec(
       environments.make_environment(config.env_name, seed=0))
-  with pytest.raises(errors.LaunchError, match=expected.replace('(', r'\(')
-                     .replace(')', r'\)')):
+  with pytest.raises(errors.LaunchError, match=re.escape(expected)):
     agents.load('impala').make_builder(config, lambda: None, spec)
 
 

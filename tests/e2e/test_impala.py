@@ -1,6 +1,6 @@
 """End-to-end: `impala_minatar` (Acme's IMPALA on MinAtar Breakout) under
 local_mp to a tiny budget with a final evaluation; `impala_atari` planned
-with its replay memory; bad IMPALA settings refused before anything
+with its replay memory; a bad IMPALA setting refused before anything
 starts."""
 
 import os
@@ -73,14 +73,11 @@ def test_impala_atari_plans_the_deep_network_and_its_queue(workdir):
   assert os.listdir(workdir) == []
 
 
-@pytest.mark.parametrize('args, expected', [
-    (['--config.impala.samples_per_insert=2.0'],
-     'config.impala.samples_per_insert must be in (0, 1]'),
-    (['--config.impala.max_queue_size=33'],
-     'config.impala.max_queue_size (33) must be more than batch_size + 1'),
-])
-def test_bad_impala_settings_are_one_line_exit_2(workdir, args, expected):
+def test_a_sampling_rate_above_one_is_one_line_exit_2(workdir):
+  # Acme's builder would raise it in the replay node, after launch; the
+  # other settings' checks are in tests/agents/test_impala.py.
   result = run_launcher('--config=impala_minatar', f'--workdir={workdir}',
-                        *args, timeout=120)
-  assert expected in _one_error_line(result)
+                        '--config.impala.samples_per_insert=2.0', timeout=120)
+  assert ('config.impala.samples_per_insert must be in (0, 1]' in
+          _one_error_line(result))
   assert os.listdir(workdir) == []
