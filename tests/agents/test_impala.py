@@ -110,3 +110,19 @@ def test_unknown_torso_is_refused():
       environments.make_environment(config.env_name, seed=0))
   with pytest.raises(errors.LaunchError, match='config.network.torso'):
     agents.load('impala').make_builder(config, lambda: None, spec)
+
+
+def test_fields_a_config_leaves_out_take_acmes_defaults():
+  config = _tiny()
+  for name in ('max_queue_size', 'sequence_period', 'variable_update_period',
+               'max_gradient_norm'):
+    del config.impala[name]
+  spec = specs.make_environment_spec(
+      environments.make_environment(config.env_name, seed=0))
+  adapter = agents.load('impala')
+  builder = adapter.make_builder(config, lambda: None, spec)
+  (queue,) = builder.make_replay_tables(spec)
+  (layout,) = adapter.replay_tables(config, spec)
+  # IMPALAConfig's queue of ten batches; a sequence every length - 1 steps.
+  assert queue.info.max_size == layout.max_size == 10 * config.impala.batch_size
+  assert layout.new_steps_per_item == config.impala.sequence_length - 1

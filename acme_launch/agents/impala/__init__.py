@@ -47,8 +47,9 @@ ACTOR_VARIABLES = 'network'
 # environment, and the final evaluation plays with the builder's own actor.
 RECURRENT = True
 
-# Fields of `config.impala` that are ours, not IMPALAConfig's.
-_OWN_FIELDS = ('variable_update_period',)
+# Fields of `config.impala` that are ours, not IMPALAConfig's, and their
+# defaults (Acme's actor fetches parameters every 1,000 steps).
+_OWN_FIELDS = {'variable_update_period': 1000}
 
 
 def impala_config(config: ml_collections.ConfigDict) -> impala.IMPALAConfig:
@@ -95,33 +96,36 @@ def check(config: ml_collections.ConfigDict, environment_spec) -> None:
   """LaunchError (one line) for the first bad `config.impala` or
   `config.network` field; Acme would fail on them after launch."""
   replay_fields.check_discrete_actions('impala', config, environment_spec)
-  section = config.impala
+  get = lambda name: _field(config, name)
 
   def fail(message: str):
     raise errors.LaunchError(f'config.impala.{message}')
 
-  for name, least in (('batch_size', 1), ('sequence_length', 2),
-                      ('sequence_period', 0), ('variable_update_period', 1)):
-    if section[name] < least:
-      fail(f'{name} must be >= {least}, got {section[name]}')
-  if section.sequence_period >= section.sequence_length:
-    fail(f'sequence_period ({section.sequence_period}) must be less than '
-         f'sequence_length ({section.sequence_length}), or 0 for '
-         'sequence_length - 1: sequences share their last step, which the '
-         'learner uses only to bootstrap')
-  if not 0 < section.samples_per_insert <= 1:
+  batch, length = get('batch_size'), get('sequence_length')
+  period = get('sequence_period') or 0
+  for name, value, least in (
+      ('batch_size', batch, 1), ('sequence_length', length, 2),
+      ('sequence_period', period, 0),
+      ('variable_update_period', get('variable_update_period'), 1)):
+    if value < least:
+      fail(f'{name} must be >= {least}, got {value}')
+  if period >= length:
+    fail(f'sequence_period ({period}) must be less than sequence_length '
+         f'({length}), or 0 for sequence_length - 1: sequences share their '
+         'last step, which the learner uses only to bootstrap')
+  if not 0 < get('samples_per_insert') <= 1:
     fail('samples_per_insert must be in (0, 1] (a queue samples each '
-         f'sequence at most once), got {section.samples_per_insert}')
-  if section.max_queue_size <= section.batch_size + 1:
-    fail(f'max_queue_size ({section.max_queue_size}) must be more than '
-         f'batch_size + 1 ({section.batch_size + 1}): an episode\'s last '
-         'step can write two sequences at once')
+         f'sequence at most once), got {get("samples_per_insert")}')
+  if get('max_queue_size') <= batch + 1:
+    fail(f'max_queue_size ({get("max_queue_size")}) must be more than '
+         f'batch_size + 1 ({batch + 1}): an episode\'s last step can write '
+         'two sequences at once')
   for name in ('learning_rate', 'max_abs_reward', 'max_gradient_norm'):
-    if not section[name] > 0:
-      fail(f'{name} must be > 0, got {section[name]}')
+    if not get(name) > 0:
+      fail(f'{name} must be > 0, got {get(name)}')
   for name in ('entropy_cost', 'baseline_cost'):
-    if section[name] < 0 or not math.isfinite(section[name]):
-      fail(f'{name} must be >= 0, got {section[name]}')
+    if get(name) < 0 or not math.isfinite(get(name)):
+      fail(f'{name} must be >= 0, got {get(name)}')
   torso = config.network.get('torso', 'conv')
   if torso not in impala_networks.TORSOS:
     raise errors.LaunchError(
@@ -135,6 +139,19 @@ def check(config: ml_collections.ConfigDict, environment_spec) -> None:
         f'{config.network.lstm_size}')
 
 
+def _field(config: ml_collections.ConfigDict, name: str):
+  """`config.impala.<name>`, else its default: ours, or IMPALAConfig's
+  (its queue of ten batches counted in sequences)."""
+  section = config.impala
+  if name in section:
+    return section[name]
+  if name in _OWN_FIELDS:
+    return _OWN_FIELDS[name]
+  if name == 'max_queue_size':
+    return 10 * _field(config, 'batch_size')
+  return replay_fields.acme_field(section, impala.IMPALAConfig, name)
+
+
 def make_builder(config: ml_collections.ConfigDict,
                  learner_logger_fn: Callable[[], loggers.Logger],
                  environment_spec: specs.EnvironmentSpec) -> Builder:
@@ -146,7 +163,7 @@ def make_builder(config: ml_collections.ConfigDict,
       networks.initial_state_init_fn(jax.random.PRNGKey(0)))
   return Builder(impala_config(config), core_state,
                  logger_fn=learner_logger_fn,
-                 variable_update_period=config.impala.variable_update_period)
+                 variable_update_period=_field(config, 'variable_update_period'))
 
 
 def make_networks(config: ml_collections.ConfigDict,
@@ -173,19 +190,16 @@ def replay_tables(config: ml_collections.ConfigDict,
   cell, `network.lstm_size` float32 each) its actor had before it and the
   policy's logits (float32, one per action)."""
   from acme_launch.plan import replay_memory  # pylint: disable=g-import-not-at-top
-  section = config.impala
   lstm = (int(config.network.lstm_size),)
   extras = {
       'core_state': {'hidden': replay_memory.Column('', lstm, 'float32'),
                      'cell': replay_memory.Column('', lstm, 'float32')},
       'logits': replay_memory.Column(
           '', (int(environment_spec.actions.num_values),), 'float32')}
-  length = int(section.sequence_length)
+  length = int(_field(config, 'sequence_length'))
   return (replay_memory.sequence_layout(
-      replay_fields.acme_field(section, impala.IMPALAConfig,
-                               'replay_table_name'),
-      section.max_queue_size, environment_spec, length,
-      section.sequence_period or length - 1,
+      _field(config, 'replay_table_name'), _field(config, 'max_queue_size'),
+      environment_spec, length, _field(config, 'sequence_period') or length - 1,
       fields=('config.impala.max_queue_size',
               'config.impala.sequence_length', 'config.network.lstm_size'),
       extras=extras),)
