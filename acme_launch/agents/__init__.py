@@ -1,7 +1,8 @@
 """Agents: how the launcher finds an agent's adapter, and what one is.
 
 `config.agent` names an adapter module: a shipped one by its short name
-(`ppo`, `sac`, `td3`, `d4pg`, `dqn`, `r2d2`: `acme_launch.agents.<name>`), or any
+(`ppo`, `sac`, `td3`, `d4pg`, `dqn`, `r2d2`, `impala`:
+`acme_launch.agents.<name>`), or any
 importable module by its dotted name (`my_project.agents.my_dqn`, found on
 PYTHONPATH or beside the config file). Shipped and user adapters load the
 same way (`load`). An adapter module defines three functions:
@@ -57,7 +58,7 @@ from typing import Any, Callable, Optional, Protocol
 
 from acme_launch import errors
 
-SHIPPED = ('ppo', 'sac', 'td3', 'd4pg', 'dqn', 'r2d2')
+SHIPPED = ('ppo', 'sac', 'td3', 'd4pg', 'dqn', 'r2d2', 'impala')
 FUNCTIONS = ('make_builder', 'make_networks', 'make_policy')
 
 

@@ -1,4 +1,4 @@
-"""Image observations in the shipped networks (R2D2's, DQN's): which
+"""Image observations in the shipped networks (R2D2's, DQN's, IMPALA's): which
 observations are images, how they are laid out, and a conv torso sized by
 `config.network`.
 

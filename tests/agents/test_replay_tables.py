@@ -11,7 +11,8 @@ from acme_launch.plan import replay_memory
 from acme import specs  # pylint: disable=g-bad-import-order
 
 CONFIGS = {'ppo': 'ppo_mujoco', 'sac': 'sac_mujoco', 'td3': 'td3_mujoco',
-           'd4pg': 'd4pg_mujoco', 'dqn': 'dqn_cartpole', 'r2d2': 'r2d2_atari'}
+           'd4pg': 'd4pg_mujoco', 'dqn': 'dqn_cartpole', 'r2d2': 'r2d2_atari',
+           'impala': 'impala_minatar'}
 
 
 def _resolve(config, field: str):
@@ -43,6 +44,12 @@ def test_shipped_agents_declare_their_replay_tables(agent):
     assert layout.new_steps_per_item == config.r2d2.sequence_period
     assert layout.steps_per_item == (config.r2d2.burn_in_length +
                                      config.r2d2.trace_length + 1)
+  elif agent == 'impala':  # A queue of sequences sharing one step.
+    assert layout.max_size == size_field == config.impala.max_queue_size
+    assert layout.steps_per_item == config.impala.sequence_length
+    assert layout.new_steps_per_item == config.impala.sequence_length - 1
+    (logits,) = [c for c in layout.columns if c.path == 'extras.logits']
+    assert logits.shape == (spec.actions.num_values,)
   elif agent == 'ppo':
     assert layout.max_size == (config.ppo.max_queue_batches *
                                config.ppo.batch_size + 2)

@@ -1,0 +1,83 @@
+"""End-to-end: `impala_minatar` (Acme's IMPALA on MinAtar Breakout) under
+local_mp to a tiny budget with a final evaluation; `impala_atari` planned
+with its replay memory; a bad IMPALA setting refused before anything
+starts."""
+
+import os
+
+import pytest
+
+from tests.conftest import reached_budget, read_json, run_launcher
+
+pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
+
+BUDGET = 400
+EPISODE_STEPS = 100  # Games cut short: evaluations take a second.
+# One actor, 5-step sequences (4 trained + 1 bootstrap) in a queue of 8,
+# batches of 2, and the config's torso shape (3x3, stride 1) at 4
+# channels with an LSTM of 8.
+TINY = (
+    '--config.num_actors=1',
+    '--config.eval_every_steps=300', '--config.eval_episodes=1',
+    '--config.final_eval_episodes=2',
+    f'--config.env_max_episode_steps={EPISODE_STEPS}',
+    '--config.log_every_seconds=1',
+    '--config.impala.sequence_length=5', '--config.impala.batch_size=2',
+    '--config.impala.max_queue_size=8',
+    '--config.impala.variable_update_period=10',
+    '--config.network.conv_channels=(4,)', '--config.network.lstm_size=8')
+
+
+def _one_error_line(result) -> str:
+  assert result.returncode == 2, result.stderr[-2000:]
+  lines = [l for l in result.stderr.splitlines()
+           if l.startswith('acme-launch: error:')]
+  assert len(lines) == 1, result.stderr
+  return lines[0]
+
+
+def test_impala_minatar_trains_to_a_tiny_budget_and_evaluates(workdir):
+  result = run_launcher('--config=impala_minatar', f'--workdir={workdir}',
+                        '--run_name=tiny', *TINY,
+                        f'--config.max_actor_steps={BUDGET}', timeout=300)
+  run_dir = os.path.join(workdir, 'tiny')
+  summary = reached_budget(result, run_dir, BUDGET)
+  # The learner trained on the queue: its losses are in its metrics.
+  learner_csv = os.path.join(run_dir, 'metrics', 'learner_0.csv')
+  with open(learner_csv) as f:
+    header = f.readline()
+  assert 'loss' in header.split(','), header
+  # The final evaluation: two games of at most 100 steps (a lost ball ends
+  # one sooner), played with the parameters at the budget by IMPALA's own
+  # recurrent actor. Breakout scores a point a brick.
+  final = read_json(os.path.join(run_dir, 'final_eval.json'))
+  assert final['episodes'] == summary['final_eval_episodes'] == 2
+  assert final['actor_steps'] >= BUDGET
+  assert all(1 <= n <= EPISODE_STEPS for n in final['lengths'])
+  assert all(0 <= r <= n for r, n in zip(final['returns'], final['lengths']))
+
+
+def test_impala_atari_plans_the_deep_network_and_its_queue(workdir):
+  result = run_launcher('--config=impala_atari', f'--workdir={workdir}',
+                        '--dry_run', timeout=120)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert 'impala on atari:Pong' in result.stdout
+  assert 'observations: uint8 (4, 84, 84) in [0, 255]' in result.stdout
+  assert 'actor/7' in result.stdout and 'actor/8' not in result.stdout
+  lines = result.stdout.splitlines()
+  (first,) = [l for l in lines if l.startswith('replay/0 memory: about ')]
+  table = lines[lines.index(first) + 1]
+  # 320 sequences of 20 steps, one every 19: a queue of 6,080 steps.
+  assert "table 'priority_table': 320 items x 19 new steps" in table
+  assert '--config.impala.max_queue_size' in lines[lines.index(first) + 2]
+  assert os.listdir(workdir) == []
+
+
+def test_a_sampling_rate_above_one_is_one_line_exit_2(workdir):
+  # Acme's builder would raise it in the replay node, after launch; the
+  # other settings' checks are in tests/agents/test_impala.py.
+  result = run_launcher('--config=impala_minatar', f'--workdir={workdir}',
+                        '--config.impala.samples_per_insert=2.0', timeout=120)
+  assert ('config.impala.samples_per_insert must be in (0, 1]' in
+          _one_error_line(result))
+  assert os.listdir(workdir) == []
