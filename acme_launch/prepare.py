@@ -18,6 +18,7 @@ import ml_collections
 
 from acme_launch import compilation_cache
 from acme_launch import errors
+from acme_launch import tracking as tracking_lib
 from acme_launch.config import options as options_lib
 from acme_launch.config import schema as experiment_config
 from acme_launch.plan import host as host_lib
@@ -85,6 +86,8 @@ class Launch:
   compilation_cache: str = ''
   # The replay node's memory, planned (None: the agent declares no tables).
   replay: Optional['replay_memory.ReplayPlan'] = None
+  # --tracking: W&B / MLflow beyond the CSV and TensorBoard files.
+  tracking: tracking_lib.Choice = tracking_lib.Choice()
 
 
 def _check_debugging(launch_type: str, debug_node: str, pdb: bool,
@@ -166,6 +169,10 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
   config, config_name, python_path = _load_config(options)
   _importable(python_path)
   experiment_config.validate(config)
+  run_dir = _run_dir_path(options, config_name)
+  tracking_choice = tracking_lib.check_choice(
+      options.tracking, options.tracking_uri, options.tracking_project,
+      saved=layout.read_json(tracking_lib.state_path(run_dir)))
   if launch_type == 'ray':
     from acme_launch.run.ray import cluster as ray_cluster  # pylint: disable=g-import-not-at-top
     address, hosts = connected_cluster or connect_cluster(options)
@@ -196,7 +203,6 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
         plan = resources.plan_resources(program_lib.node_list(config),
                                         config.resources, (), learner_devices,
                                         host_cores)
-  run_dir = _run_dir_path(options, config_name)
   built = program_lib.make_program(config, plan, run_dir)
   replay = _plan_replay(adapter, config, built.environment_spec, plan,
                        launch_type)
@@ -208,7 +214,8 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
         'local_mt and test_mt a failure ends this process)')
   launch = Launch(config, config_name, launch_type, plan, built, run_dir,
                   debug_node=options.debug_node, pdb=options.pdb, notes=notes,
-                  python_path=python_path, replay=replay)
+                  python_path=python_path, replay=replay,
+                  tracking=tracking_choice)
   if launch_type == 'ray':
     node_demands = ray_cluster.demands(
         [(node, plan.placement(built.placement_node(node)))
