@@ -155,6 +155,16 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
   (created private, locked, checkpoints read for resume). Raises LaunchError
   (exit 2, one line) for every bad input; nothing is started.
   """
+  from acme_launch import layout  # pylint: disable=g-import-not-at-top
+  launch_type, dry_run = options.launch_type, options.dry_run
+  config, config_name, python_path = _load_config(options)
+  run_dir = _run_dir_path(options, config_name)
+  # Trackers checked (packages, server) before the heavy imports: a bad
+  # choice is reported within seconds.
+  tracking_choice = tracking_lib.check_choice(
+      options.tracking, options.tracking_uri, options.tracking_project,
+      saved=layout.read_json(tracking_lib.state_path(run_dir)))
+
   # Heavy imports (acme, launchpad, TF) only once the input parsed.
   from acme_launch import agents  # pylint: disable=g-import-not-at-top
   from acme_launch.run import resume as resume_lib  # pylint: disable=g-import-not-at-top
@@ -162,17 +172,10 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
   from acme_launch.program import build as program_lib  # pylint: disable=g-import-not-at-top
   from acme_launch.plan import gpu_inventory  # pylint: disable=g-import-not-at-top
   from acme_launch.plan import resources  # pylint: disable=g-import-not-at-top
-  from acme_launch import layout  # pylint: disable=g-import-not-at-top
 
-  launch_type, dry_run = options.launch_type, options.dry_run
   host = host or host_lib.HostSlice.of_this_process()
-  config, config_name, python_path = _load_config(options)
   _importable(python_path)
   experiment_config.validate(config)
-  run_dir = _run_dir_path(options, config_name)
-  tracking_choice = tracking_lib.check_choice(
-      options.tracking, options.tracking_uri, options.tracking_project,
-      saved=layout.read_json(tracking_lib.state_path(run_dir)))
   if launch_type == 'ray':
     from acme_launch.run.ray import cluster as ray_cluster  # pylint: disable=g-import-not-at-top
     address, hosts = connected_cluster or connect_cluster(options)

@@ -70,13 +70,12 @@ def check_choice(names: Sequence[str], uri: str, project: str,
   must answer within PROBE_TIMEOUT_SECONDS. Raises LaunchError (one line).
   """
   environ = os.environ if environ is None else environ
+  saved = saved or {}
   backends = parse_backends(names)
-  if not names and saved:
+  if not names:
     backends = tuple(b for b in saved.get('backends', ())
                      if b in BACKEND_PACKAGES)
-    uri = uri or saved.get('mlflow', {}).get('tracking_uri', '')
-    project = project or saved.get('project', '')
-  project = project or DEFAULT_PROJECT
+  project = project or saved.get('project') or DEFAULT_PROJECT
   if uri and 'mlflow' not in backends:
     raise errors.LaunchError(
         '--tracking_uri is MLflow\'s tracking URI: it goes with '
@@ -85,7 +84,10 @@ def check_choice(names: Sequence[str], uri: str, project: str,
     _check_installed(name)
   mlflow_uri = ''
   if 'mlflow' in backends:
-    mlflow_uri = uri or environ.get('MLFLOW_TRACKING_URI', '')
+    if 'mlflow' in saved:  # Resuming: the store that holds its run.
+      mlflow_uri = uri or saved['mlflow'].get('tracking_uri', '')
+    else:
+      mlflow_uri = uri or environ.get('MLFLOW_TRACKING_URI', '')
     if mlflow_uri:
       probe_mlflow(mlflow_uri)
   return Choice(backends, project, mlflow_uri)

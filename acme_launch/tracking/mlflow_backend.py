@@ -40,18 +40,20 @@ class MlflowBackend:
 
   def __init__(self, uri: str = ''):
     self._uri = uri
+    self._run_dir = ''
     self._client = None
     self._run_id = ''
     self._experiment_id = ''
 
   def open(self, run_dir: str, run_name: str, project: str, group: str,
            params: Dict[str, object], saved: Optional[dict]) -> dict:
+    self._run_dir = run_dir
     uri = self._uri or (saved or {}).get('tracking_uri') or default_uri(run_dir)
     if _is_file_store(uri) and not uri.startswith('file:'):
       uri = 'file:' + os.path.abspath(uri)  # A plain path.
     self._uri = uri
-    if _is_file_store(uri):
-      os.environ.setdefault('MLFLOW_ALLOW_FILE_STORE', 'true')
+    if _is_file_store(uri) and not os.environ.get('MLFLOW_ALLOW_FILE_STORE'):
+      os.environ['MLFLOW_ALLOW_FILE_STORE'] = 'true'
     from mlflow import tracking  # pylint: disable=g-import-not-at-top
     self._client = tracking.MlflowClient(tracking_uri=uri)
     saved = saved or {}
@@ -91,8 +93,11 @@ class MlflowBackend:
       self._client.log_batch(self._run_id, params=items[i:i + _PARAM_BATCH])
 
   def state(self) -> dict:
+    """Ids, and the URI ('' for the run directory's own store, so that a
+    copied or moved run directory keeps its store with it)."""
+    uri = '' if self._uri == default_uri(self._run_dir) else self._uri
     return {'run_id': self._run_id, 'experiment_id': self._experiment_id,
-            'tracking_uri': self._uri}
+            'tracking_uri': uri}
 
   def describe(self) -> str:
     return f'mlflow run {self._run_id} ({self._uri})'

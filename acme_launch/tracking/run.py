@@ -54,7 +54,9 @@ class Tracker:
     self._run_dir = run_dir
     self._choice = choice
     saved = layout.read_json(tracking.state_path(run_dir), {}) or {}
-    self._state = {'backends': list(choice.backends),
+    # What the file held is kept (a tracker left out of this launch keeps
+    # its run id for a later one).
+    self._state = {**saved, 'backends': list(choice.backends),
                    'project': choice.project, 'group': group}
     self._follower = follower_lib.MetricsFollower(
         layout.metrics_dir(run_dir), saved.get('files'))
