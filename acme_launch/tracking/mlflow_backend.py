@@ -1,6 +1,8 @@
 """MLflow: one MLflow run per program, in a file store or on a server.
 
-The default store is <run_dir>/mlruns (`file:` URI). MLflow 3 keeps its
+The default store is <run_dir>/mlruns (`file:` URI); a sweep's points
+share <sweep_dir>/mlruns, each point a child of one parent run named after
+the sweep. MLflow 3 keeps its
 file store in maintenance mode and refuses it unless MLFLOW_ALLOW_FILE_STORE
 is set: for a file store the launcher sets it in its own process (and the
 docs show it for `mlflow ui`). A server URI (--tracking_uri or
@@ -23,8 +25,11 @@ _PARAM_LENGTH = 6000
 _BAD_NAME_CHARS = re.compile(r'[^\w\-. /]')
 
 
-def default_uri(run_dir: str) -> str:
-  return 'file:' + os.path.join(run_dir, 'mlruns')
+def default_uri(run_dir: str, group: str = '') -> str:
+  """The file store in the run directory; a sweep's points (`group`) share
+  one in the sweep directory."""
+  home = os.path.dirname(run_dir) if group else run_dir
+  return 'file:' + os.path.join(home, 'mlruns')
 
 
 def _is_file_store(uri: str) -> bool:
@@ -41,14 +46,15 @@ class MlflowBackend:
   def __init__(self, uri: str = ''):
     self._uri = uri
     self._run_dir = ''
+    self._group = ''
     self._client = None
     self._run_id = ''
     self._experiment_id = ''
 
   def open(self, run_dir: str, run_name: str, project: str, group: str,
            params: Dict[str, object], saved: Optional[dict]) -> dict:
-    self._run_dir = run_dir
-    uri = self._uri or (saved or {}).get('tracking_uri') or default_uri(run_dir)
+    self._run_dir, self._group = run_dir, group
+    uri = self._uri or default_uri(run_dir, group)
     if _is_file_store(uri) and not uri.startswith('file:'):
       uri = 'file:' + os.path.abspath(uri)  # A plain path.
     self._uri = uri
@@ -67,6 +73,7 @@ class MlflowBackend:
       tags = {'acme_launch.run_dir': run_dir}
       if group:
         tags['acme_launch.group'] = group
+        tags['mlflow.parentRunId'] = self._parent_run(group, run_dir)
       run = self._client.create_run(self._experiment_id, run_name=run_name,
                                     tags=tags)
       self._run_id = run.info.run_id
@@ -85,6 +92,27 @@ class MlflowBackend:
       # Made meanwhile by another launcher (a sweep's points).
       return self._client.get_experiment_by_name(project).experiment_id
 
+  def _parent_run(self, group: str, run_dir: str) -> str:
+    """The sweep's parent run (named after the sweep directory), made by
+    the first of its points; the points hold a lock in the sweep directory
+    while they look for it, so that they all find the same one."""
+    import fcntl  # pylint: disable=g-import-not-at-top
+    lock_path = os.path.join(os.path.dirname(run_dir), '.mlflow-parent.lock')
+    with open(lock_path, 'a') as lock:
+      fcntl.flock(lock, fcntl.LOCK_EX)
+      found = self._client.search_runs(
+          [self._experiment_id],
+          filter_string=f"tags.`acme_launch.sweep` = '{group}'",
+          max_results=1)
+      if found:
+        return found[0].info.run_id
+      parent = self._client.create_run(
+          self._experiment_id, run_name=group,
+          tags={'acme_launch.sweep': group,
+                'acme_launch.run_dir': os.path.dirname(run_dir)})
+      self._client.set_terminated(parent.info.run_id)
+      return parent.info.run_id
+
   def _log_params(self, params: Dict[str, object]) -> None:
     from mlflow import entities  # pylint: disable=g-import-not-at-top
     items = [entities.Param(_name(k), str(v)[:_PARAM_LENGTH])
@@ -95,7 +123,8 @@ class MlflowBackend:
   def state(self) -> dict:
     """Ids, and the URI ('' for the run directory's own store, so that a
     copied or moved run directory keeps its store with it)."""
-    uri = '' if self._uri == default_uri(self._run_dir) else self._uri
+    uri = ('' if self._uri == default_uri(self._run_dir, self._group)
+           else self._uri)
     return {'run_id': self._run_id, 'experiment_id': self._experiment_id,
             'tracking_uri': uri}
 

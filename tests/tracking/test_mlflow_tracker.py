@@ -77,3 +77,23 @@ def test_files_go_to_the_run_as_artifacts(tmp_path):
       'plots', 'summary.json'}
   assert [a.path for a in client.list_artifacts(run_id, 'plots')] == [
       'plots/eval_return.png']
+
+
+def test_points_of_a_sweep_are_children_of_one_parent_run(tmp_path):
+  sweep_dir = tmp_path / 'grid'
+  run_ids = []
+  for point in ('seed=0', 'seed=1'):
+    run_dir = str(sweep_dir / point)
+    _metrics_dir(run_dir)
+    tracker = tracking_run.Tracker(run_dir, tracking.Choice(('mlflow',)),
+                                   point, {}, group='grid')
+    tracker.finish({}, 0)
+    run_ids.append(layout.read_json(tracking.state_path(run_dir))['mlflow']['run_id'])
+  client = mlflow_tracking.MlflowClient(
+      tracking_uri=f'file:{sweep_dir}/mlruns')  # One store for the sweep.
+  children = [client.get_run(i) for i in run_ids]
+  parents = {run.data.tags['mlflow.parentRunId'] for run in children}
+  assert len(parents) == 1
+  parent = client.get_run(parents.pop())
+  assert parent.info.run_name == 'grid'
+  assert [run.info.run_name for run in children] == ['seed=0', 'seed=1']
