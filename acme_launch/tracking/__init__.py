@@ -44,7 +44,10 @@ class Choice:
 
 def parse_backends(names: Sequence[str]) -> Tuple[str, ...]:
   """The backends named by --tracking beyond the ones always written, in
-  the order given; LaunchError for an unknown name."""
+  the order given (a comma-separated string too, as the Python API may
+  pass it); LaunchError for an unknown name."""
+  if isinstance(names, str):
+    names = names.split(',')
   chosen = []
   for name in names:
     name = name.strip().lower()
@@ -71,6 +74,8 @@ def check_choice(names: Sequence[str], uri: str, project: str,
   """
   environ = os.environ if environ is None else environ
   saved = saved or {}
+  if isinstance(names, str):
+    names = [n for n in names.split(',') if n.strip()]
   backends = parse_backends(names)
   if not names:
     backends = tuple(b for b in saved.get('backends', ())

@@ -52,3 +52,9 @@ def test_unreachable_tracking_server_is_one_line():
 def test_file_store_uris_are_not_probed(tmp_path):
   tracking.probe_mlflow(f'file:{tmp_path}/mlruns')
   tracking.probe_mlflow(str(tmp_path / 'mlruns'))
+
+
+def test_a_comma_separated_string_as_the_python_api_passes_it():
+  assert tracking.parse_backends('wandb, mlflow') == ('wandb', 'mlflow')
+  choice = tracking.check_choice('mlflow', '', '', environ={})
+  assert choice.backends == ('mlflow',) and choice.mlflow_uri == ''
