@@ -10,7 +10,8 @@ fails is reported once and dropped; the run itself goes on.
 """
 
 import sys
-from typing import Dict, List, Optional
+import time
+from typing import Callable, Dict, List, Optional
 
 from acme_launch import layout
 from acme_launch import tracking
@@ -48,9 +49,8 @@ class Tracker:
 
   def __init__(self, run_dir: str, choice: tracking.Choice, run_name: str,
                params: Dict[str, object], group: str = '',
-               clock=None):
-    import time  # pylint: disable=g-import-not-at-top
-    self._clock = clock or time.monotonic
+               clock: Callable[[], float] = time.monotonic):
+    self._clock = clock
     self._run_dir = run_dir
     self._choice = choice
     saved = layout.read_json(tracking.state_path(run_dir), {}) or {}

@@ -97,3 +97,18 @@ def test_points_of_a_sweep_are_children_of_one_parent_run(tmp_path):
   parent = client.get_run(parents.pop())
   assert parent.info.run_name == 'grid'
   assert [run.info.run_name for run in children] == ['seed=0', 'seed=1']
+
+
+def test_a_tracker_that_cannot_open_its_run_is_one_warning(tmp_path, capsys):
+  run_dir = str(tmp_path / 'run')
+  _append(run_dir, 'actor_0.csv', 'actor_steps,wall_time\n100,1.0\n')
+  layout.write_json_atomic(tracking.state_path(run_dir), {
+      'backends': ['mlflow'], 'mlflow': {'run_id': 'no-such-run'}})
+  tracker = tracking_run.Tracker(run_dir, tracking.Choice(('mlflow',)), 'run',
+                                 {})
+  assert tracker.describe() == []
+  assert tracker.poll() == 1  # The rows are still read, and go nowhere.
+  tracker.finish({}, 0)
+  [line] = capsys.readouterr().err.strip().splitlines()
+  assert line.startswith('acme-launch: warning: --tracking=mlflow: cannot '
+                         'open its run')
