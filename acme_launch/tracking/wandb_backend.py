@@ -4,8 +4,9 @@ W&B decides its mode itself (WANDB_MODE, `wandb login`): offline runs land
 in <run_dir>/wandb/offline-run-*/ and go up later with `wandb sync`. Each
 CSV row is one `log` call at the next W&B step, kept in tracking.json, so a
 resumed launcher continues the same run id after the last step it sent
-(an offline run resumed is a second offline-run folder with the same id;
-`wandb sync` of both gives one run). Each node's metrics are plotted
+(an offline run resumed is a second offline-run folder with the same id and
+only the later steps: `wandb sync --id ID --append` joins it, see
+docs/tracking.md). Each node's metrics are plotted
 against `actor_steps` (define_metric), whichever node logged last.
 """
 
