@@ -155,7 +155,6 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
   (created private, locked, checkpoints read for resume). Raises LaunchError
   (exit 2, one line) for every bad input; nothing is started.
   """
-  from acme_launch import layout  # pylint: disable=g-import-not-at-top
   launch_type, dry_run = options.launch_type, options.dry_run
   config, config_name, python_path = _load_config(options)
   run_dir = _run_dir_path(options, config_name)
@@ -163,7 +162,7 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
   # choice is reported within seconds.
   tracking_choice = tracking_lib.check_choice(
       options.tracking, options.tracking_uri, options.tracking_project,
-      saved=layout.read_json(tracking_lib.state_path(run_dir)))
+      saved=tracking_lib.read_state(run_dir))
 
   # Heavy imports (acme, launchpad, TF) only once the input parsed.
   from acme_launch import agents  # pylint: disable=g-import-not-at-top

@@ -14,6 +14,7 @@ launch (check_choice); wandb and mlflow are imported only when chosen.
 
 import dataclasses
 import importlib
+import json
 import os
 import socket
 import urllib.error
@@ -136,3 +137,14 @@ def probe_mlflow(uri: str) -> None:
 def state_path(run_dir: str) -> str:
   """tracking.json: the tracking runs' ids and the rows already sent."""
   return os.path.join(run_dir, 'tracking.json')
+
+
+def read_state(run_dir: str) -> dict:
+  """tracking.json's content; {} when there is none (or it is unreadable:
+  the runs then start afresh)."""
+  try:
+    with open(state_path(run_dir)) as f:
+      state = json.load(f)
+  except (OSError, ValueError):
+    return {}
+  return state if isinstance(state, dict) else {}

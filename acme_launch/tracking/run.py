@@ -53,7 +53,7 @@ class Tracker:
     self._clock = clock
     self._run_dir = run_dir
     self._choice = choice
-    saved = layout.read_json(tracking.state_path(run_dir), {}) or {}
+    saved = tracking.read_state(run_dir)
     # What the file held is kept (a tracker left out of this launch keeps
     # its run id for a later one).
     self._state = {**saved, 'backends': list(choice.backends),

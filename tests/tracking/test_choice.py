@@ -58,3 +58,11 @@ def test_a_comma_separated_string_as_the_python_api_passes_it():
   assert tracking.parse_backends('wandb, mlflow') == ('wandb', 'mlflow')
   choice = tracking.check_choice('mlflow', '', '', environ={})
   assert choice.backends == ('mlflow',) and choice.mlflow_uri == ''
+
+
+def test_an_unreadable_state_file_counts_as_none(tmp_path):
+  assert tracking.read_state(str(tmp_path / 'missing')) == {}
+  (tmp_path / 'tracking.json').write_text('[1, 2')
+  assert tracking.read_state(str(tmp_path)) == {}
+  (tmp_path / 'tracking.json').write_text('[1, 2]')
+  assert tracking.read_state(str(tmp_path)) == {}
