@@ -72,6 +72,12 @@ class WandbBackend:
       self._run.save(path, base_path=base, policy='now')
 
   def close(self, exit_code: int) -> None:
+    """Ends the run and waits until W&B has written (or sent) all of it:
+    `finish` returns before its service has (an offline run's file was
+    seen holding only its header), and W&B's own wait at exit never runs
+    where the launcher ends with os._exit (local_mt, test_mt)."""
     if self._run is not None:
+      import wandb  # pylint: disable=g-import-not-at-top
       self._run.finish(exit_code=exit_code)
       self._run = None
+      wandb.teardown(exit_code=exit_code)
