@@ -3,6 +3,7 @@
     python launch.py --config=ppo_mujoco [--config.num_actors=4] [--dry_run]
     python launch.py --config=ppo_mujoco --sweep=seed=0,1,2,3 [--max_concurrent=2]
     python launch.py --resume=RUN_DIR_OR_SWEEP_DIR
+    python launch.py --config=ppo_mujoco --tracking=wandb,mlflow   (docs/tracking.md)
 """
 
 import os

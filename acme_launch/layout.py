@@ -10,6 +10,8 @@
       nodes/          what each node process received (env, devices)
       progress.json   counter totals, rewritten four times a second while running
       summary.json    final figures, written by the launcher at exit
+      tracking.json   with --tracking: W&B / MLflow run ids, rows sent
+      wandb/, mlruns/ with --tracking: W&B offline runs, MLflow file store
 """
 
 import json
@@ -52,8 +54,12 @@ def nodes_dir(run_dir: str) -> str:
   return os.path.join(run_dir, 'nodes')
 
 
+def metrics_dir(run_dir: str) -> str:
+  return os.path.join(run_dir, 'metrics')
+
+
 def metrics_path(run_dir: str, node: str) -> str:
-  return os.path.join(run_dir, 'metrics', topology.file_stem(node) + '.csv')
+  return os.path.join(metrics_dir(run_dir), topology.file_stem(node) + '.csv')
 
 
 def tensorboard_dir(run_dir: str) -> str:

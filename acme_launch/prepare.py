@@ -18,6 +18,7 @@ import ml_collections
 
 from acme_launch import compilation_cache
 from acme_launch import errors
+from acme_launch import tracking as tracking_lib
 from acme_launch.config import options as options_lib
 from acme_launch.config import schema as experiment_config
 from acme_launch.plan import host as host_lib
@@ -88,6 +89,8 @@ class Launch:
   replay: Optional['replay_memory.ReplayPlan'] = None
   # The Slurm job this launcher runs in, read for --dry_run (None outside).
   slurm: Optional['slurm_lib.Allocation'] = None
+  # --tracking: W&B / MLflow beyond the CSV and TensorBoard files.
+  tracking: tracking_lib.Choice = tracking_lib.Choice()
 
 
 def _check_debugging(launch_type: str, debug_node: str, pdb: bool,
@@ -155,6 +158,15 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
   (created private, locked, checkpoints read for resume). Raises LaunchError
   (exit 2, one line) for every bad input; nothing is started.
   """
+  launch_type, dry_run = options.launch_type, options.dry_run
+  config, config_name, python_path = _load_config(options)
+  run_dir = _run_dir_path(options, config_name)
+  # Trackers checked (packages, server) before the heavy imports: a bad
+  # choice is reported within seconds.
+  tracking_choice = tracking_lib.check_choice(
+      options.tracking, options.tracking_uri, options.tracking_project,
+      saved=tracking_lib.read_state(run_dir))
+
   # Heavy imports (acme, launchpad, TF) only once the input parsed.
   from acme_launch import agents  # pylint: disable=g-import-not-at-top
   from acme_launch.run import resume as resume_lib  # pylint: disable=g-import-not-at-top
@@ -162,11 +174,8 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
   from acme_launch.program import build as program_lib  # pylint: disable=g-import-not-at-top
   from acme_launch.plan import gpu_inventory  # pylint: disable=g-import-not-at-top
   from acme_launch.plan import resources  # pylint: disable=g-import-not-at-top
-  from acme_launch import layout  # pylint: disable=g-import-not-at-top
 
-  launch_type, dry_run = options.launch_type, options.dry_run
   host = host or host_lib.HostSlice.of_this_process()
-  config, config_name, python_path = _load_config(options)
   _importable(python_path)
   experiment_config.validate(config)
   if launch_type == 'ray':
@@ -199,7 +208,6 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
         plan = resources.plan_resources(program_lib.node_list(config),
                                         config.resources, (), learner_devices,
                                         host_cores)
-  run_dir = _run_dir_path(options, config_name)
   built = program_lib.make_program(config, plan, run_dir)
   replay = _plan_replay(adapter, config, built.environment_spec, plan,
                        launch_type)
@@ -211,7 +219,8 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
         'local_mt and test_mt a failure ends this process)')
   launch = Launch(config, config_name, launch_type, plan, built, run_dir,
                   debug_node=options.debug_node, pdb=options.pdb, notes=notes,
-                  python_path=python_path, replay=replay)
+                  python_path=python_path, replay=replay,
+                  tracking=tracking_choice)
   if launch_type == 'ray':
     node_demands = ray_cluster.demands(
         [(node, plan.placement(node))

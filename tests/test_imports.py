@@ -6,7 +6,8 @@ import sys
 
 from tests.conftest import REPO_ROOT
 
-_HEAVY = ('jax', 'acme', 'launchpad', 'tensorflow', 'reverb', 'gym')
+_HEAVY = ('jax', 'acme', 'launchpad', 'tensorflow', 'reverb', 'gym', 'wandb',
+          'mlflow')
 
 _PROBE = f'''
 import os, sys, warnings
@@ -18,6 +19,7 @@ import acme_launch.plan, acme_launch.plan.resources, acme_launch.plan.topology
 import acme_launch.plan.gpu_inventory, acme_launch.plan.node_env
 import acme_launch.plan.replay_memory
 import acme_launch.layout, acme_launch.errors
+import acme_launch.tracking, acme_launch.tracking.run
 heavy = [m for m in {_HEAVY!r} if m in sys.modules]
 assert not heavy, heavy
 assert (dict(os.environ), list(warnings.filters)) == before, 'side effects'

@@ -174,6 +174,26 @@ def _define(fv: flags.FlagValues,
       'Default: $XDG_CACHE_HOME/acme-launch/jax (~/.cache/acme-launch/jax), on '
       'each host; none: no cache.',
       flag_values=fv)
+  flags.DEFINE_list(
+      'tracking', [], 'Also send every node\'s metrics to these trackers, '
+      'comma-separated: wandb, mlflow (metrics/*.csv and TensorBoard events '
+      'are always written; tensorboard may be named too). One tracking run '
+      'per program: metrics as NODE/NAME stepped by actor_steps, the '
+      'resolved config as parameters, summary.json and the plots at the '
+      'end. W&B follows WANDB_MODE (offline: files under RUN_DIR/wandb, '
+      'upload with `wandb sync`). --resume continues the same tracking runs '
+      '(and, without --tracking, the same trackers). See docs/tracking.md.',
+      flag_values=fv)
+  flags.DEFINE_string(
+      'tracking_uri', '', 'With --tracking=mlflow: the MLflow tracking URI, '
+      'a server (http://HOST:PORT, checked before launch) or a store '
+      '(file:PATH); default MLFLOW_TRACKING_URI, else a file store in '
+      'RUN_DIR/mlruns.',
+      flag_values=fv)
+  flags.DEFINE_string(
+      'tracking_project', '', 'With --tracking: the W&B project and the '
+      'MLflow experiment the run goes to (default acme-launch).',
+      flag_values=fv)
 
 
 _define(flags.FLAGS)  # The launcher's own command line.
@@ -219,6 +239,10 @@ class Options:
   sweep_samples: int = 0         # 0: a grid.
   sweep_seed: int = 0
   compilation_cache: str = ''    # '': the default folder; 'none': off.
+  # --tracking's names as given (checked by prepare: tracking.check_choice).
+  tracking: Tuple[str, ...] = ()
+  tracking_uri: str = ''
+  tracking_project: str = ''
   # Folders of the user's code: the --config file's own folder (so modules
   # beside it import in the launcher and in every node), unless it is a
   # shipped config.
@@ -249,6 +273,9 @@ def read(argv: Optional[List[str]] = None,
       sweep_samples=value('sweep_samples') or 0,
       sweep_seed=value('sweep_seed') or 0,
       compilation_cache=value('compilation_cache').strip(),
+      tracking=tuple(n.strip() for n in value('tracking') if n.strip()),
+      tracking_uri=value('tracking_uri').strip(),
+      tracking_project=value('tracking_project').strip(),
       python_path=python_path)
 
 

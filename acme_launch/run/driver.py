@@ -80,6 +80,7 @@ def run_and_report(options: options_lib.Options, launch: Launch) -> int:
     print(f'acme-launch: {launch.debug_node} runs in this terminal (stdin '
           'attached); the other nodes log to logs/ in the run directory; no '
           'progress lines while debugging.', flush=True)
+  tracker = _open_tracker(launch, options)
   reporter = progress_lib.ProgressReporter(
       run_dir, config.max_actor_steps,
       # A debugger prompt in this terminal must not be interleaved.
@@ -88,11 +89,14 @@ def run_and_report(options: options_lib.Options, launch: Launch) -> int:
       interactive=False if (options.show_output or launch.debug_node or
                             launch_type not in ('local_mp', 'ray')) else None)
   with reporter:
-    outcome, auto_resumes = _run_until_done(options, launch, reporter)
+    outcome, auto_resumes = _run_until_done(
+        options, launch, _Watchers(reporter, tracker))
 
   summary = summary_lib.make_summary(run_dir, outcome, config.max_actor_steps,
                                      restored_steps, auto_resumes)
   layout.write_json_atomic(layout.summary_path(run_dir), summary)
+  if tracker is not None:
+    tracker.finish(summary, outcome.exit_code, _plots(run_dir))
   if outcome.failed_node:
     print(f'\nacme-launch: node {outcome.failed_node} failed; the end of its log:\n'
           f'{outcome.failed_log_tail}', file=sys.stderr)
@@ -106,6 +110,61 @@ def run_and_report(options: options_lib.Options, launch: Launch) -> int:
     sys.stderr.flush()
     os._exit(outcome.exit_code)  # pylint: disable=protected-access
   return outcome.exit_code
+
+
+class _Watchers:
+  """What the supervisor's loop updates: the progress display and the
+  tracker (None without --tracking)."""
+
+  def __init__(self, reporter, tracker):
+    self._reporter, self._tracker = reporter, tracker
+
+  def update(self) -> None:
+    self._reporter.update()
+    if self._tracker is not None:
+      self._tracker.update()
+
+
+def _open_tracker(launch: Launch, options: options_lib.Options):
+  """--tracking's runs opened (or reopened on resume), or None."""
+  if not launch.tracking:
+    return None
+  from acme_launch.tracking import run as tracking_run  # pylint: disable=g-import-not-at-top
+  from acme_launch.sweep import record as sweep_record  # pylint: disable=g-import-not-at-top
+  parent = os.path.dirname(launch.run_dir)
+  group = (os.path.basename(parent) if sweep_record.is_sweep_dir(parent)
+           else '')
+  params = tracking_run.flatten({
+      'config_name': launch.config_name, 'launch_type': launch.launch_type,
+      'config': launch.config.to_dict()})
+  tracker = tracking_run.Tracker(launch.run_dir, launch.tracking,
+                                 os.path.basename(launch.run_dir), params,
+                                 group=group)
+  for line in tracker.describe():
+    print(f'acme-launch: tracking to {line}', flush=True)
+  return tracker
+
+
+def _plots(run_dir: str):
+  """The run's plots (plot.py) made into RUN_DIR/plots, and summary.json:
+  the files the tracking runs get."""
+  from acme_launch import layout  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import summary as summary_lib  # pylint: disable=g-import-not-at-top
+  files = [layout.summary_path(run_dir)]
+  try:
+    from acme_launch import plot  # pylint: disable=g-import-not-at-top
+    out = os.path.join(run_dir, 'plots')
+    os.makedirs(out, exist_ok=True)
+    if summary_lib.evaluation_rows(run_dir):
+      files.append(os.path.join(out, 'eval_return.png'))
+      plot.plot_eval_return(run_dir, files[-1])
+    if os.path.isfile(os.path.join(run_dir, 'metrics', 'progress.csv')):
+      files.append(os.path.join(out, 'steps_per_second.png'))
+      plot.plot_steps_per_second(run_dir, files[-1])
+  except Exception as e:  # pylint: disable=broad-except
+    print(f'acme-launch: warning: no plots for the tracking runs '
+          f'({type(e).__name__}: {e})', file=sys.stderr)
+  return [path for path in files if os.path.isfile(path)]
 
 
 def _run_once(options: options_lib.Options, launch: Launch, built, reporter,

@@ -1,9 +1,9 @@
 """Checkpoints and resume, on real runs of the smoke config.
 
-Two runs are made once per module: `trained` (a run to budget A) and
-`resumed` (a copy of it resumed to budget B, so two learner checkpoints).
-Each test works on its own copy of one of them, so any test runs alone
-(`-k`) or in any order.
+Two runs are made once per session (tests/e2e/conftest.py): `trained` (a
+run to budget A) and `resumed` (a copy of it resumed to budget B, so two
+learner checkpoints). Each test works on its own copy of one of them, so
+any test runs alone (`-k`) or in any order.
 """
 
 import glob
@@ -15,42 +15,10 @@ import pytest
 
 from tests.conftest import (actor_steps, read_json, run_launcher,
                             start_launcher, wait_for)
+from tests.e2e.conftest import (BUDGET_A, BUDGET_B, learner_checkpoints as
+                                _learner_checkpoints, resume as _launch)
 
 pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
-
-BUDGET_A, BUDGET_B = 3000, 6000
-
-
-def _launch(run_dir, *args):
-  return run_launcher('--config=smoke', f'--resume={run_dir}', *args)
-
-
-def _learner_checkpoints(run_dir):
-  return sorted(glob.glob(os.path.join(run_dir, 'checkpoints', 'learner', 'ckpt-*.index')))
-
-
-@pytest.fixture(scope='module')
-def trained(tmp_path_factory):
-  """A run directory trained to BUDGET_A (checkpoints saved at the end)."""
-  workdir = str(tmp_path_factory.mktemp('trained'))
-  result = run_launcher('--config=smoke', f'--config.max_actor_steps={BUDGET_A}',
-                        f'--workdir={workdir}', '--run_name=run')
-  assert result.returncode == 0, result.stderr[-2000:]
-  return os.path.join(workdir, 'run')
-
-
-@pytest.fixture(scope='module')
-def resumed(trained, tmp_path_factory):
-  """(run directory, first run's summary, its newest learner digest, resume
-  result): a copy of `trained` resumed to BUDGET_B."""
-  run_dir = str(tmp_path_factory.mktemp('resumed') / 'run')
-  shutil.copytree(trained, run_dir)
-  first = read_json(os.path.join(run_dir, 'summary.json'))
-  with open(_learner_checkpoints(run_dir)[-1].replace('.index', '.digest')) as f:
-    saved_digest = f.read()
-  result = _launch(run_dir, f'--config.max_actor_steps={BUDGET_B}')
-  return run_dir, first, saved_digest, result
-
 
 def _copy(run_dir, tmp_path):
   copy = str(tmp_path / 'run')
