@@ -18,6 +18,8 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 DAEMONS = ('munged', 'slurmctld', 'slurmd')
+# What runs while no job does: the daemons, and slurmctld's script helper.
+IDLE_PROCESSES = DAEMONS + ('slurmscriptd',)
 PARTITION = 'test'
 
 
@@ -148,6 +150,17 @@ class SlurmHost:
     result = subprocess.run(['ip', 'netns', 'pids', self.namespace],
                             capture_output=True, text=True, check=False)
     return [int(p) for p in result.stdout.split()]
+
+  def process_names(self) -> List[str]:
+    """The command names of the processes in the namespace."""
+    names = []
+    for pid in self.pids():
+      try:
+        with open(f'/proc/{pid}/comm') as f:
+          names.append(f.read().strip())
+      except OSError:
+        pass  # Ended meanwhile.
+    return names
 
   def down(self) -> None:
     """Ends every process in the namespace, then the namespace and files."""

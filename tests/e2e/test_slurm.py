@@ -14,7 +14,7 @@ import pytest
 from acme_launch.plan import slurm as slurm_lib
 from tests import slurm_cluster
 from tests.conftest import (REPO_ROOT, node_records, read_json, reached_budget,
-                            user_env)
+                            user_env, wait_for)
 
 TEMPLATE = os.path.join('scripts', 'slurm', 'acme_launch.sbatch')
 BUDGET = 600
@@ -74,8 +74,12 @@ def test_the_template_runs_a_program_on_the_job_s_ray_cluster(slurm, tmp_path):
   for record in records.values():
     assert record['host'] == slurm.node_name
     assert record['bind_address'] == slurm.address
-  # The job ended: nothing of it is left in Slurm's queue.
-  assert slurm.run(['squeue', '-h']).stdout.strip() == ''
+  # The job ends: Slurm ends its Ray steps, and nothing is left queued.
+  wait_for(lambda: slurm.run(['squeue', '-h']).stdout.strip() == '', 90,
+           "the job's steps to end")
+  # Ray and the launcher ended with it: only Slurm's own daemons are left.
+  wait_for(lambda: set(slurm.process_names()) <= set(slurm_cluster.IDLE_PROCESSES),
+           60, f'only the Slurm daemons left, not {slurm.process_names()}')
 
 
 def test_a_dry_run_in_a_job_shows_what_the_job_holds(slurm, tmp_path):
