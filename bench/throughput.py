@@ -173,8 +173,8 @@ def run_stock_acme(workdir: str, actors: int,
   program = agent.build()
   counter = program.groups['counter'][0].create_handle()
   with program.group('monitor'):
-    program.add_node(lp.CourierNode(nodes.StepsLimiter, counter, args.steps,
-                                    run_dir))
+    program.add_node(lp.CourierNode(nodes.PollingStepsLimiter, counter,
+                                    args.steps, run_dir))
 
   names = {'replay': ['replay/0'], 'counter': ['counter/0'],
            'learner': ['learner/0'], 'actor': [f'actor/{i}' for i in range(actors)],

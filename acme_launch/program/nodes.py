@@ -145,6 +145,24 @@ class StepsLimiter:
       lp.stop()
 
 
+class PollingStepsLimiter:
+  """The steps limiter as a node of its own, polling a counter node.
+
+  For programs that acme-launch does not build (stock Acme's, in
+  bench/throughput.py), whose counter cannot host the limiter.
+  """
+
+  def __init__(self, counter: counting.Counter, max_actor_steps: int,
+               run_dir: str):
+    self._counter = counter
+    self._limiter = StepsLimiter(max_actor_steps, run_dir)
+
+  def run(self) -> None:
+    stop = lp.stop_event()
+    while not stop.wait(_POLL_SECONDS):
+      self._limiter.poll(self._counter.get_counts())
+
+
 def write_progress(run_dir: str, counts: dict, max_actor_steps: int) -> bool:
   """Rewrites progress.json with the counter's `counts`; True at the budget.
 
