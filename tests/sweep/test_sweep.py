@@ -188,7 +188,7 @@ def test_ctrl_c_or_sigterm_stops_every_program_and_leaves_no_process(
              'actor steps in both points')
     launchers = list(_running_launchers(sweep_dir).values())
     nodes = [pid for p in points for pid in node_pids(p).values()]
-    assert len(launchers) == 2 and len(nodes) == 12
+    assert len(launchers) == 2 and len(nodes) == 10
     launcher.send_signal(signum)
     interrupted_at = time.time()
     stdout, stderr = launcher.communicate(timeout=120)

@@ -405,21 +405,36 @@ def test_ray_host_lost_its_actor_comes_back_on_the_other_host_and_the_run_finish
 
 
 class _Lines:
-  """The launcher's stdout, read as it comes (a thread), and all of it."""
+  """The launcher's stdout, read as it comes (a thread), and all of it.
+
+  Its stderr is read by a thread too: once this reads the pipes, nothing
+  else may (communicate() would take lines from under it)."""
 
   def __init__(self, launcher):
     self.lines = []
-    self._thread = threading.Thread(
-        target=lambda: self.lines.extend(iter(launcher.stdout.readline, '')),
-        daemon=True)
-    self._thread.start()
+    self._launcher = launcher
+    self._stderr = []
+    self._threads = [
+        threading.Thread(target=lambda: self.lines.extend(
+            iter(launcher.stdout.readline, '')), daemon=True),
+        threading.Thread(target=lambda: self._stderr.append(
+            launcher.stderr.read()), daemon=True)]
+    for thread in self._threads:
+      thread.start()
 
   def has(self, text):
     return any(text in line for line in list(self.lines))
 
   def text(self):
-    self._thread.join(timeout=10)
+    self._threads[0].join(timeout=10)
     return ''.join(self.lines)
+
+  def wait(self, timeout: float) -> str:
+    """Waits for the launcher to exit; its stderr."""
+    self._launcher.wait(timeout=timeout)
+    for thread in self._threads:
+      thread.join(timeout=10)
+    return ''.join(self._stderr)
 
 
 @pytest.mark.e2e
@@ -441,7 +456,7 @@ def test_ray_two_hosts_lost_at_once_the_replacement_avoids_both_and_comes_back_o
   with killed_on_exit(launcher):
     wait_for(lambda: _steps(run_dir) > 0 or launcher.poll() is not None,
              240, 'actor steps')
-    assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+    assert launcher.poll() is None, out.wait(30)[-3000:]
     first = node_records(run_dir)['actor/0']
     lost = host_by_ip[first['bind_address']]
     back = {'b': 'c', 'c': 'b'}[lost]
@@ -454,7 +469,7 @@ def test_ray_two_hosts_lost_at_once_the_replacement_avoids_both_and_comes_back_o
       time.sleep(3)  # Ray still lists b and c alive; nothing may start.
       assert not out.has('restarting on'), out.text()[-3000:]
       cluster.start_ray(back)
-      _, stderr = launcher.communicate(timeout=240)
+      stderr = out.wait(240)
     finally:
       cluster.start_ray(lost)
   stdout = out.text()
