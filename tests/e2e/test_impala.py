@@ -1,7 +1,7 @@
 """End-to-end: `impala_minatar` (Acme's IMPALA on MinAtar Breakout) under
-local_mp to a tiny budget with a final evaluation; `impala_atari` planned
-with its replay memory; a bad IMPALA setting refused before anything
-starts."""
+local_mp to a tiny budget with a final evaluation, then resumed;
+`impala_atari` planned with its replay memory; a bad IMPALA setting refused
+before anything starts."""
 
 import os
 
@@ -11,7 +11,7 @@ from tests.conftest import reached_budget, read_json, run_launcher
 
 pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
-BUDGET = 400
+BUDGET, RESUMED_BUDGET = 400, 700
 EPISODE_STEPS = 100  # Games cut short: evaluations take a second.
 # One actor, 5-step sequences (4 trained + 1 bootstrap) in a queue of 8,
 # batches of 2, and the config's torso shape (3x3, stride 1) at 4
@@ -36,7 +36,7 @@ def _one_error_line(result) -> str:
   return lines[0]
 
 
-def test_impala_minatar_trains_to_a_tiny_budget_and_evaluates(workdir):
+def test_impala_minatar_trains_to_a_tiny_budget_evaluates_and_resumes(workdir):
   result = run_launcher('--config=impala_minatar', f'--workdir={workdir}',
                         '--run_name=tiny', *TINY,
                         f'--config.max_actor_steps={BUDGET}', timeout=300)
@@ -55,6 +55,23 @@ def test_impala_minatar_trains_to_a_tiny_budget_and_evaluates(workdir):
   assert final['actor_steps'] >= BUDGET
   assert all(1 <= n <= EPISODE_STEPS for n in final['lengths'])
   assert all(0 <= r <= n for r, n in zip(final['returns'], final['lengths']))
+  learner_steps = summary['learner_steps']
+
+  # Resumed with a larger budget: the learner (parameters and optimizer),
+  # the counter and the queue's sequences (Reverb's checkpoint at the stop)
+  # come back; the actors start new games with a fresh LSTM state.
+  resumed = run_launcher('--config=impala_minatar', f'--resume={run_dir}',
+                         *TINY, f'--config.max_actor_steps={RESUMED_BUDGET}',
+                         timeout=300)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert 'resuming from' in resumed.stdout
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['restored_actor_steps'] >= BUDGET
+  assert summary['actor_steps'] >= RESUMED_BUDGET
+  assert summary['learner_steps'] > learner_steps  # Went on, not from 0.
+  restored = read_json(os.path.join(run_dir, 'nodes', 'replay_restore.json'))
+  assert 0 <= restored['table_sizes']['priority_table'] <= 8  # The queue.
 
 
 def test_impala_atari_plans_the_deep_network_and_its_queue(workdir):
