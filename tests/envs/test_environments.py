@@ -262,7 +262,7 @@ def test_every_agent_plans_every_family_and_backend(cli_module, config,
 @pytest.mark.e2e
 @pytest.mark.parametrize('args, expected', [
     (['--config.env_name=nes:Mario'], 'atari:GAME or minatar:GAME'),
-    (['--config.env_name=atari:Pong'], 'use config.env_backend=envpool'),
+    (['--config.env_name=atari:NotAGame'], 'unknown atari game; ale-py has'),
     (['--config.env_name=dmc:walker-fly'], 'known: acrobot-swingup'),
     (['--config.env_name=gymnasium:NoSuchTask-v5'], 'unknown gymnasium task'),
 ])
