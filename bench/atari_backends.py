@@ -1,6 +1,6 @@
 """Env steps/s of one Atari game through each backend, side by side.
 
-    nice -n 19 .venv/bin/python bench/atari_backends.py [--game=Pong] [--steps=5000] [--rounds=3]
+    nice -n 19 .venv/bin/python bench/atari_backends.py [--game=Pong] [--steps=5000] [--rounds=3] [--out=bench/out]
 
 Each backend makes the game as an actor does (envs/factory.py
 make_environment: the training protocol, one environment, EnvPool with one
@@ -11,10 +11,11 @@ falls on both. An env step is one agent step: 4 emulator frames. Prints
 each round and each backend's median over the rounds (robust to a round
 that other work slowed down) of env steps per wall-clock second and per
 CPU second of the process (all its threads: other work's load changes it
-less), with their ratios.
+less), with their ratios; writes them to OUT/atari_backends.json.
 """
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -56,6 +57,7 @@ def main() -> None:
   parser.add_argument('--game', default='Pong')
   parser.add_argument('--steps', type=int, default=5000)
   parser.add_argument('--rounds', type=int, default=3)
+  parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
   args = parser.parse_args()
   rates = {backend: [] for backend in BACKENDS}
   for round_index in range(args.rounds):
@@ -74,6 +76,13 @@ def main() -> None:
     wall, cpu = medians[backend]
     print(f'  {backend:8s} {wall:8.0f} env steps/s, {cpu:8.0f} per CPU '
           'second (medians)')
+  os.makedirs(args.out, exist_ok=True)
+  with open(os.path.join(args.out, 'atari_backends.json'), 'w') as f:
+    json.dump({'game': args.game, 'steps': args.steps, 'rounds': [
+        {'backend': b, 'env_steps_per_second': w, 'per_cpu_second': c}
+        for b in BACKENDS for w, c in rates[b]], 'medians': {
+            b: {'env_steps_per_second': m[0], 'per_cpu_second': m[1]}
+            for b, m in medians.items()}}, f, indent=1)
   print('  gym / envpool: '
         f'{medians["gym"][0] / medians["envpool"][0]:.2f} (wall clock), '
         f'{medians["gym"][1] / medians["envpool"][1]:.2f} (CPU)')
