@@ -19,7 +19,9 @@ The stack, from the emulator up:
 
 EnvPool's Atari does each of these steps in the same order (its
 atari_env.h), so with the same no-op counts and actions both backends give
-the same frames and rewards, bit for bit. Gymnasium's own life-loss option
+the same frames and rewards, bit for bit, but for the newest frame of a
+game's very last observation (Gymnasium's wrapper stops reading the screen
+when the game ends within the 4 frames; docs/environments.md#atari). Gymnasium's own life-loss option
 (`terminal_on_life_loss`) is not used: it looks at lives inside the frame
 skip and its next reset starts a new game, where EnvPool looks after the
 4 frames and plays on from the lost life (with no-ops, keeping the frame
