@@ -12,7 +12,7 @@ def get_config() -> ml_collections.ConfigDict:
   config = experiment_config.base_config(
       agent='dqn', env_name='atari:Pong', max_actor_steps=10_000_000,
       num_actors=4, eval_every_steps=100_000)
-  config.env_backend = 'envpool'
+  config.env_backend = 'envpool'  # Or gym: Gymnasium + ale-py, same protocol.
   config.envs_per_actor = 8       # 32 environments, 32 epsilons.
   config.eval_episodes = 1        # Whole games, up to 27k steps each.
 

@@ -10,7 +10,7 @@ def get_config() -> ml_collections.ConfigDict:
   config = experiment_config.base_config(
       agent='impala', env_name='atari:Pong', max_actor_steps=50_000_000,
       num_actors=8, eval_every_steps=250_000)
-  config.env_backend = 'envpool'  # The only Atari backend so far.
+  config.env_backend = 'envpool'  # Or gym: Gymnasium + ale-py, same protocol.
   # Acme's recurrent actor and adder: one game per actor process.
   config.envs_per_actor = 1
   config.eval_episodes = 1        # Whole games, up to 27k steps each.

@@ -7,15 +7,16 @@ A task is named `FAMILY:NAME`, the family prefix optional for gym:
                                         gym's MODULE:ID form too)
   gymnasium   gymnasium:HalfCheetah-v5  Gymnasium 1.x (v5 tasks), our adapter
   dmc         dmc:walker-walk           dm_control suite, Acme's wrappers
-  atari       atari:Pong                EnvPool's Atari games (EnvPool only),
-                                        one protocol (atari.py)
+  atari       atari:Pong                Atari games, one protocol (atari.py):
+                                        EnvPool's, or ale-py's under Gymnasium's
+                                        wrappers (atari_gymnasium.py)
   minatar     minatar:breakout          MinAtar's five 10x10 games (gym backend
                                         only), MinAtar's protocol (minatar.py)
 
 `env_backend` says what steps them:
 
   gym      one Python environment object per environment, from the family's
-           own library (the default; every family but atari)
+           own library (the default; atari: Gymnasium + ale-py)
   envpool  one EnvPool instance steps all N environments of an actor in C++
            (the gym family tasks EnvPool ships: the MuJoCo v4 tasks,
            CartPole-v1, ...; and its dm_control suite tasks, dmc:walker-walk
@@ -29,7 +30,7 @@ discount 1).
 
 # The public names, from the modules that hold them: tasks.py (naming and
 # checking tasks), families.py (gym, Gymnasium, dm_control), atari.py (the
-# Atari protocol), minatar.py (MinAtar's games), batched.py (N
+# Atari protocol; atari_gymnasium.py, imported when a game is made), minatar.py (MinAtar's games), batched.py (N
 # environments as arrays), envpool_backend.py, factory.py (what callers make).
 from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme_launch.envs.batched import PythonEnvironments, TimeSteps  # pylint: disable=unused-import

@@ -1,15 +1,19 @@
-"""The atari family: EnvPool's Atari games and the one protocol we run them
-under (docs/environments.md#atari).
+"""The atari family: Atari games on two backends and the one protocol we
+run them under (docs/environments.md#atari).
 
-`atari:Pong` is EnvPool's `Pong-v5`. The protocol is the DQN/R2D2 one,
-set through EnvPool's own options so that its C++ does all of it: 84x84
+`atari:Pong` is EnvPool's `Pong-v5` on the envpool backend, ale-py's
+`ALE/Pong-v5` under Gymnasium's wrappers on the gym backend
+(atari_gymnasium.py). The protocol is the DQN/R2D2 one, written here once as
+EnvPool's options; on EnvPool its C++ does all of it: 84x84
 grayscale frames, 4 of them stacked (channels first, uint8), each agent step
 4 emulator frames with the last two max-pooled, up to 30 no-op actions at
 reset, no sticky actions, the minimal action set, and a limit of 27,000
 agent steps (108,000 frames, 30 minutes of play). Training actors also end
 an episode at each lost life and clip rewards to their sign; evaluators
-play whole games and report the game's real score. Nothing here imports
-EnvPool until a game is made or checked.
+play whole games and report the game's real score. Both backends run the
+same ALE emulator on the same ROMs: with the same no-op counts and actions
+they give the same frames and rewards, bit for bit (tests/envs/test_atari.py).
+Nothing here imports EnvPool or ale-py until a game is made or checked.
 """
 
 from typing import Dict, List
@@ -17,6 +21,7 @@ from typing import Dict, List
 FAMILY = 'atari'
 _SUFFIX = '-v5'  # EnvPool 0.8.4 registers every game once, as NAME-v5.
 _MODULE = 'envpool.atari'  # Registry entries of Atari games import this.
+_ALE_PREFIX = 'ALE/'  # ale-py 0.12 registers ALE/NAME-v5 with Gymnasium.
 
 # The protocol, as EnvPool's make() options; the same for every node.
 PROTOCOL = {
@@ -60,10 +65,35 @@ def envpool_id(name: str) -> str:
   return game + _SUFFIX if game in games() else ''
 
 
-def unknown_game_message(env_name: str) -> str:
-  known = games()
+def ale_games() -> List[str]:
+  """Every game ale-py registers with Gymnasium ('Pong', ...): the NAME of
+  each ALE/NAME-v5."""
+  import gymnasium  # pylint: disable=g-import-not-at-top
+  import ale_py  # pylint: disable=g-import-not-at-top,unused-import  (registers ALE/*)
+  return sorted(task_id[len(_ALE_PREFIX):-len(_SUFFIX)]
+                for task_id in gymnasium.registry
+                if task_id.startswith(_ALE_PREFIX) and task_id.endswith(_SUFFIX))
+
+
+def ale_id(name: str) -> str:
+  """ale-py's id of a game: 'Pong' -> 'ALE/Pong-v5' ('' if it has none).
+  Case does not matter: EnvPool's 'TicTacToe3d' is ale-py's 'TicTacToe3D'."""
+  game = game_name(name).lower()
+  for known in ale_games():
+    if known.lower() == game:
+      return _ALE_PREFIX + known + _SUFFIX
+  return ''
+
+
+def unknown_game_message(env_name: str, backend: str = 'envpool') -> str:
+  if backend == 'envpool':
+    known, library, where = (games(), 'EnvPool',
+                             'the NAME of each NAME-v5 in envpool.list_all_envs()')
+  else:
+    known, library, where = (ale_games(), 'ale-py',
+                             'the NAME of each ALE/NAME-v5 in gymnasium.registry')
   examples = [g for g in ('Pong', 'Breakout', 'SpaceInvaders', 'Seaquest',
                           'MsPacman') if g in known]
-  return (f'config.env_name {env_name!r}: unknown atari game; EnvPool has '
+  return (f'config.env_name {env_name!r}: unknown atari game; {library} has '
           f'{len(known)} games, e.g. {", ".join(f"atari:{g}" for g in examples)} '
-          '(all: the NAME of each NAME-v5 in envpool.list_all_envs())')
+          f'(all: {where})')

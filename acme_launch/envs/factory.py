@@ -9,6 +9,7 @@ from acme import wrappers
 import dm_env
 import numpy as np
 
+from acme_launch.envs import atari
 from acme_launch.envs import minatar
 from acme_launch.envs import user
 from acme_launch.envs.batched import PythonEnvironments
@@ -36,6 +37,11 @@ def make_environment(env_name: str, seed: int, max_episode_steps: int = 0,
     environment = _make_gym(task.name, seed, max_episode_steps)
   elif task.family == 'gymnasium':
     environment = _make_gymnasium(task.name, seed, max_episode_steps)
+  elif task.family == atari.FAMILY:
+    # Gymnasium + ale-py, imported only for a game on this backend.
+    from acme_launch.envs import atari_gymnasium  # pylint: disable=g-import-not-at-top
+    environment = atari_gymnasium.make(task.name, seed, max_episode_steps,
+                                       evaluation)
   elif task.family == minatar.FAMILY:
     # Discrete actions and float32 already: no wrapper.
     return minatar.MinAtarEnvironment(task.name, seed, max_episode_steps)

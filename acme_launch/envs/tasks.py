@@ -17,9 +17,12 @@ USER = 'user'  # MODULE:FACTORY, the user's own (envs/user.py).
 BACKENDS = ('gym', 'envpool')
 # The Python package each backend needs beyond the gym family's own.
 _BACKEND_PACKAGES = {'envpool': 'envpool'}
-_FAMILY_PACKAGES = {'gym': 'gym', 'gymnasium': 'gymnasium',
-                    'dmc': 'dm_control', atari.FAMILY: 'envpool',
-                    minatar.FAMILY: 'minatar'}
+_FAMILY_PACKAGES = {'gym': ('gym',), 'gymnasium': ('gymnasium',),
+                    'dmc': ('dm_control',), minatar.FAMILY: ('minatar',)}
+# Atari's packages depend on the backend: EnvPool's own ALE, or Gymnasium's
+# wrappers (which resize with OpenCV) over ale-py's.
+_ATARI_PACKAGES = {'envpool': ('envpool',),
+                   'gym': ('gymnasium', 'ale_py', 'cv2')}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,18 +114,15 @@ def check_task(env_name: str, backend: str) -> Task:
           f'{env_name!r}: use config.env_backend=gym for a factory of yours')
     user.factory(env_name)
     return task
-  if task.family == atari.FAMILY and backend != 'envpool':
-    raise errors.LaunchError(
-        f'config.env_backend {backend} does not run atari games yet: use '
-        'config.env_backend=envpool')
   if task.family == minatar.FAMILY and backend != 'gym':
     raise errors.LaunchError(
         f'config.env_backend {backend} does not run minatar games (EnvPool '
         'has none): use config.env_backend=gym')
-  for package in (_FAMILY_PACKAGES[task.family],
-                  _BACKEND_PACKAGES.get(backend)):
-    if not package:
-      continue
+  packages = (_ATARI_PACKAGES[backend] if task.family == atari.FAMILY else
+              _FAMILY_PACKAGES[task.family] + (
+                  (_BACKEND_PACKAGES[backend],)
+                  if backend in _BACKEND_PACKAGES else ()))
+  for package in packages:
     try:
       importlib.import_module(package)
     except ImportError as e:  # Missing, or a library it links is missing.
@@ -132,8 +132,9 @@ def check_task(env_name: str, backend: str) -> Task:
           'scripts/setup.sh, which installs the lock, or choose '
           f'config.env_backend from: {", ".join(BACKENDS)}') from None
   if task.family == atari.FAMILY:
-    if not atari.envpool_id(task.name):
-      raise errors.LaunchError(atari.unknown_game_message(env_name))
+    known = (atari.envpool_id if backend == 'envpool' else atari.ale_id)
+    if not known(task.name):
+      raise errors.LaunchError(atari.unknown_game_message(env_name, backend))
     return task
   if task.family == minatar.FAMILY:
     if task.name not in minatar.games():

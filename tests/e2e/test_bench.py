@@ -217,3 +217,13 @@ def test_replay_memory_fills_real_servers_and_reports_the_figures(tmp_path):
   for key in ('item_overhead_bytes', 'column_step_overhead_bytes',
               'vector_compression', 'pixel_compression'):
     assert key in results
+
+
+def test_atari_backends_measures_both_backends(tmp_path):
+  _bench('atari_backends.py', '--steps=200', '--rounds=2', f'--out={tmp_path}')
+  results = read_json(os.path.join(tmp_path, 'atari_backends.json'))
+  assert sorted(r['backend'] for r in results['rounds']) == [
+      'envpool', 'envpool', 'gym', 'gym']
+  assert all(r['env_steps_per_second'] > 0 and r['per_cpu_second'] > 0
+             for r in results['rounds'])
+  assert set(results['medians']) == {'envpool', 'gym'}

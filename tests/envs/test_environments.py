@@ -260,9 +260,22 @@ def test_every_agent_plans_every_family_and_backend(cli_module, config,
 
 
 @pytest.mark.e2e
+@pytest.mark.parametrize('config', ['r2d2_atari', 'impala_atari'])
+def test_atari_configs_plan_on_the_gym_backend(cli_module, config):
+  """The Atari configs' programs build on Gymnasium + ale-py too, from the
+  same (4, 84, 84) frame stacks and Breakout's 4 actions."""
+  launch = cli_module.check_arguments(
+      ['launch.py', f'--config={config}', '--config.env_name=atari:Breakout',
+       '--config.env_backend=gym'])
+  identity = launch.built.identity
+  assert identity['observation_shapes'] == [[4, 84, 84]]
+  assert identity['action_shapes'] == [[]]
+
+
+@pytest.mark.e2e
 @pytest.mark.parametrize('args, expected', [
     (['--config.env_name=nes:Mario'], 'atari:GAME or minatar:GAME'),
-    (['--config.env_name=atari:Pong'], 'use config.env_backend=envpool'),
+    (['--config.env_name=atari:NotAGame'], 'unknown atari game; ale-py has'),
     (['--config.env_name=dmc:walker-fly'], 'known: acrobot-swingup'),
     (['--config.env_name=gymnasium:NoSuchTask-v5'], 'unknown gymnasium task'),
 ])
