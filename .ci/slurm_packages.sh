@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Debian's slurm-wlm and munge, for tests/e2e/test_slurm.py: the test starts
-# a real single-host Slurm (munged, slurmctld, slurmd) in a network namespace
-# of its own. Installs them with apt-get when missing (root); a no-op when
-# they are there.
+# a real Slurm of two nodes on this machine (munged, slurmctld, a slurmd per
+# node, each node in a network and UTS namespace of its own). Installs them
+# with apt-get when missing (root); a no-op when they are there.
 set -euo pipefail
 missing=()
 for tool in slurmctld slurmd sbatch munged mungekey; do

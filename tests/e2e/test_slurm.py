@@ -1,9 +1,11 @@
-"""Slurm: scripts/slurm/acme_launch.sbatch on a real single-host Slurm.
+"""Slurm: scripts/slurm/acme_launch.sbatch on a real two-node Slurm.
 
-The Slurm (munged, slurmctld, slurmd from Debian's slurm-wlm) runs in a
-network namespace of its own (tests/slurm_cluster.py). The template starts
-a Ray head on the job's node, waits for it, and runs launch.py with
---launch_type=ray there, as a user's `sbatch` would.
+The Slurm (munged, slurmctld, two slurmd's from Debian's slurm-wlm) runs on
+this machine, each node in a network and UTS namespace of its own
+(tests/slurm_cluster.py). On a two-node job the template starts a Ray head
+on the first node and a Ray worker on the other through `srun`, waits for
+both, and runs launch.py with --launch_type=ray on the first, as a user's
+`sbatch` would.
 """
 
 import os
@@ -18,9 +20,11 @@ from tests.conftest import (REPO_ROOT, node_records, read_json, reached_budget,
 
 TEMPLATE = os.path.join('scripts', 'slurm', 'acme_launch.sbatch')
 BUDGET = 600
-# Small Ray CPU demands: five nodes on the job's two CPUs.
-SMALL = [f'--config.resources.{group}.ray_cpus=0.3'
-         for group in ('replay', 'counter', 'learner', 'actor', 'evaluator')]
+# Each Slurm node's Ray has the job's 2 CPUs there: the learner and the actor
+# (1.5 each) cannot share one, so the run spans both; the rest are small.
+RAY_CPUS = [f'--config.resources.{group}.ray_cpus={cpus}' for group, cpus in (
+    ('replay', 0.1), ('counter', 0.1), ('learner', 1.5), ('actor', 1.5),
+    ('evaluator', 0.1))]
 
 
 @pytest.fixture(scope='module')
@@ -36,62 +40,78 @@ def slurm(tmp_path_factory):
   token.chmod(0o600)
   # Ray's token authentication on, as the docs ask; Ray's files in a short
   # folder of this test's (socket paths have a length limit).
-  host = slurm_cluster.SlurmHost(cpus=2, env=user_env({
+  cluster = slurm_cluster.SlurmCluster(nodes=2, cpus=2, env=user_env({
       'RAY_AUTH_MODE': 'token', 'RAY_AUTH_TOKEN_PATH': str(token),
       'RAY_USAGE_STATS_ENABLED': '0'}))
-  host.env['RAY_TMPDIR'] = host.dir
+  # Ray's files in a short folder (socket paths have a length limit) that
+  # each Slurm node has to itself, as a node-local /tmp.
+  cluster.env['RAY_TMPDIR'] = cluster.ray_tmp
   try:
-    host.up()
-    yield host
+    cluster.up()
+    yield cluster
   finally:
-    host.down()
+    cluster.down()
 
 
 def _sbatch(slurm, output: str, *flags: str):
-  return slurm.run(['sbatch', '--wait', '--job-name=acme-launch',
+  return slurm.run(['sbatch', '--wait', '--job-name=acme-launch', '--nodes=2',
                     '--cpus-per-task=2', f'--output={output}', TEMPLATE,
                     *flags], cwd=REPO_ROOT, timeout=400)
 
 
-def test_the_template_runs_a_program_on_the_job_s_ray_cluster(slurm, tmp_path):
+def test_the_template_runs_a_program_over_the_job_s_two_nodes(slurm, tmp_path):
   output = str(tmp_path / 'job.out')
   result = _sbatch(slurm, output, '--config=smoke',
                    f'--workdir={tmp_path}', '--run_name=slurm',
-                   f'--config.max_actor_steps={BUDGET}', *SMALL)
+                   f'--config.max_actor_steps={BUDGET}', *RAY_CPUS)
   with open(output) as f:
     job_output = f.read()
   assert result.returncode == 0, (result.stderr + job_output[-4000:] +
                                   slurm.log_tails())
-  assert f'1 hosts in the Ray cluster at {slurm.address}:6379' in job_output
+  assert f'2 hosts in the Ray cluster at {slurm.address}:6379' in job_output
   run_dir = str(tmp_path / 'slurm')
   summary = reached_budget(result, run_dir, BUDGET)
   config = read_json(os.path.join(run_dir, 'config.json'))
   assert config['launch_type'] == 'ray'
   assert summary['exit_reason'] == 'budget_reached'
-  # Every node ran on the job's host, serving at its Slurm address.
+  # The nodes ran on both Slurm nodes, each serving at its Slurm node's
+  # address, through one Ray node per Slurm node.
   records = node_records(run_dir)
   assert len(records) == 5, sorted(records)
-  for record in records.values():
-    assert record['host'] == slurm.node_name
-    assert record['bind_address'] == slurm.address
+  ray_nodes = {}
+  for node, record in records.items():
+    assert record['host'] in slurm.node_names, (node, record['host'])
+    assert record['bind_address'] == slurm.addresses[record['host']], node
+    ray_nodes.setdefault(record['host'], set()).add(record['ray_node_id'])
+  assert sorted(ray_nodes) == slurm.node_names, ray_nodes
+  assert all(len(ids) == 1 for ids in ray_nodes.values()), ray_nodes
+  assert len(set().union(*ray_nodes.values())) == 2, ray_nodes
+  assert records['learner/0']['host'] != records['actor/0']['host']
   # The job ends: Slurm ends its Ray steps, and nothing is left queued.
   wait_for(lambda: slurm.run(['squeue', '-h']).stdout.strip() == '', 90,
            "the job's steps to end")
-  # Ray and the launcher ended with it: only Slurm's own daemons are left.
-  wait_for(lambda: set(slurm.process_names()) <= set(slurm_cluster.IDLE_PROCESSES),
-           60, f'only the Slurm daemons left, not {slurm.process_names()}')
+  # Ray and the launcher ended with it, on both nodes: only Slurm's own
+  # daemons are left.
+  def only_daemons():
+    return all(set(slurm.process_names(node)) <=
+               set(slurm_cluster.IDLE_PROCESSES) for node in slurm.node_names)
+  wait_for(only_daemons, 60, 'only the Slurm daemons left, not ' + str(
+      {node: slurm.process_names(node) for node in slurm.node_names}))
 
 
 def test_a_dry_run_in_a_job_shows_what_the_job_holds(slurm, tmp_path):
-  result = slurm.run(['srun', '--job-name=plan', '--cpus-per-task=2',
+  # salloc runs the dry run once, where it is called, in a two-node job.
+  result = slurm.run(['salloc', '--job-name=plan', '--nodes=2',
+                      '--ntasks-per-node=1', '--cpus-per-task=2',
                       os.path.join(REPO_ROOT, '.venv', 'bin', 'python'),
                       'launch.py', '--config=smoke', '--dry_run',
                       f'--workdir={tmp_path}'], cwd=REPO_ROOT, timeout=200)
   assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
   assert (f'Slurm job ' in result.stdout and '(plan, partition test' in
           result.stdout), result.stdout
-  assert '1 nodes, 2 CPUs, 0 GPUs' in result.stdout
-  assert f'  {slurm.node_name}  2 CPUs, 0 GPUs' in result.stdout
+  assert '2 nodes, 4 CPUs, 0 GPUs' in result.stdout
+  for node in slurm.node_names:
+    assert f'  {node}  2 CPUs, 0 GPUs' in result.stdout
 
 
 def test_scontrol_s_view_of_a_job_becomes_an_allocation(slurm, monkeypatch):
