@@ -1,4 +1,4 @@
-"""Environment factories: tasks of five families on two backends, as dm_env.
+"""Environment factories: tasks of six families on two backends, as dm_env.
 
 A task is named `FAMILY:NAME`, the family prefix optional for gym:
 
@@ -12,6 +12,9 @@ A task is named `FAMILY:NAME`, the family prefix optional for gym:
                                         wrappers (atari_gymnasium.py)
   minatar     minatar:breakout          MinAtar's five 10x10 games (gym backend
                                         only), MinAtar's protocol (minatar.py)
+  pomdp       pomdp:CartPole-v1         Gymnasium control tasks with their
+                                        velocities hidden: memory tasks (gym
+                                        backend only; pomdp.py)
 
 `env_backend` says what steps them:
 
@@ -30,7 +33,7 @@ discount 1).
 
 # The public names, from the modules that hold them: tasks.py (naming and
 # checking tasks), families.py (gym, Gymnasium, dm_control), atari.py (the
-# Atari protocol; atari_gymnasium.py, imported when a game is made), minatar.py (MinAtar's games), batched.py (N
+# Atari protocol; atari_gymnasium.py, imported when a game is made), minatar.py (MinAtar's games), pomdp.py (memory tasks), batched.py (N
 # environments as arrays), envpool_backend.py, factory.py (what callers make).
 from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme_launch.envs.batched import PythonEnvironments, TimeSteps  # pylint: disable=unused-import

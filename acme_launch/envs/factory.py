@@ -11,6 +11,7 @@ import numpy as np
 
 from acme_launch.envs import atari
 from acme_launch.envs import minatar
+from acme_launch.envs import pomdp
 from acme_launch.envs import user
 from acme_launch.envs.batched import PythonEnvironments
 from acme_launch.envs.envpool_backend import EnvPoolEnvironment, EnvPoolEnvironments
@@ -45,6 +46,8 @@ def make_environment(env_name: str, seed: int, max_episode_steps: int = 0,
   elif task.family == minatar.FAMILY:
     # Discrete actions and float32 already: no wrapper.
     return minatar.MinAtarEnvironment(task.name, seed, max_episode_steps)
+  elif task.family == pomdp.FAMILY:
+    environment = pomdp.make(task.name, seed, max_episode_steps)
   elif task.family == USER:
     environment = user.make(env_name, seed, config)
     if max_episode_steps:

@@ -9,16 +9,19 @@ from typing import List
 from acme_launch import errors
 from acme_launch.envs import atari
 from acme_launch.envs import minatar
+from acme_launch.envs import pomdp
 from acme_launch.envs import user
 from acme_launch.envs.families import _dmc_domain_task, _dmc_suite
 
-FAMILIES = ('gym', 'gymnasium', 'dmc', atari.FAMILY, minatar.FAMILY)
+FAMILIES = ('gym', 'gymnasium', 'dmc', atari.FAMILY, minatar.FAMILY,
+            pomdp.FAMILY)
 USER = 'user'  # MODULE:FACTORY, the user's own (envs/user.py).
 BACKENDS = ('gym', 'envpool')
 # The Python package each backend needs beyond the gym family's own.
 _BACKEND_PACKAGES = {'envpool': 'envpool'}
 _FAMILY_PACKAGES = {'gym': ('gym',), 'gymnasium': ('gymnasium',),
-                    'dmc': ('dm_control',), minatar.FAMILY: ('minatar',)}
+                    'dmc': ('dm_control',), minatar.FAMILY: ('minatar',),
+                    pomdp.FAMILY: ('gymnasium',)}
 # Atari's packages depend on the backend: EnvPool's own ALE, or Gymnasium's
 # wrappers (which resize with OpenCV) over ale-py's.
 _ATARI_PACKAGES = {'envpool': ('envpool',),
@@ -45,7 +48,7 @@ def parse_task(env_name: str) -> Task:
     raise errors.LaunchError(
         f'config.env_name {env_name!r}: unknown task family {family!r}; '
         f'name a task as TASK (gym), gymnasium:TASK, dmc:DOMAIN-TASK, '
-        'atari:GAME or minatar:GAME')
+        'atari:GAME, minatar:GAME or pomdp:TASK')
   return Task(family, name)
 
 
@@ -118,6 +121,10 @@ def check_task(env_name: str, backend: str) -> Task:
     raise errors.LaunchError(
         f'config.env_backend {backend} does not run minatar games (EnvPool '
         'has none): use config.env_backend=gym')
+  if task.family == pomdp.FAMILY and backend != 'gym':
+    raise errors.LaunchError(
+        f'config.env_backend {backend} does not run pomdp tasks (they hide '
+        'part of a Gymnasium task\'s observation): use config.env_backend=gym')
   packages = (_ATARI_PACKAGES[backend] if task.family == atari.FAMILY else
               _FAMILY_PACKAGES[task.family] + (
                   (_BACKEND_PACKAGES[backend],)
@@ -139,6 +146,10 @@ def check_task(env_name: str, backend: str) -> Task:
   if task.family == minatar.FAMILY:
     if task.name not in minatar.games():
       raise errors.LaunchError(minatar.unknown_game_message(env_name))
+    return task
+  if task.family == pomdp.FAMILY:
+    if task.name not in pomdp.KEPT:
+      raise errors.LaunchError(pomdp.unknown_task_message(env_name))
     return task
   name = task.name
   if task.family == 'gymnasium' and ':' in name:

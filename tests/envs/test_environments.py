@@ -274,7 +274,7 @@ def test_atari_configs_plan_on_the_gym_backend(cli_module, config):
 
 @pytest.mark.e2e
 @pytest.mark.parametrize('args, expected', [
-    (['--config.env_name=nes:Mario'], 'atari:GAME or minatar:GAME'),
+    (['--config.env_name=nes:Mario'], 'atari:GAME, minatar:GAME or pomdp:TASK'),
     (['--config.env_name=atari:NotAGame'], 'unknown atari game; ale-py has'),
     (['--config.env_name=dmc:walker-fly'], 'known: acrobot-swingup'),
     (['--config.env_name=gymnasium:NoSuchTask-v5'], 'unknown gymnasium task'),
