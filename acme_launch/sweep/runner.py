@@ -17,8 +17,15 @@ too. A child gets its slot's cores by sched_setaffinity before exec and its
 GPUs by CUDA_VISIBLE_DEVICES; its own planner then plans within them
 (plan/host.py reads them). Before starting any, the sweep checks each
 point's plan as a child in the smallest slot will see the host, handing
-that slot's view to the planner as a value (plan/host.HostSlice). When a program ends, the next queued point takes its
-slot.
+that slot's view to the planner as a value (plan/host.HostSlice). When a
+program ends, the next queued point takes its slot.
+
+With --launch_type=ray among the flags, each point's child launcher is a
+Ray run: it runs here, its nodes on the cluster, its run directory still
+SWEEP_DIR/POINT (run/ray/files.py). The slots are then shares of the
+cluster, not of this host: the sweep joins the cluster once (cli.py),
+checks each point's plan on it, and makes as many slots as the hosts hold
+points at once (ray/cluster.copies_that_fit, slots.cluster_concurrency).
 
     SWEEP_DIR/
       sweep.json          the points (fields, flags), the base argv, the slots,
