@@ -168,9 +168,9 @@ def _define(fv: flags.FlagValues,
   flags.DEFINE_integer(
       'max_concurrent', 0, 'With --sweep: programs at once; on this host each '
       'gets an even share of this launcher\'s cores (and GPUs, when its plan '
-      'uses them), the rest queue. 0: as many as the host can place (a core each, and a '
-      'GPU each when they use GPUs); with --launch_type=ray, as many as the '
-      'Ray cluster holds.', lower_bound=0,
+      'uses them), the rest queue. 0: as many as the host can place (a core '
+      'each, and a GPU each when they use GPUs); with --launch_type=ray, as '
+      'many as the Ray cluster holds.', lower_bound=0,
       flag_values=fv)
   flags.DEFINE_string(
       'compilation_cache', '', 'local_mp and ray: folder of JAX\'s persistent '

@@ -357,6 +357,7 @@ def _cluster_slots(options: SweepOptions, validate: Callable[..., Checked],
                  for p in plans})
   has = {k: sum(h.resources.get(k, 0.0) for h in hosts)
          for k in ('CPU', 'GPU', 'memory')}
+  has = {k: v for k, v in has.items() if v > 0}
   record['ray_cluster'] = {
       'address': address, 'hosts': [h.ip for h in hosts],
       'point_asks': asks, 'cluster_has': ray_cluster.describe_amounts(has),
