@@ -52,7 +52,8 @@ def test_ray_sweep_runs_two_points_at_once_on_the_two_hosts_with_room(
   assert record['ray_cluster']['holds'] == 2
   (first,), (second,) = [p['launches'] for p in record['points']]
   # Both points ran at once: each started before the other ended.
-  assert first['started'] < second['ended'] and second['started'] < first['ended']
+  assert first['started'] < second['ended']
+  assert second['started'] < first['ended']
   hosts_of = {}
   for point in ('seed=0', 'seed=1'):
     run_dir = os.path.join(sweep_dir, point)
@@ -65,13 +66,15 @@ def test_ray_sweep_runs_two_points_at_once_on_the_two_hosts_with_room(
   # Ten one-CPU nodes at once on the two hosts of five CPUs: five on each,
   # none on the head.
   placed = hosts_of['seed=0'] + hosts_of['seed=1']
-  assert sorted(placed) == sorted([cluster.ips['b']] * 5 + [cluster.ips['c']] * 5)
+  assert sorted(placed) == sorted([cluster.ips['b']] * 5 +
+                                  [cluster.ips['c']] * 5)
   table = read_json(os.path.join(sweep_dir, 'sweep_summary.json'))
   assert {r['point'] for r in table['points']} == {'seed=0', 'seed=1'}
   assert all(r['budget_reached'] and r['final_return'] is not None
              for r in table['points'])
   assert table['failed'] == []
-  wait_for(lambda: not cluster.run_processes(), 20, 'no process of the sweep left')
+  wait_for(lambda: not cluster.run_processes(), 20,
+           'no process of the sweep left')
 
 
 @pytest.mark.e2e
@@ -90,5 +93,6 @@ def test_ray_sweep_dry_run_says_how_many_points_the_cluster_holds_and_why(
   assert result.returncode == 2, result.stdout + result.stderr
   lines = [l for l in result.stderr.splitlines() if l.strip()]
   assert len(lines) == 1 and lines[0].startswith('acme-launch: error:'), lines
-  assert f'--max_concurrent=3: the Ray cluster at {cluster.address} holds 2' in lines[0]
+  assert (f'--max_concurrent=3: the Ray cluster at {cluster.address} holds 2'
+          in lines[0])
   assert os.listdir(workdir) == []
