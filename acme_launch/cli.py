@@ -8,6 +8,7 @@ what it prepared; here a bad input prints one line (`acme-launch: error:
 """
 
 import datetime
+import functools
 import os
 import sys
 from typing import List, Optional
@@ -62,10 +63,10 @@ def _sweep_options(options: options_lib.Options):
   if options.debug_node:
     raise errors.LaunchError('--debug_node runs one node in this terminal: '
                              'not with --sweep, whose programs log to files')
-  if options.launch_type != 'local_mp':
+  if options.launch_type not in ('local_mp', 'ray'):
     raise errors.LaunchError(
-        f'--sweep packs local_mp programs on this host; not with '
-        f'--launch_type={options.launch_type}')
+        '--sweep runs local_mp programs on this host or ray programs on a Ray '
+        f'cluster; not with --launch_type={options.launch_type}')
   common = dict(max_concurrent=options.max_concurrent,
                 progress_every=options.progress_every,
                 dry_run=options.dry_run, gpu_inventory=options.gpu_inventory)
@@ -97,23 +98,50 @@ def _sweep_options(options: options_lib.Options):
 
 
 def _check_sweep_point(argv: List[str],
-                       host: Optional[host_lib.HostSlice] = None):
+                       host: Optional[host_lib.HostSlice] = None,
+                       cluster=None):
   """A point's launch.py flags, checked as the CLI checks a command line, on
-  `host` (a slot's view; this process's unless given): (its resolved config,
-  whether its plan uses GPUs); LaunchError if bad."""
-  launch = prepare_lib.check_arguments(['launch.py', *argv], host)
-  return launch.config, bool(launch.plan.gpu_usage)
+  `host` (a slot's view; this process's unless given) and, for ray, the
+  cluster already connected (`cluster`: (address, hosts)): what it found
+  (sweep.points.Checked); LaunchError if bad."""
+  from acme_launch.sweep import points  # pylint: disable=g-import-not-at-top
+  launch = prepare_lib.check_arguments(['launch.py', *argv], host, cluster)
+  return points.Checked(
+      launch.config, bool(launch.plan.gpu_usage),
+      launch.cluster.demands if launch.cluster is not None else ())
+
+
+def _sweep_cluster(sweep_options):
+  """(address, hosts) of the Ray cluster a sweep's points run on, connected
+  once, for --launch_type=ray among the points' flags (a resumed sweep's
+  saved ones); else None."""
+  from acme_launch.sweep import record as sweep_record  # pylint: disable=g-import-not-at-top
+  base_argv = list(sweep_options.base_argv)
+  if sweep_options.resume:
+    base_argv = list(sweep_record.read_record(sweep_options.sweep_dir).get(
+        'base_argv', []))
+  point = options_lib.parse_again(['launch.py', *base_argv])
+  if point.launch_type != 'ray':
+    return None
+  return prepare_lib.connect_cluster(point)
 
 
 def _sweep_main(options: options_lib.Options) -> int:
   """--sweep, or --resume of a sweep directory: see acme_launch/sweep/runner.py."""
   from acme_launch.sweep import runner as sweep  # pylint: disable=g-import-not-at-top
+  cluster = None
   try:
     sweep_options = _sweep_options(options)
-    record, todo, slots = sweep.prepare(sweep_options, _check_sweep_point,
-                                        options.config)
+    cluster = _sweep_cluster(sweep_options)
+    record, todo, slots = sweep.prepare(
+        sweep_options, functools.partial(_check_sweep_point, cluster=cluster),
+        options.config, cluster)
   except errors.LaunchError as e:
     _fail(str(e))
+  finally:
+    if cluster is not None:  # Each point's launcher joins it on its own.
+      import ray  # pylint: disable=g-import-not-at-top
+      ray.shutdown()
   if sweep_options.dry_run:
     print(sweep.describe_dry_run(sweep_options, record, todo, slots))
     return 0

@@ -287,23 +287,25 @@ def _compilation_cache(folder: str, launch_type: str, notes: List[str]) -> str:
 
 
 def check_arguments(argv: List[str],
-                    host: Optional[host_lib.HostSlice] = None
-                    ) -> Optional[Launch]:
+                    host: Optional[host_lib.HostSlice] = None,
+                    connected_cluster=None) -> Optional[Launch]:
   """`launch.py ARGV --dry_run`'s decisions, in this process, repeatably.
 
   Parses `argv` (a full command line, argv[0] included) exactly as the CLI
   does and prepares the launch as --dry_run does, as a launcher on `host`
   would (its cores, GPUs, and folder for relative paths; this process's
-  unless given): LaunchError is what the CLI reports with exit 2; a return
-  (None for --list_configs) is exit 0. The sweep checks each of its points
-  with it.
+  unless given; for --launch_type=ray, on `connected_cluster` from
+  connect_cluster() if given): LaunchError is what the CLI reports with
+  exit 2; a return (None for --list_configs) is exit 0. The sweep checks
+  each of its points with it.
   """
   if host is not None:
     argv = options_lib.paths_from(argv, host.cwd)
   options = options_lib.parse_again(argv)
   if options.list_configs:
     return None
-  return prepare_launch(dataclasses.replace(options, dry_run=True), host=host)
+  return prepare_launch(dataclasses.replace(options, dry_run=True),
+                        connected_cluster, host=host)
 
 
 def prepare(options: options_lib.Options) -> Launch:

@@ -74,7 +74,8 @@ def _define(fv: flags.FlagValues,
   flags.DEFINE_boolean(
       'dry_run', False, 'Print the nodes, their groups, processes and resource '
       'placement, then exit without starting anything. With --sweep: the '
-      'points and the cores/GPUs of each slot.',
+      'points and the cores/GPUs of each slot (with ray: how many points '
+      'the cluster holds at once).',
       flag_values=fv)
   flags.DEFINE_string(
       'gpu_inventory', '', 'JSON file describing the GPUs to plan for, instead '
@@ -129,13 +130,16 @@ def _define(fv: flags.FlagValues,
       'nobody else reaches.',
       flag_values=fv)
   flags.DEFINE_multi_string(
-      'sweep', [], 'Run one program per point of a grid, packed on this host: '
+      'sweep', [], 'Run one program per point of a grid, packed on this host '
+      '(with --launch_type=ray: on the Ray cluster, as many at once as it '
+      'holds): '
       'FIELD=V1,V2,... for any config field (dotted, e.g. '
       'ppo.learning_rate=3e-4,1e-3); repeat the flag, or separate fields with '
       "';', for their product. Each point is a launch.py process with this "
       'command\'s flags plus --config.FIELD=VALUE, in its own run directory '
       'under the sweep directory (--workdir/--run_name, default '
-      'runs/<config>_sweep_<date>-<time>), on its own cores (and GPUs). '
+      'runs/<config>_sweep_<date>-<time>), on its own cores (and GPUs) of '
+      'this host, or on the cluster. '
       'Finish an interrupted sweep with --resume=SWEEP_DIR. With '
       '--sweep_samples: random search, whose values may be ranges.',
       flag_values=fv)
@@ -162,10 +166,11 @@ def _define(fv: flags.FlagValues,
       f['sweep_samples'] is not None, message='--sweep_seed goes with '
       '--sweep_samples (the seed of its draws)', flag_values=fv)
   flags.DEFINE_integer(
-      'max_concurrent', 0, 'With --sweep: programs at once; each gets an even '
-      'share of this launcher\'s cores (and GPUs, when its plan uses them), '
-      'the rest queue. 0: as many as the host can place (a core each, and a '
-      'GPU each when they use GPUs).', lower_bound=0,
+      'max_concurrent', 0, 'With --sweep: programs at once; on this host each '
+      'gets an even share of this launcher\'s cores (and GPUs, when its plan '
+      'uses them), the rest queue. 0: as many as the host can place (a core '
+      'each, and a GPU each when they use GPUs); with --launch_type=ray, as '
+      'many as the Ray cluster holds.', lower_bound=0,
       flag_values=fv)
   flags.DEFINE_string(
       'compilation_cache', '', 'local_mp and ray: folder of JAX\'s persistent '

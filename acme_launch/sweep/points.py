@@ -27,6 +27,14 @@ class Point:
     return _join([(f, v) for f, v in self.fields if f != SEED_FIELD])
 
 
+@dataclasses.dataclass(frozen=True)
+class Checked:
+  """What checking a point's launch.py flags found (the CLI's validate)."""
+  config: Any                     # Its resolved config.
+  uses_gpus: bool                 # Its plan uses GPUs.
+  demands: Tuple[Any, ...] = ()   # --launch_type=ray: its nodes' Ray demands.
+
+
 def _split_values(text: str) -> List[str]:
   """'1,2,(3,4)' -> ['1', '2', '(3,4)']: commas inside brackets or quotes
   belong to the value (tuple fields)."""
@@ -138,11 +146,11 @@ def grid(fields: Sequence[Tuple[str, List[str]]]) -> List[Tuple[str, ...]]:
 
 def make_points(names: Sequence[str], combos: Sequence[Tuple[str, ...]],
                 base_argv: Sequence[str],
-                validate: Callable[..., Tuple[Any, bool]]) -> List[Point]:
+                validate: Callable[..., Checked]) -> List[Point]:
   """The named points, one per combination of values of the fields `names`
   (the grid, or random search's draws), each checked by `validate(launch.py
-  flags)` (which returns the point's resolved config and whether its plan
-  uses GPUs, or raises LaunchError). Point names use the config's own typed
+  flags)` (which returns what it found, a Checked, or raises LaunchError).
+  Point names use the config's own typed
   values, so `1e-3` names `0.001`; two values that read the same are
   refused."""
   points = []
@@ -150,12 +158,12 @@ def make_points(names: Sequence[str], combos: Sequence[Tuple[str, ...]],
     args = tuple(f'--config.{f}={v}' for f, v in zip(names, values))
     label = ','.join(f'{f}={v}' for f, v in zip(names, values))
     try:
-      config, uses_gpus = validate([*base_argv, *args])
+      checked = validate([*base_argv, *args])
     except errors.LaunchError as e:
       raise errors.LaunchError(f'sweep point {label}: {e}') from None
-    typed = tuple((f, field_value(config, f)) for f in names)
+    typed = tuple((f, field_value(checked.config, f)) for f in names)
     points.append(Point(safe_name(_join(typed)), typed, args,
-                        int(config.max_actor_steps), uses_gpus))
+                        int(checked.config.max_actor_steps), checked.uses_gpus))
   seen = collections.Counter(p.name for p in points)
   twice = [name for name, count in seen.items() if count > 1]
   if twice:

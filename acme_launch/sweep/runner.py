@@ -17,8 +17,15 @@ too. A child gets its slot's cores by sched_setaffinity before exec and its
 GPUs by CUDA_VISIBLE_DEVICES; its own planner then plans within them
 (plan/host.py reads them). Before starting any, the sweep checks each
 point's plan as a child in the smallest slot will see the host, handing
-that slot's view to the planner as a value (plan/host.HostSlice). When a program ends, the next queued point takes its
-slot.
+that slot's view to the planner as a value (plan/host.HostSlice). When a
+program ends, the next queued point takes its slot.
+
+With --launch_type=ray among the flags, each point's child launcher is a
+Ray run: it runs here, its nodes on the cluster, its run directory still
+SWEEP_DIR/POINT (run/ray/files.py). The slots are then shares of the
+cluster, not of this host: the sweep joins the cluster once (cli.py),
+checks each point's plan on it, and makes as many slots as the hosts hold
+points at once (ray/cluster.copies_that_fit, slots.cluster_concurrency).
 
     SWEEP_DIR/
       sweep.json          the points (fields, flags), the base argv, the slots,
@@ -49,13 +56,13 @@ from acme_launch import layout
 from acme_launch.run import rundir
 from acme_launch.sweep import sample
 from acme_launch.sweep.points import (
-    Point, check_fields, grid, make_points, parse_specs)
+    Checked, Point, check_fields, grid, make_points, parse_specs)
 from acme_launch.sweep.record import (
     final_return, format_table, is_sweep_dir, log_path, new_record, point_args,
     point_state, points_of, read_record, record_path, summarize, summary_path)
 from acme_launch.sweep.slots import (
     Slot, _host_cores, _host_gpus, _preexec, _seen_from, choose_concurrency,
-    describe_slot, make_slots)
+    cluster_concurrency, cluster_slots, describe_slot, make_slots)
 
 # A point's launcher: `python -m acme_launch`, which works from a checkout
 # (ROOT on its PYTHONPATH) and installed alike.
@@ -260,7 +267,7 @@ class SweepRunner:
 
 
 def prepare(options: SweepOptions,
-            validate: Callable[..., Tuple[Any, bool]], config=None
+            validate: Callable[..., Checked], config=None, cluster=None
             ) -> Tuple[Dict[str, Any], List[Tuple[Point, str]], List[Slot]]:
   """(the sweep record, the (point, state) pairs to run, the slots).
 
@@ -268,7 +275,9 @@ def prepare(options: SweepOptions,
   `validate(flags)` checks a child's launch.py flags as the CLI would (see
   make_points); each point is checked on the whole host and again as a
   child in the smallest slot sees the host. `config` is the base config of
-  a new sweep, for the field names.
+  a new sweep, for the field names. `cluster` is (address, hosts) of the
+  Ray cluster the points run on (--launch_type=ray), else None: the slots
+  are then shares of the cluster, as many as it holds points at once.
   """
   if options.resume:
     record = read_record(options.sweep_dir)
@@ -299,6 +308,9 @@ def prepare(options: SweepOptions,
     points = make_points(names, combos, options.base_argv, validate)
     record = new_record(options, points, names)
     todo = [(p, 'new') for p in points]
+  if cluster is not None:
+    return record, todo, _cluster_slots(options, validate, record, todo,
+                                        cluster)
   if not todo:
     choose_concurrency(options.max_concurrent, 1, _host_cores(), (), False)
     return record, todo, []
@@ -320,6 +332,39 @@ def prepare(options: SweepOptions,
   return record, todo, slots
 
 
+def _cluster_slots(options: SweepOptions, validate: Callable[..., Checked],
+                   record: Dict[str, Any], todo: List[Tuple[Point, str]],
+                   cluster) -> List[Slot]:
+  """Points on a Ray cluster: each checked as its child launcher will be
+  (the cluster must hold its plan), then as many slots as the cluster
+  holds points at once; record['ray_cluster'] says why."""
+  from acme_launch.run.ray import cluster as ray_cluster  # pylint: disable=g-import-not-at-top
+  address, hosts = cluster
+  seen_from = _seen_from(cluster_slots(1, address)[0], record.get('cwd'))
+  plans = []
+  for point, state in todo:
+    try:
+      checked = validate(point_args(options.sweep_dir, record, point, state),
+                         seen_from)
+    except errors.LaunchError as e:
+      raise errors.LaunchError(f'sweep point {point.name}: {e}') from None
+    plans.append(tuple(checked.demands))
+  if not plans:
+    return []
+  count, capacity = cluster_concurrency(options.max_concurrent, plans, hosts,
+                                        address)
+  asks = sorted({ray_cluster.describe_amounts(ray_cluster.total(p))
+                 for p in plans})
+  has = {k: sum(h.resources.get(k, 0.0) for h in hosts)
+         for k in ('CPU', 'GPU', 'memory')}
+  has = {k: v for k, v in has.items() if v > 0}
+  record['ray_cluster'] = {
+      'address': address, 'hosts': [h.ip for h in hosts],
+      'point_asks': asks, 'cluster_has': ray_cluster.describe_amounts(has),
+      'holds': capacity, 'at_once': count}
+  return cluster_slots(count, address)
+
+
 def run(options: SweepOptions, record: Dict[str, Any],
         todo: List[Tuple[Point, str]], slots: List[Slot]) -> int:
   """Runs the sweep to its end; prints and writes the table; exit code."""
@@ -331,8 +376,8 @@ def run(options: SweepOptions, record: Dict[str, Any],
   total = len(record['points'])
   print(f'acme-launch: sweep of {total} points of {record["config_name"]} '
         f'({", ".join(record["fields"])}){_drawn(record)}: {len(todo)} to run, '
-        f'{len(slots)} at once; sweep directory {options.sweep_dir}',
-        flush=True)
+        f'{len(slots)} at once{_where(record)}; sweep directory '
+        f'{options.sweep_dir}', flush=True)
   stopped_by = SweepRunner(options.sweep_dir, record,
                            options.progress_every).run(todo, slots)
   table = summarize(options.sweep_dir, record)
@@ -351,19 +396,45 @@ def run(options: SweepOptions, record: Dict[str, Any],
   return EXIT_OK
 
 
+def _where(record: Dict[str, Any]) -> str:
+  """' on the Ray cluster at ADDRESS' for points that run there, else ''."""
+  cluster = record.get('ray_cluster')
+  return f' on the Ray cluster at {cluster["address"]}' if cluster else ''
+
+
 def _drawn(record: Dict[str, Any]) -> str:
   """' drawn with --sweep_seed=S' for random search's points, else ''."""
   drawn = record.get('random_search')
   return f' drawn with --sweep_seed={drawn["seed"]}' if drawn else ''
 
 
+def describe_cluster(cluster: Dict[str, Any], to_run: int,
+                     requested: int) -> str:
+  """Why so many points run at once on the Ray cluster (--dry_run)."""
+  holds = cluster['holds']
+  holds_text = (f'holds {holds} of these points at once' if holds < max(
+      to_run, requested) else f'holds all {holds} of them at once')
+  limit = (f'; --max_concurrent={requested}' if requested and
+           requested < min(holds, to_run) else '')
+  return (f'Ray cluster at {cluster["address"]}: {len(cluster["hosts"])} '
+          f'hosts ({", ".join(cluster["hosts"])}) with '
+          f'{cluster["cluster_has"]} in all; a point\'s nodes ask '
+          f'{" or ".join(cluster["point_asks"])}; first fit of their nodes '
+          f'on the hosts: the cluster {holds_text}{limit}: '
+          f'{cluster["at_once"]} at once, the rest wait for room.')
+
+
 def describe_dry_run(options: SweepOptions, record: Dict[str, Any],
                      todo: List[Tuple[Point, str]], slots: List[Slot]) -> str:
   lines = [f'sweep of {len(record["points"])} points of '
            f'{record["config_name"]}{_drawn(record)}: {len(todo)} to run, '
-           f'{len(slots)} at once; sweep directory {options.sweep_dir}', '',
-           'slots:']
-  lines += [f'  slot {s.index}: {describe_slot(s)}' for s in slots]
+           f'{len(slots)} at once; sweep directory {options.sweep_dir}', '']
+  if record.get('ray_cluster') and slots:
+    lines.append(describe_cluster(record['ray_cluster'], len(todo),
+                                  options.max_concurrent))
+  else:
+    lines.append('slots:')
+    lines += [f'  slot {s.index}: {describe_slot(s)}' for s in slots]
   lines += ['', 'points:']
   for point, state in todo:
     lines.append(f'  {point.name:<30} {" ".join(point.args)}'

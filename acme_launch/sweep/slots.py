@@ -1,5 +1,6 @@
-"""Host slots: the cores (and GPUs) of this host cut among the sweep's
-programs, and a child's view of its slot."""
+"""Slots: the cores (and GPUs) of this host cut among the sweep's programs,
+and a child's view of its slot; or, when the points run on a Ray cluster,
+as many shares of the cluster as it holds programs at once."""
 
 import ctypes
 import dataclasses
@@ -19,6 +20,9 @@ class Slot:
   index: int
   cores: Tuple[int, ...]
   gpus: Tuple[int, ...]           # Empty: the programs use no GPU.
+  # The Ray cluster's address when the points run there: the child
+  # launcher runs here on the launcher's cores, its nodes on the cluster.
+  cluster: str = ''
 
 
 def host_capacity(cores: Sequence[int], gpus: Sequence[int],
@@ -55,7 +59,32 @@ def make_slots(count: int, cores: Sequence[int], gpus: Sequence[int],
           for i in range(count)]
 
 
+def cluster_concurrency(requested: int, plans: Sequence[Sequence],
+                        hosts: Sequence, address: str) -> Tuple[int, int]:
+  """(programs at once, how many the cluster holds) for points that run on
+  the Ray cluster at `address`: --max_concurrent, checked against what the
+  hosts hold (`plans`: each point's ray_cluster.Demand list)."""
+  from acme_launch.run.ray import cluster as ray_cluster  # pylint: disable=g-import-not-at-top
+  capacity = ray_cluster.copies_that_fit(plans, hosts, max(requested,
+                                                           len(plans)))
+  if requested > capacity:
+    raise errors.LaunchError(
+        f'--max_concurrent={requested}: the Ray cluster at {address} holds '
+        f'{capacity} of these programs at once (each asks '
+        f'{ray_cluster.describe_amounts(ray_cluster.total(plans[0]))})')
+  return max(1, min(requested or capacity, len(plans))), capacity
+
+
+def cluster_slots(count: int, address: str) -> List[Slot]:
+  """`count` shares of the cluster; each child launcher may use this
+  launcher's cores (it only supervises: its nodes run on the cluster)."""
+  cores = tuple(sorted(_host_cores()))
+  return [Slot(i, cores, (), address) for i in range(count)]
+
+
 def describe_slot(slot: Slot) -> str:
+  if slot.cluster:
+    return f'the Ray cluster at {slot.cluster}'
   gpus = ','.join(map(str, slot.gpus)) if slot.gpus else 'none'
   return f'cores {resources.format_cores(slot.cores)}, GPUs {gpus}'
 

@@ -210,6 +210,51 @@ def fit(all_demands: Sequence[Demand], hosts: Sequence[Host]) -> Dict[str, str]:
   return {d.node: placed[d.node] for d in all_demands}
 
 
+def copies_that_fit(plans: Sequence[Sequence[Demand]], hosts: Sequence[Host],
+                    most: int) -> int:
+  """How many programs the hosts hold at once, up to `most`: programs are
+  taken from `plans` (each a program's demands) in turn, round and round,
+  and each node goes, first fit as `fit` orders them, to the host that it
+  fits with the least CPU left (a program's nodes pack onto few hosts).
+
+  Against the hosts' total resources, as `fit`: what other jobs hold is
+  not counted.
+  """
+  left = {h.node_id: dict(h.resources) for h in hosts}
+  def fits(demand: Demand, room: Mapping[str, float]) -> bool:
+    return all(room.get(k, 0) + 1e-9 >= v
+               for k, v in demand.as_resources().items())
+  count = 0
+  while count < most and plans:
+    plan = plans[count % len(plans)]
+    trial = {node: dict(room) for node, room in left.items()}
+    for demand in sorted(plan, key=lambda d: sum(
+        fits(d, h.resources) for h in hosts)):
+      free = [h for h in hosts if fits(demand, trial[h.node_id])]
+      if not free:
+        return count
+      host = min(free, key=lambda h: trial[h.node_id].get('CPU', 0))
+      for k, v in demand.as_resources().items():
+        trial[host.node_id][k] -= v
+    left = trial
+    count += 1
+  return count
+
+
+def total(plan: Sequence[Demand]) -> Dict[str, float]:
+  """What a program's nodes ask of Ray together, in Ray's names."""
+  summed: Dict[str, float] = {}
+  for demand in plan:
+    for k, v in demand.as_resources().items():
+      summed[k] = summed.get(k, 0.0) + v
+  return summed
+
+
+def describe_amounts(amounts: Mapping[str, float]) -> str:
+  """'5 CPUs, 2,048 MB of memory' for resources in Ray's names."""
+  return ', '.join(_amount(k, v) for k, v in amounts.items()) or 'nothing'
+
+
 def format_fit(cluster: Cluster) -> str:
   """--dry_run: the hosts, and which host each node fits on."""
   lines = [f'Ray cluster at {cluster.address}: {len(cluster.hosts)} hosts']

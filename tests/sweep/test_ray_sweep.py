@@ -1,0 +1,98 @@
+"""--sweep with --launch_type=ray: the points' programs on a Ray cluster made
+of network namespaces (tests/netns_cluster.py).
+
+The head, host a, has no CPU for Ray: the launcher runs there, as a user on
+the head would, and no node can. Hosts b and c have five Ray CPUs each, what
+one smoke point's five nodes ask (one each): the cluster holds two points at
+once, and a third waits.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests import netns_cluster
+from tests.conftest import REPO_ROOT, node_records, read_json, wait_for
+
+
+@pytest.fixture(scope='module')
+def cluster():
+  reason = netns_cluster.why_not_available()
+  if reason:
+    pytest.skip(f'no network namespaces here: {reason}')
+  hosts = netns_cluster.NetnsCluster(['a', 'b', 'c'], {'a': 0, 'b': 5, 'c': 5})
+  try:
+    hosts.up()
+    yield hosts
+  finally:
+    hosts.down()
+
+
+def _sweep(cluster, workdir, *args, timeout=120):
+  argv = [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
+          '--config=smoke', '--launch_type=ray',
+          f'--ray_address={cluster.address}', f'--workdir={workdir}', *args]
+  return subprocess.run(cluster.in_host('a', argv), cwd=REPO_ROOT,
+                        env=cluster.env, capture_output=True, text=True,
+                        timeout=timeout, check=False)
+
+
+@pytest.mark.e2e
+def test_ray_sweep_runs_two_points_at_once_on_the_two_hosts_with_room(
+    cluster, workdir):
+  result = _sweep(cluster, workdir, '--sweep=seed=0,1', '--run_name=seeds',
+                  '--config.max_actor_steps=1000', '--progress_every=5',
+                  timeout=420)
+  assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+  sweep_dir = os.path.join(workdir, 'seeds')
+  assert f'2 at once on the Ray cluster at {cluster.address}' in result.stdout
+  record = read_json(os.path.join(sweep_dir, 'sweep.json'))
+  assert record['ray_cluster']['holds'] == 2
+  (first,), (second,) = [p['launches'] for p in record['points']]
+  # Both points ran at once: each started before the other ended.
+  assert first['started'] < second['ended']
+  assert second['started'] < first['ended']
+  hosts_of = {}
+  for point in ('seed=0', 'seed=1'):
+    run_dir = os.path.join(sweep_dir, point)
+    summary = read_json(os.path.join(run_dir, 'summary.json'))
+    assert summary['exit_reason'] == 'budget_reached', point
+    assert summary['actor_steps'] >= 1000
+    records = node_records(run_dir)
+    assert len(records) == 5, sorted(records)
+    hosts_of[point] = [r['bind_address'] for r in records.values()]
+  # Ten one-CPU nodes at once on the two hosts of five CPUs: five on each,
+  # none on the head.
+  placed = hosts_of['seed=0'] + hosts_of['seed=1']
+  assert sorted(placed) == sorted([cluster.ips['b']] * 5 +
+                                  [cluster.ips['c']] * 5)
+  table = read_json(os.path.join(sweep_dir, 'sweep_summary.json'))
+  assert {r['point'] for r in table['points']} == {'seed=0', 'seed=1'}
+  assert all(r['budget_reached'] and r['final_return'] is not None
+             for r in table['points'])
+  assert table['failed'] == []
+  wait_for(lambda: not cluster.run_processes(), 20,
+           'no process of the sweep left')
+
+
+@pytest.mark.e2e
+def test_ray_sweep_dry_run_says_how_many_points_the_cluster_holds_and_why(
+    cluster, workdir):
+  result = _sweep(cluster, workdir, '--sweep=seed=0,1,2', '--dry_run')
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert '3 to run, 2 at once' in result.stdout
+  assert (f'Ray cluster at {cluster.address}: 3 hosts' in result.stdout and
+          "a point's nodes ask 5 CPUs" in result.stdout and
+          'the cluster holds 2 of these points at once: 2 at once, the rest '
+          'wait for room.' in result.stdout), result.stdout
+  assert os.listdir(workdir) == []
+  # Bad input: more at once than the cluster holds.
+  result = _sweep(cluster, workdir, '--sweep=seed=0,1,2', '--max_concurrent=3')
+  assert result.returncode == 2, result.stdout + result.stderr
+  lines = [l for l in result.stderr.splitlines() if l.strip()]
+  assert len(lines) == 1 and lines[0].startswith('acme-launch: error:'), lines
+  assert (f'--max_concurrent=3: the Ray cluster at {cluster.address} holds 2'
+          in lines[0])
+  assert os.listdir(workdir) == []
