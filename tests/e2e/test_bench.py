@@ -217,3 +217,15 @@ def test_replay_memory_fills_real_servers_and_reports_the_figures(tmp_path):
   for key in ('item_overhead_bytes', 'column_step_overhead_bytes',
               'vector_compression', 'pixel_compression'):
     assert key in results
+
+
+def test_r2d2_actor_measures_one_and_several_envs_per_actor():
+  result = _bench('r2d2_actor.py', '--envs=1,2', '--seconds=1', '--',
+                  '--config.network.lstm_size=8',
+                  '--config.network.head_hidden_layers=(8,)')
+  lines = [l for l in result.stdout.splitlines() if 'env steps/s' in l]
+  assert len(lines) == 2, result.stdout[-2000:]
+  for line, envs in zip(lines, (1, 2)):
+    match = re.search(r'envs_per_actor=(\d+): ([\d,]+) env steps/s', line)
+    assert match and int(match.group(1)) == envs, line
+    assert int(match.group(2).replace(',', '')) > 0, line
