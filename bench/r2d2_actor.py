@@ -8,8 +8,10 @@ own R2D2 actor and environment loop; with N > 1, the batched recurrent
 actor (program/recurrent_actor.py) with one Acme SequenceAdder per
 environment. Both write into a local Reverb table of R2D2's signature that
 drops its oldest sequences and never blocks (no learner: what is measured
-is the actor). Each setting runs a warm-up (jit, first writes), then
-`--seconds`; prints env steps/s per setting.
+is the actor). Each setting is timed over `--seconds` after its first 200
+steps (jit, first writes); prints env steps/s per setting, and env steps
+per CPU second of the process (Reverb's server included): the figure to
+compare on a machine where other work takes cores.
 """
 
 import argparse
@@ -56,19 +58,32 @@ class _Source(core.VariableSource):
     return [self._params for _ in names]
 
 
-class _Deadline(counting.Counter):
-  """Counts steps; once past `deadline`, reports the budget reached."""
+class _Clock(counting.Counter):
+  """Counts steps; starts the clock once `warmup` steps are counted (jit,
+  first writes done) and reports the budget reached `seconds` later."""
 
-  def __init__(self):
+  def __init__(self, warmup: int, seconds: float):
     super().__init__(prefix='actor', time_delta=0.)
-    self.steps, self.deadline = 0, float('inf')
+    self._warmup, self._seconds = warmup, seconds
+    self.steps, self.start, self.end = 0, None, float('inf')
 
   def increment(self, **counts):
     self.steps += counts.get('steps', 0)
     result = super().increment(**counts)
-    if time.time() >= self.deadline:
+    now = time.time()
+    if self.start is None and self.steps >= self._warmup:
+      self.start, self.start_steps = now, self.steps
+      self.start_cpu = time.process_time()
+      self.end = now + self._seconds
+    if now >= self.end:
       result = dict(result, actor_steps=float('inf'))
     return result
+
+  def rate(self):
+    """(env steps per second, env steps per CPU second of this process)."""
+    steps = self.steps - self.start_steps
+    return (steps / (time.time() - self.start),
+            steps / (time.process_time() - self.start_cpu))
 
 
 def steps_per_second(config, num_envs: int, seconds: float) -> float:
@@ -91,18 +106,16 @@ def steps_per_second(config, num_envs: int, seconds: float) -> float:
         key, jnp.zeros((1,) + spec.observations.shape,
                        spec.observations.dtype), state)
     policy = adapter.make_policy(config, networks, spec, evaluation=False)
-    counter = _Deadline()
+    clock = _Clock(warmup=200, seconds=seconds)
     if num_envs == 1:  # Acme's own actor and loop, as the launcher runs it.
       actor = builder.make_actor(key, policy, adder=builder.make_adder(client),
                                  variable_source=_Source(params))
       loop = environment_loop.EnvironmentLoop(
           environments.make_environment(config.env_name, 0, config=config),
-          actor, counter, loggers.NoOpLogger())
-      loop.run(num_steps=200)  # Warm-up.
-      counter.steps, start = 0, time.time()
-      while time.time() < start + seconds:
-        loop.run(num_steps=500)  # Whole episodes, at least 500 steps.
-      return counter.steps / (time.time() - start)
+          actor, clock, loggers.NoOpLogger())
+      while time.time() < clock.end:
+        loop.run(num_episodes=1)
+      return clock.rate()
     envs = environments.make_environments(
         config.env_name, list(range(num_envs)), 0, 'gym', config=config)
     loop = recurrent_actor.RecurrentBatchedEnvironmentLoop(
@@ -111,13 +124,9 @@ def steps_per_second(config, num_envs: int, seconds: float) -> float:
         batched_adders.PerEnvAdders(
             [builder.make_adder(client) for _ in range(num_envs)]),
         np.stack([jax.random.PRNGKey(i) for i in range(num_envs)]),
-        counter, loggers.NoOpLogger(), max_actor_steps=200)
-    loop._run()  # pylint: disable=protected-access  (warm-up)
-    loop._max_actor_steps = 10**12  # pylint: disable=protected-access
-    counter.steps, counter.deadline = 0, time.time() + seconds
-    start = time.time()
-    loop._run()  # pylint: disable=protected-access
-    return counter.steps / (time.time() - start)
+        clock, loggers.NoOpLogger(), max_actor_steps=10**12)
+    loop._run()  # pylint: disable=protected-access  (until the clock stops)
+    return clock.rate()
   finally:
     server.stop()
 
@@ -132,9 +141,9 @@ def main(argv) -> int:
   config = prepare.check_arguments(
       ['launch.py', f'--config={args.config}', *extra]).config
   for num_envs in [int(n) for n in args.envs.split(',')]:
-    rate = steps_per_second(config, num_envs, args.seconds)
-    print(f'{args.config} envs_per_actor={num_envs}: {rate:,.0f} env steps/s',
-          flush=True)
+    rate, cpu_rate = steps_per_second(config, num_envs, args.seconds)
+    print(f'{args.config} envs_per_actor={num_envs}: {rate:,.0f} env steps/s '
+          f'({cpu_rate:,.0f} per CPU second)', flush=True)
   return 0
 
 
