@@ -110,14 +110,11 @@ def make_program(config: ml_collections.ConfigDict,
   # What the nodes will call, tried once here: an adapter that raises is one
   # line before any process starts, not a node failing after launch.
   for evaluation in (False, True):
-    policy = agents.call(
-        adapter, 'make_policy', config,
-        agents.call(adapter, 'make_networks', config, environment_spec),
-        environment_spec, evaluation)
+    networks = agents.call(adapter, 'make_networks', config, environment_spec)
+    policy = agents.call(adapter, 'make_policy', config, networks,
+                         environment_spec, evaluation)
     if batched_recurrent and not evaluation:
-      agents.call(adapter, 'make_actor_core', config,
-                  agents.call(adapter, 'make_networks', config,
-                              environment_spec), policy)
+      agents.call(adapter, 'make_actor_core', config, networks, policy)
   seeds = node_seeds(config)
 
   def logger_for(node: str) -> loggers.Logger:
