@@ -11,7 +11,8 @@ the `core_state` extras included, is compared.
 
 Environments: three small deterministic dm_env tasks whose episodes last
 3, 7 and 5 steps (the gym backend's immediate resets, through
-`reset_some`), and EnvPool's CartPole-v1 (auto-reset first steps).
+`reset_some`), and EnvPool's CartPole-v1 (auto-reset first steps; its
+async mode against its sync mode).
 """
 
 import threading
@@ -40,7 +41,7 @@ from tests.program import test_batched_adders
 LENGTHS = (3, 7, 5)  # Episode lengths of the three small tasks.
 # Steps of each environment: CartPole's episodes last tens of steps.
 ITERATIONS = {'gym': 60, 'envpool': 200}
-SEEDS = (11, 12, 13)
+SEEDS = (11, 12, 13)  # Consecutive: EnvPool seeds environment i with 11 + i.
 
 
 class _Task(dm_env.Environment):
@@ -134,16 +135,16 @@ def _r2d2(request):
 
 
 def _run_ours(backend, config, adapter, builder, networks, params, client,
-              monkeypatch):
+              monkeypatch, envs=None):
   stop = threading.Event()
   monkeypatch.setattr(lp, 'stop_event', lambda: stop)
   policy = adapter.make_policy(config, networks, None, evaluation=False)
-  envs = _make_envs(backend)
+  envs = envs or _make_envs(backend)
   adder = batched_adders.PerEnvAdders(
       [builder.make_adder(client) for _ in range(envs.num_envs)])
   # The key R2D2Builder.make_actor(PRNGKey(seed)) gives its actor.
-  keys = np.stack([jax.random.split(jax.random.PRNGKey(s), 3)[2]
-                   for s in SEEDS])
+  keys = np.stack([jax.random.split(jax.random.PRNGKey(SEEDS[0] + i), 3)[2]
+                   for i in range(envs.num_envs)])
   client = test_batched_actor._Client(ITERATIONS[backend], stop)  # pylint: disable=protected-access
   client.params = params
   loop = recurrent_actor.RecurrentBatchedEnvironmentLoop(
@@ -208,6 +209,30 @@ def test_items_are_those_of_one_acme_r2d2_actor_per_environment(
   # At least one (padded) sequence an episode.
   assert len(theirs) >= episodes
   test_batched_actor._assert_same(mine, theirs)  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize('r2d2', ['envpool'], indirect=True)
+def test_async_envpool_streams_are_the_sync_streams(r2d2, monkeypatch):
+  """EnvPool's async mode: 2N environments, N a step, whichever are ready,
+  so the rows of a step are any environments' and their states are picked
+  out and put back by environment id. Each environment's stream is the
+  same as in sync mode: every item is one of the sync run's."""
+  backend, config, adapter, builder, networks, params, clients = r2d2
+  num_envs = 2 * len(SEEDS)
+  envs = environments.make_environments('CartPole-v1', list(SEEDS), 0,
+                                        'envpool', async_envs=num_envs)
+  assert envs.num_envs == num_envs and envs.batch_size == len(SEEDS)
+  _run_ours(backend, config, adapter, builder, networks, params, clients[0],
+            monkeypatch, envs)
+  # Sync, all 2N, each stepped as often as the async run stepped all.
+  _run_ours(backend, config, adapter, builder, networks, params, clients[1],
+            monkeypatch, environments.make_environments(
+                'CartPole-v1', [SEEDS[0] + i for i in range(num_envs)], 0,
+                'envpool'))
+  mine, theirs = _items(clients[0]), _items(clients[1])
+  keys = {test_batched_adders._key(item) for item in theirs}  # pylint: disable=protected-access
+  assert len(mine) >= num_envs
+  assert all(test_batched_adders._key(item) in keys for item in mine)  # pylint: disable=protected-access
 
 
 @pytest.mark.parametrize('r2d2', ['gym'], indirect=True)
