@@ -34,9 +34,17 @@ and may declare what its learner and actors need (defaults in brackets):
                          envs_per_actor > 1; otherwise each environment gets
                          its own `builder.make_adder()`
   RECURRENT              bool [False]: the policy keeps state between steps
-                         (R2D2's LSTM): actors step one environment each
-                         (envs_per_actor > 1 is refused before launch), and
-                         the final evaluation plays with the builder's actor
+                         (R2D2's LSTM): the final evaluation plays with the
+                         builder's actor, and actors step one environment
+                         each (envs_per_actor > 1 is refused before launch)
+                         unless the module has make_actor_core
+  make_actor_core(config, networks, policy)
+                         [none]: for a RECURRENT agent, the Acme `ActorCore`
+                         (init, select_action, get_extras) its builder's
+                         actor runs; actors with envs_per_actor > 1 then
+                         step it for all their environments at once, one
+                         state per environment (program/recurrent_actor.py),
+                         each with its own `builder.make_adder()`
   replay_tables(config, environment_spec)
                          [none]: what its replay tables hold, as
                          `plan.replay_memory.TableLayout`s (items at most,
@@ -88,6 +96,7 @@ class Adapter:
   batched_adder: bool = False
   recurrent: bool = False
   replay_tables: Optional[Callable[..., Any]] = None
+  make_actor_core: Optional[Callable[..., Any]] = None
 
 
 def module_name(agent: str) -> str:
@@ -132,9 +141,13 @@ def load(agent: str) -> Adapter:
           getattr(module, 'POLICY_RETURNS_EXTRAS', False)),
       batched_adder=bool(getattr(module, 'BATCHED_ADDER', False)),
       recurrent=bool(getattr(module, 'RECURRENT', False)),
-      replay_tables=(getattr(module, 'replay_tables', None)
-                     if callable(getattr(module, 'replay_tables', None))
-                     else None))
+      replay_tables=_optional(module, 'replay_tables'),
+      make_actor_core=_optional(module, 'make_actor_core'))
+
+
+def _optional(module, function: str) -> Optional[Callable[..., Any]]:
+  value = getattr(module, function, None)
+  return value if callable(value) else None
 
 
 def _import_error(agent: str, error: Exception) -> errors.LaunchError:

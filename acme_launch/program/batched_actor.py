@@ -90,9 +90,11 @@ class BatchedEnvironmentLoop(core.Worker):
     # nodes.BudgetedEnvironmentLoop does for one environment.
     self._max_actor_steps = max_actor_steps
 
-  def _select_actions(self, observations):
+  def _select_actions(self, timesteps: envs.TimeSteps):
+    """(actions, extras) for the rows of `timesteps` (a FIRST row starts
+    an episode: recurrent loops reset that environment's state)."""
     self._random_key, output = self._policy_step(
-        self._variable_client.params, self._random_key, observations)
+        self._variable_client.params, self._random_key, timesteps.observation)
     return actions_and_extras(output, self._policy_returns_extras)
 
   def run(self) -> None:
@@ -120,7 +122,7 @@ class BatchedEnvironmentLoop(core.Worker):
     sent_actions = sent_extras = None
     pipelined = environments.auto_reset  # EnvPool: send, then write.
     stop = lp.stop_event()
-    actions, extras = self._select_actions(timesteps.observation)
+    actions, extras = self._select_actions(timesteps)
     environments.send(actions, timesteps.env_id)
     whole = timesteps.env_id.size == num_envs
     if not whole:
@@ -140,12 +142,12 @@ class BatchedEnvironmentLoop(core.Worker):
         previous = (sent_actions[ids], None if extras is None else
                     tree.map_structure(lambda buf: buf[ids], sent_extras))
       if pipelined:  # The environments step while this step is written.
-        actions, extras = self._select_actions(timesteps.observation)
+        actions, extras = self._select_actions(timesteps)
         environments.send(actions, timesteps.env_id)
         self._record(*previous, timesteps)
       else:  # Ended environments restart before the policy sees them.
         timesteps = self._record(*previous, timesteps)
-        actions, extras = self._select_actions(timesteps.observation)
+        actions, extras = self._select_actions(timesteps)
         environments.send(actions, timesteps.env_id)
       if time.time() - self._last_report >= _REPORT_EVERY_SECONDS:
         self._report()

@@ -26,6 +26,7 @@ from acme_launch import agents
 from acme_launch.program import batched_actor
 from acme_launch.program import batched_adders
 from acme_launch.program import checkpointing
+from acme_launch.program import recurrent_actor
 from acme_launch import envs as environments
 from acme_launch import errors
 from acme_launch.program import final_eval
@@ -80,11 +81,12 @@ def make_program(config: ml_collections.ConfigDict,
                  plan: resources.ResourcePlan, run_dir: str) -> BuiltProgram:
   """Returns the program; nothing runs until it is launched."""
   adapter = agents.load(config.agent)
-  if adapter.recurrent and config.envs_per_actor > 1:
+  batched_recurrent = adapter.recurrent and config.envs_per_actor > 1
+  if batched_recurrent and adapter.make_actor_core is None:
     raise errors.LaunchError(
-        f'config.agent {config.agent} keeps recurrent state, so its actors '
-        'step one environment each: set config.envs_per_actor=1 (got '
-        f'{config.envs_per_actor})')
+        f'config.agent {config.agent} keeps recurrent state and has no '
+        'make_actor_core, so its actors step one environment each: set '
+        f'config.envs_per_actor=1 (got {config.envs_per_actor})')
   backend = config.get('env_backend', 'gym')  # Runs saved before it: gym.
   make_env = functools.partial(
       environments.make_environment, config.env_name,
@@ -108,9 +110,11 @@ def make_program(config: ml_collections.ConfigDict,
   # What the nodes will call, tried once here: an adapter that raises is one
   # line before any process starts, not a node failing after launch.
   for evaluation in (False, True):
-    agents.call(adapter, 'make_policy', config,
-                agents.call(adapter, 'make_networks', config, environment_spec),
-                environment_spec, evaluation)
+    networks = agents.call(adapter, 'make_networks', config, environment_spec)
+    policy = agents.call(adapter, 'make_policy', config, networks,
+                         environment_spec, evaluation)
+    if batched_recurrent and not evaluation:
+      agents.call(adapter, 'make_actor_core', config, networks, policy)
   seeds = node_seeds(config)
 
   def logger_for(node: str) -> loggers.Logger:
@@ -163,6 +167,19 @@ def make_program(config: ml_collections.ConfigDict,
         config.env_name, env_seeds, config.env_max_episode_steps, backend,
         num_threads, async_envs=config.get('envpool_async_envs', 0),
         config=config)
+    if adapter.recurrent:  # One state per environment, one call a step.
+      # Each environment's key chain, from its seed (EnvPool's async mode
+      # runs more environments than seeds: theirs continue the sequence).
+      key_seeds = env_seeds + [environments.node_seed(seed, 'env', j)
+                               for j in range(len(env_seeds), envs.num_envs)]
+      return recurrent_actor.RecurrentBatchedEnvironmentLoop(
+          envs, adapter.make_actor_core(config, networks, policy),
+          agents.make_variable_client(adapter, config, learner),
+          batched_adders.PerEnvAdders(
+              [builder.make_adder(replay) for _ in range(envs.num_envs)]),
+          np.stack([jax.random.PRNGKey(s) for s in key_seeds]),
+          actor_counter, logger_for(f'actor/{index}'),
+          max_actor_steps=config.max_actor_steps)
     if adapter.batched_adder:  # PPO: bulk sequence writes.
       adder = builder.make_batched_adder(replay, environment_spec,
                                          envs.num_envs)

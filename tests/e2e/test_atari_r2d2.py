@@ -65,13 +65,6 @@ def test_an_unknown_game_is_one_line_exit_2_before_anything_starts(workdir):
   assert os.listdir(workdir) == []  # No run directory: nothing started.
 
 
-def test_r2d2_with_several_envs_per_actor_is_one_line_exit_2(workdir):
-  result = run_launcher('--config=r2d2_atari', f'--workdir={workdir}',
-                        '--config.envs_per_actor=4', timeout=120)
-  assert 'config.envs_per_actor=1' in _one_error_line(result)
-  assert os.listdir(workdir) == []
-
-
 def test_r2d2_dry_run_shows_the_replay_memory_estimate(workdir):
   # 20k sequences (about 4.4 GB) rather than the config's 50k (about 11
   # GB), so that a smaller test machine runs it too.

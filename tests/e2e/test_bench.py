@@ -227,3 +227,15 @@ def test_atari_backends_measures_both_backends(tmp_path):
   assert all(r['env_steps_per_second'] > 0 and r['per_cpu_second'] > 0
              for r in results['rounds'])
   assert set(results['medians']) == {'envpool', 'gym'}
+
+
+def test_r2d2_actor_measures_one_and_several_envs_per_actor():
+  result = _bench('r2d2_actor.py', '--envs=1,2', '--seconds=1', '--',
+                  '--config.network.lstm_size=8',
+                  '--config.network.head_hidden_layers=(8,)')
+  lines = [l for l in result.stdout.splitlines() if 'env steps/s' in l]
+  assert len(lines) == 2, result.stdout[-2000:]
+  for line, envs in zip(lines, (1, 2)):
+    match = re.search(r'envs_per_actor=(\d+): ([\d,]+) env steps/s', line)
+    assert match and int(match.group(1)) == envs, line
+    assert int(match.group(2).replace(',', '')) > 0, line

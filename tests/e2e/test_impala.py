@@ -98,3 +98,13 @@ def test_a_sampling_rate_above_one_is_one_line_exit_2(workdir):
   assert ('config.impala.samples_per_insert must be in (0, 1]' in
           _one_error_line(result))
   assert os.listdir(workdir) == []
+
+
+def test_impala_with_several_envs_per_actor_is_one_line_exit_2(workdir):
+  # Its actor is Acme's IMPALAActor, not an ActorCore: one game each.
+  result = run_launcher('--config=impala_minatar', f'--workdir={workdir}',
+                        '--config.envs_per_actor=4', timeout=120)
+  line = _one_error_line(result)
+  assert 'has no make_actor_core' in line
+  assert 'config.envs_per_actor=1' in line
+  assert os.listdir(workdir) == []

@@ -3,6 +3,7 @@ run under local_mp to a tiny budget with a final evaluation, and resumed;
 `dqn_minatar`'s network planned; a bad game refused before anything
 starts (an unknown game: tests/e2e/test_cli.py)."""
 
+import csv
 import os
 
 import pytest
@@ -71,6 +72,25 @@ def test_r2d2_minatar_trains_to_a_tiny_budget_evaluates_and_resumes(workdir):
   assert summary['restored_actor_steps'] >= BUDGET
   assert summary['actor_steps'] >= RESUMED_BUDGET
   assert summary['learner_steps'] > learner_steps  # Went on, not from 0.
+
+
+def test_r2d2_minatar_with_four_games_per_actor_trains_and_evaluates(workdir):
+  """The batched recurrent actor (four games, one LSTM state each) under
+  local_mp, to the budget and the final evaluation."""
+  result = run_launcher('--config=r2d2_minatar', f'--workdir={workdir}',
+                        '--run_name=batched', *TINY,
+                        '--config.envs_per_actor=4',
+                        f'--config.max_actor_steps={BUDGET}', timeout=300)
+  run_dir = os.path.join(workdir, 'batched')
+  summary = reached_budget(result, run_dir, BUDGET)
+  final = read_json(os.path.join(run_dir, 'final_eval.json'))
+  assert final['episodes'] == summary['final_eval_episodes'] == 2
+  assert all(1 <= n <= EPISODE_STEPS for n in final['lengths'])
+  # The counter's episodes by the actor's last metrics row: each of the
+  # four games ended at least one (games of 100 steps at most, 400 steps).
+  with open(os.path.join(run_dir, 'metrics', 'actor_0.csv')) as f:
+    rows = list(csv.DictReader(f))
+  assert int(rows[-1]['actor_episodes']) >= 4, rows
 
 
 def test_dqn_runs_minatar_with_a_conv_torso_or_an_mlp():

@@ -12,7 +12,8 @@ its loss is the policy gradient plus `baseline_cost` x the value loss minus
 
 Actors are Acme's own recurrent actor (it samples an action from the
 logits) and `SequenceAdder`, one environment each: `config.envs_per_actor`
-> 1 is refused before launch (RECURRENT below). The evaluator samples from
+> 1 is refused before launch (RECURRENT below, and no `make_actor_core`:
+Acme's IMPALAActor is not an ActorCore). The evaluator samples from
 the policy too, as the IMPALA paper evaluates. Two changes to Acme's actor,
 in `Builder.make_actor`: the policy step is jitted (Acme's applies the
 haiku network op by op) and its action is a numpy value for the

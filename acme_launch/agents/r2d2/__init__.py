@@ -12,16 +12,22 @@ Exploration is Acme's: each actor draws its epsilon for each episode from
 the Ape-X set `0.4 ** logspace(1, 8, num_epsilons)`, so the actors of a
 program cover that range; the evaluator uses `evaluation_epsilon`.
 
-Actors are Acme's own recurrent actor and adder, one environment each:
-`config.envs_per_actor` > 1 is refused before launch (RECURRENT below).
+Actors are Acme's own recurrent actor and adder with one environment each;
+with `config.envs_per_actor` > 1, the batched recurrent actor
+(program/recurrent_actor.py) steps Acme's R2D2 actor core (`make_actor_core`
+below) for all of them at once, one LSTM state and one epsilon per
+environment, into Acme's SequenceAdder per environment.
 """
 
 from typing import Callable
 
 from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme import specs
+from acme.agents.jax import actor_core as actor_core_lib
 from acme.agents.jax import r2d2
+from acme.agents.jax.r2d2 import actor as r2d2_actor
 from acme.utils import loggers
+import jax
 import ml_collections
 
 from acme_launch import errors
@@ -33,7 +39,8 @@ from acme_launch.agents.r2d2 import networks as r2d2_networks
 # 'actor_variables', and so do the loops that step the policy themselves.
 ACTOR_VARIABLES = 'actor_variables'
 # The policy keeps an LSTM state per environment: the final evaluation plays
-# its episodes with the builder's own actor, and actors step one environment.
+# its episodes with the builder's own actor; batched actors step
+# make_actor_core's core.
 RECURRENT = True
 
 
@@ -73,6 +80,20 @@ def make_policy(config: ml_collections.ConfigDict,
   actor's epsilon and uses `config.r2d2.evaluation_epsilon`."""
   del environment_spec  # The networks carry what the policy needs.
   return r2d2.make_behavior_policy(networks, r2d2_config(config), evaluation)
+
+
+def make_actor_core(config: ml_collections.ConfigDict,
+                    networks: r2d2.R2D2Networks, policy
+                    ) -> actor_core_lib.ActorCore:
+  """The ActorCore `R2D2Builder.make_actor` wraps in its actor: `policy`
+  (make_policy's), the network's initial LSTM state, and an epsilon drawn
+  per episode from `num_epsilons` Ape-X values. For actors stepping several
+  environments (program/recurrent_actor.py)."""
+  key = jax.random.PRNGKey(0)  # An LSTM's initial state: zeros, any key.
+  initial_state = networks.initial_state.apply(
+      networks.initial_state.init(key, 1), key, 1)
+  return r2d2_actor.get_actor_core(policy, initial_state,
+                                   config.r2d2.num_epsilons)
 
 
 def replay_tables(config: ml_collections.ConfigDict,

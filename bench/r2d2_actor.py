@@ -1,0 +1,151 @@
+"""R2D2's actor alone, one process: env steps/s by environments per actor.
+
+    .venv/bin/python bench/r2d2_actor.py [--config=r2d2_minatar]
+        [--envs=1,4,8] [--seconds=20] [-- EXTRA CONFIG FLAGS]
+
+The config's actor as the launcher builds it: with one environment, Acme's
+own R2D2 actor and environment loop; with N > 1, the batched recurrent
+actor (program/recurrent_actor.py) with one Acme SequenceAdder per
+environment. Both write into a local Reverb table of R2D2's signature that
+drops its oldest sequences and never blocks (no learner: what is measured
+is the actor). Each setting is timed over `--seconds` after its first 200
+steps (jit, first writes); prints env steps/s per setting, and env steps
+per CPU second of the process (Reverb's server included): the figure to
+compare on a machine where other work takes cores.
+"""
+
+import argparse
+import os
+import sys
+import threading
+import time
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+os.environ['JAX_PLATFORMS'] = 'cpu'
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+from acme_launch import quiet  # pylint: disable=g-import-not-at-top,unused-import
+from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
+from acme import core  # pylint: disable=g-import-not-at-top
+from acme import environment_loop  # pylint: disable=g-import-not-at-top
+from acme import specs  # pylint: disable=g-import-not-at-top
+from acme.adders import reverb as adders_reverb  # pylint: disable=g-import-not-at-top
+from acme.utils import counting  # pylint: disable=g-import-not-at-top
+from acme.utils import loggers  # pylint: disable=g-import-not-at-top
+import jax  # pylint: disable=g-import-not-at-top
+import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+import launchpad as lp  # pylint: disable=g-import-not-at-top
+import numpy as np  # pylint: disable=g-import-not-at-top
+import reverb  # pylint: disable=g-import-not-at-top
+
+from acme_launch import agents  # pylint: disable=g-import-not-at-top
+from acme_launch import envs as environments  # pylint: disable=g-import-not-at-top
+from acme_launch import prepare  # pylint: disable=g-import-not-at-top
+from acme_launch.program import batched_adders  # pylint: disable=g-import-not-at-top
+from acme_launch.program import recurrent_actor  # pylint: disable=g-import-not-at-top
+
+_STOP = threading.Event()
+lp.stop_event = lambda: _STOP  # Outside a program: one of ours.
+
+
+class _Source(core.VariableSource):
+
+  def __init__(self, params):
+    self._params = params
+
+  def get_variables(self, names):
+    return [self._params for _ in names]
+
+
+class _Clock(counting.Counter):
+  """Counts steps; starts the clock once `warmup` steps are counted (jit,
+  first writes done) and reports the budget reached `seconds` later."""
+
+  def __init__(self, warmup: int, seconds: float):
+    super().__init__(prefix='actor', time_delta=0.)
+    self._warmup, self._seconds = warmup, seconds
+    self.steps, self.start, self.end = 0, None, float('inf')
+
+  def increment(self, **counts):
+    self.steps += counts.get('steps', 0)
+    result = super().increment(**counts)
+    now = time.time()
+    if self.start is None and self.steps >= self._warmup:
+      self.start, self.start_steps = now, self.steps
+      self.start_cpu = time.process_time()
+      self.end = now + self._seconds
+    if now >= self.end:
+      result = dict(result, actor_steps=float('inf'))
+    return result
+
+  def rate(self):
+    """(env steps per second, env steps per CPU second of this process)."""
+    steps = self.steps - self.start_steps
+    return (steps / (time.time() - self.start),
+            steps / (time.process_time() - self.start_cpu))
+
+
+def steps_per_second(config, num_envs: int, seconds: float) -> float:
+  adapter = agents.load('r2d2')
+  spec = specs.make_environment_spec(
+      environments.make_environment(config.env_name, 0, config=config))
+  builder = adapter.make_builder(config, lambda: None, spec)
+  signature = builder.make_replay_tables(spec)[0].info.signature
+  server = reverb.Server([reverb.Table(
+      adders_reverb.DEFAULT_PRIORITY_TABLE, reverb.selectors.Uniform(),
+      reverb.selectors.Fifo(), max_size=2000,
+      rate_limiter=reverb.rate_limiters.MinSize(1), signature=signature)])
+  try:
+    client = reverb.Client(f'localhost:{server.port}')
+    networks = adapter.make_networks(config, spec)
+    key = jax.random.PRNGKey(0)
+    state = networks.initial_state.apply(
+        networks.initial_state.init(key, 1), key, 1)
+    params = networks.forward.init(
+        key, jnp.zeros((1,) + spec.observations.shape,
+                       spec.observations.dtype), state)
+    policy = adapter.make_policy(config, networks, spec, evaluation=False)
+    clock = _Clock(warmup=200, seconds=seconds)
+    if num_envs == 1:  # Acme's own actor and loop, as the launcher runs it.
+      actor = builder.make_actor(key, policy, adder=builder.make_adder(client),
+                                 variable_source=_Source(params))
+      loop = environment_loop.EnvironmentLoop(
+          environments.make_environment(config.env_name, 0, config=config),
+          actor, clock, loggers.NoOpLogger())
+      while time.time() < clock.end:
+        loop.run(num_episodes=1)
+      return clock.rate()
+    envs = environments.make_environments(
+        config.env_name, list(range(num_envs)), 0, 'gym', config=config)
+    loop = recurrent_actor.RecurrentBatchedEnvironmentLoop(
+        envs, adapter.make_actor_core(config, networks, policy),
+        agents.make_variable_client(adapter, config, _Source(params)),
+        batched_adders.PerEnvAdders(
+            [builder.make_adder(client) for _ in range(num_envs)]),
+        np.stack([jax.random.PRNGKey(i) for i in range(num_envs)]),
+        clock, loggers.NoOpLogger(), max_actor_steps=10**12)
+    loop._run()  # pylint: disable=protected-access  (until the clock stops)
+    return clock.rate()
+  finally:
+    server.stop()
+
+
+def main(argv) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--config', default='r2d2_minatar')
+  parser.add_argument('--envs', default='1,4,8')
+  parser.add_argument('--seconds', type=float, default=20.0)
+  args, extra = parser.parse_known_args(argv[1:])
+  extra = [a for a in extra if a != '--']
+  config = prepare.check_arguments(
+      ['launch.py', f'--config={args.config}', *extra]).config
+  for num_envs in [int(n) for n in args.envs.split(',')]:
+    rate, cpu_rate = steps_per_second(config, num_envs, args.seconds)
+    print(f'{args.config} envs_per_actor={num_envs}: {rate:,.0f} env steps/s '
+          f'({cpu_rate:,.0f} per CPU second)', flush=True)
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main(sys.argv))
