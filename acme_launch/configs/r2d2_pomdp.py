@@ -35,11 +35,12 @@ def get_config() -> ml_collections.ConfigDict:
   config.r2d2.num_epsilons = 256
   config.r2d2.clip_rewards = False
   config.r2d2.batch_size = 32         # Sequences per SGD step.
-  config.r2d2.min_replay_size = 100   # Sequences before the learner samples.
+  config.r2d2.min_replay_size = 500   # Sequences before the learner samples.
   config.r2d2.max_replay_size = 10_000
-  # Each sequence sampled about 8 times: each step trained on about 16, as
-  # dqn_cartpole's 16 samples per inserted transition.
-  config.r2d2.samples_per_insert = 8.0
+  # Each sequence sampled about 32 times: each step (two sequences hold it)
+  # trained on about 64 times. At 8 (each step about 16 times, as
+  # dqn_cartpole's transitions) 100k steps were too few to learn.
+  config.r2d2.samples_per_insert = 32.0
   config.r2d2.samples_per_insert_tolerance_rate = 0.1
   config.r2d2.priority_exponent = 0.9
   config.r2d2.importance_sampling_exponent = 0.6
