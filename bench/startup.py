@@ -2,8 +2,11 @@
 warm, and memory per node.
 
     .venv/bin/python bench/startup.py [--config=ppo_mujoco] [--out=bench/out]
+        [--node_start=exec,fork]
 
-Launches the config twice in a row with one new JAX compilation cache folder
+For each --node_start mode given (how local_mp starts node processes: exec,
+or forked from one fork server), launches the config twice in a row with one
+new JAX compilation cache folder
 (--compilation_cache): `cold` starts with it empty and fills it, `warm`
 reads it, as a second run of the same config on the same machine does. Each
 run goes until its first learner step plus a few seconds and is then stopped
@@ -51,8 +54,8 @@ def _entries(cache: str) -> Dict[str, float]:
           for name in os.listdir(cache) if not name.startswith(('.', '_'))}
 
 
-def measure(config: str, workdir: str, cache: str,
-            timeout: float) -> Dict[str, object]:
+def measure(config: str, workdir: str, cache: str, timeout: float,
+            node_start: str = 'exec') -> Dict[str, object]:
   """One launch until its first learner step: its start-up figures."""
   shutil.rmtree(workdir, ignore_errors=True)
   run_dir = os.path.join(workdir, 'run')
@@ -62,7 +65,7 @@ def measure(config: str, workdir: str, cache: str,
   launcher = subprocess.Popen(
       [sys.executable, os.path.join(REPO_ROOT, 'launch.py'), f'--config={config}',
        f'--workdir={workdir}', '--run_name=run', '--progress_every=1000',
-       f'--compilation_cache={cache}'],
+       f'--compilation_cache={cache}', f'--node_start={node_start}'],
       cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   memory = {}
   try:
@@ -98,36 +101,45 @@ def main(argv: List[str]) -> int:
   parser.add_argument('--config', default='ppo_mujoco')
   parser.add_argument('--timeout', type=float, default=300.0)
   parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
+  parser.add_argument('--node_start', default='exec',
+                      help='comma-separated modes to measure: exec, fork')
   args = parser.parse_args(argv)
-  workdir = os.path.join(args.out, 'startup')
-  cache = os.path.join(workdir, 'jax_cache')
-  shutil.rmtree(workdir, ignore_errors=True)
-  os.makedirs(cache)
+  modes = [m.strip() for m in args.node_start.split(',') if m.strip()]
+  if not modes or set(modes) - {'exec', 'fork'}:
+    parser.error('--node_start takes exec, fork or exec,fork')
   results = {}
-  for name in ('cold', 'warm'):
-    results[name] = measure(args.config, os.path.join(workdir, name), cache,
-                            args.timeout)
+  for mode in modes:
+    workdir = os.path.join(args.out, 'startup', mode)
+    cache = os.path.join(workdir, 'jax_cache')
+    shutil.rmtree(workdir, ignore_errors=True)
+    os.makedirs(cache)
+    results[mode] = {
+        name: measure(args.config, os.path.join(workdir, name), cache,
+                      args.timeout, node_start=mode)
+        for name in ('cold', 'warm')}
 
+  runs = [(mode, name) for mode in modes for name in ('cold', 'warm')]
   print(f'config {args.config} on {os.cpu_count()} cores; seconds after launch')
-  print(f'{"":<20} {"cold":>8} {"warm":>8}')
+  print(f'{"":<20} ' + ' '.join(f'{m + " " + n:>11}' for m, n in runs))
   for what, key in (('first actor step', 'first_actor_step_seconds'),
                     ('first learner step', 'first_learner_step_seconds')):
-    cells = [results[n][key] for n in ('cold', 'warm')]
+    cells = [results[m][n][key] for m, n in runs]
     print(f'{what:<20} ' + ' '.join(
-        f'{c:8.1f}' if c else f'{"never":>8}' for c in cells))
+        f'{c:11.1f}' if c else f'{"never":>11}' for c in cells))
   for what in ('written', 'read'):
     key = f'cache_entries_{what}'
-    print(f'{"cache entries " + what:<20} {results["cold"][key]:8d} '
-          f'{results["warm"][key]:8d}')
-  print('\nresident memory per node process, warm run (MiB)')
-  memory = results['warm']['resident_mib']
-  for node, mib in memory.items():
-    print(f'  {node:<14} {mib:8.0f}')
-  if memory:
-    print(f'  {"total":<14} {sum(memory.values()):8.0f}')
+    print(f'{"cache entries " + what:<20} ' + ' '.join(
+        f'{results[m][n][key]:11d}' for m, n in runs))
+  for mode in modes:
+    print(f'\nresident memory per node process, {mode} warm run (MiB)')
+    memory = results[mode]['warm']['resident_mib']
+    for node, mib in memory.items():
+      print(f'  {node:<14} {mib:8.0f}')
+    if memory:
+      print(f'  {"total":<14} {sum(memory.values()):8.0f}')
   with open(os.path.join(args.out, 'startup.json'), 'w') as f:
-    json.dump({'config': args.config, 'cores': os.cpu_count(), **results},
-              f, indent=1)
+    json.dump({'config': args.config, 'cores': os.cpu_count(),
+               'node_start': results}, f, indent=1)
   return 0
 
 

@@ -28,8 +28,11 @@ from acme_launch.plan import node_env
 NODE_START_MODES = ('exec', 'fork')
 # Variables read at import or interpreter start, not later: JAX copies
 # JAX_* into its config when imported, TF's C++ library reads TF_* (log
-# level) when loaded, the interpreter PYTHON*, the loader LD_*.
-IMPORT_TIME_PREFIXES = ('JAX_', 'TF_', 'PYTHON', 'LD_')
+# level) when loaded, the interpreter PYTHON*, the loader LD_*, and the
+# OpenBLAS that numpy loads reads OMP_NUM_THREADS and OPENBLAS_NUM_THREADS
+# (MKL_*: the same, where numpy uses MKL).
+IMPORT_TIME_PREFIXES = ('JAX_', 'TF_', 'PYTHON', 'LD_', 'OMP_', 'OPENBLAS_',
+                        'MKL_')
 ZYGOTE_NAME = 'forkserver'   # Its log: logs/forkserver.log.
 
 

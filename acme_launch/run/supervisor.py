@@ -326,7 +326,7 @@ class Supervisor(core.SupervisorCore):
         return Outcome(128 + self._stop_signal, 'terminated')
       if self._fork_server is not None and not self._fork_server.alive():
         return Outcome(
-            EXIT_NODE_FAILED, 'node_failed', failed_node='the fork server',
+            EXIT_NODE_FAILED, 'node_failed', failed_node=forkserver.ZYGOTE_NAME,
             failed_log_tail=core.log_tail(self._fork_server_log.path) +
             f'\n(the fork server (--node_start=fork) '
             f'{self._fork_server.how_it_ended()}; the nodes it started died '
