@@ -14,7 +14,8 @@ with SIGINT. Prints, for each, seconds from launch to the first actor step
 and the first learner step (from the counter totals in
 metrics/progress.csv; with envs_per_actor=1 Acme counts actor steps at the
 end of each episode, so "first actor step" is the end of the first episode),
-the cache entries each wrote and read, and each node process's resident memory (psutil,
+the CPU seconds the launcher and its processes had used at the first
+actor step, the cache entries each wrote and read, and each node process's resident memory (psutil,
 sampled once every node is stepping); also written to OUT/startup.json.
 """
 
@@ -54,6 +55,24 @@ def _entries(cache: str) -> Dict[str, float]:
           for name in os.listdir(cache) if not name.startswith(('.', '_'))}
 
 
+def _tree_cpu_seconds(pid: int) -> float:
+  """CPU seconds (user + system) used so far by `pid` and its descendants
+  (the launcher, its node processes and, with fork, the fork server)."""
+  try:
+    root = psutil.Process(pid)
+    processes = [root, *root.children(recursive=True)]
+  except psutil.NoSuchProcess:
+    return 0.0
+  total = 0.0
+  for process in processes:
+    try:
+      times = process.cpu_times()
+      total += times.user + times.system
+    except psutil.NoSuchProcess:
+      pass
+  return total
+
+
 def measure(config: str, workdir: str, cache: str, timeout: float,
             node_start: str = 'exec') -> Dict[str, object]:
   """One launch until its first learner step: its start-up figures."""
@@ -68,9 +87,13 @@ def measure(config: str, workdir: str, cache: str, timeout: float,
        f'--compilation_cache={cache}', f'--node_start={node_start}'],
       cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   memory = {}
+  cpu_at_first_actor_step = None
   try:
     while time.time() - started < timeout:
       time.sleep(0.5)
+      if cpu_at_first_actor_step is None and _first_time(progress_csv,
+                                                         'actor_steps'):
+        cpu_at_first_actor_step = _tree_cpu_seconds(launcher.pid)
       if _first_time(progress_csv, 'learner_steps'):
         time.sleep(3.0)
         for node, pid in sorted(node_pids(run_dir).items()):
@@ -92,6 +115,9 @@ def measure(config: str, workdir: str, cache: str, timeout: float,
       'first_actor_step_seconds': first_actor - started if first_actor else None,
       'first_learner_step_seconds':
           first_learner - started if first_learner else None,
+      # Once progress.csv shows the first actor step; the figure that
+      # matters on a loaded machine, where wall time mostly waits.
+      'cpu_seconds_to_first_actor_step': cpu_at_first_actor_step,
       'resident_mib': memory,
   }
 
@@ -126,6 +152,9 @@ def main(argv: List[str]) -> int:
     cells = [results[m][n][key] for m, n in runs]
     print(f'{what:<20} ' + ' '.join(
         f'{c:11.1f}' if c else f'{"never":>11}' for c in cells))
+  cells = [results[m][n]['cpu_seconds_to_first_actor_step'] for m, n in runs]
+  print(f'{"CPU s, actor step":<20} ' + ' '.join(
+      f'{c:11.1f}' if c else f'{"never":>11}' for c in cells))
   for what in ('written', 'read'):
     key = f'cache_entries_{what}'
     print(f'{"cache entries " + what:<20} ' + ' '.join(

@@ -101,3 +101,28 @@ def test_forked_actor_killed_is_restarted_and_ctrl_c_leaves_no_process(workdir):
   for component in ('learner', 'counter'):
     assert os.path.isfile(os.path.join(run_dir, 'checkpoints', component,
                                        'checkpoint'))
+
+
+def test_the_fork_server_killed_stops_the_run_and_names_it(workdir):
+  run_dir = os.path.join(workdir, 'server_killed')
+  launcher = start_launcher('--config=smoke', '--config.max_actor_steps=10000000',
+                            '--node_start=fork', f'--workdir={workdir}',
+                            '--run_name=server_killed')
+  try:
+    wait_for(lambda: actor_steps(run_dir) > 0, 180, 'actor steps')
+    records = node_records(run_dir)
+    server_pid = records['actor/0']['parent_pid']
+    os.kill(server_pid, signal.SIGKILL)
+    killed_at = time.time()
+    stdout, stderr = launcher.communicate(timeout=60)
+  finally:
+    if launcher.poll() is None:
+      launcher.kill()
+  assert time.time() - killed_at < 30
+  assert launcher.returncode == 1
+  assert 'node forkserver failed' in stderr + stdout
+  assert 'the fork server (--node_start=fork)' in stderr + stdout
+  assert read_json(os.path.join(run_dir, 'summary.json'))[
+      'failed_node'] == 'forkserver'
+  # Its nodes died with it (PR_SET_PDEATHSIG).
+  assert alive([r['pid'] for r in records.values()] + [server_pid]) == []
