@@ -11,6 +11,8 @@ A node is forked only when that gives the same process as exec would:
     settings are left to a fresh process;
   - its values of the variables read when TF, JAX and Python start (names
     starting with IMPORT_TIME_PREFIXES) are the fork server's own.
+  - its command is `python -m acme_launch.node.entry ...`, which the fork
+    server runs in the child (the supervisor's tests run other commands).
 Every other node (and --debug_node's) is started by exec as usual.
 """
 
@@ -21,7 +23,7 @@ import socket
 import subprocess
 import threading
 import time
-from typing import Callable, Dict, List, Mapping, Optional
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from acme_launch.plan import node_env
 
@@ -43,10 +45,15 @@ def server_env(node_env_: Mapping[str, str]) -> Dict[str, str]:
           if not k.startswith(node_env.PREFIX)}
 
 
-def why_not_forked(env: Mapping[str, str],
-                   server: Mapping[str, str]) -> str:
+ENTRY_ARGV = ['-m', 'acme_launch.node.entry']   # After the interpreter.
+
+
+def why_not_forked(env: Mapping[str, str], server: Mapping[str, str],
+                   argv: Sequence[str] = ('python', *ENTRY_ARGV)) -> str:
   """'' if a node with environment `env` may be forked from a fork server
   started with `server`; otherwise why not, in words."""
+  if list(argv[1:3]) != ENTRY_ARGV:
+    return 'its command is not the node entry (python -m acme_launch.node.entry)'
   if env.get('CUDA_VISIBLE_DEVICES', ''):
     return 'it sees a GPU'
   names = {k for k in (*env, *server) if k.startswith(IMPORT_TIME_PREFIXES)}

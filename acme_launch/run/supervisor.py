@@ -253,7 +253,7 @@ class Supervisor(core.SupervisorCore):
       if node == self._debug_node:
         continue
       env = forkserver.server_env(self._node_env(node, overrides))
-      if forkserver.why_not_forked(env, env):
+      if forkserver.why_not_forked(env, env, argv):
         continue
       self._fork_server_log = NodeLog(
           layout.log_path(self._run_dir, forkserver.ZYGOTE_NAME),
@@ -281,7 +281,7 @@ class Supervisor(core.SupervisorCore):
                           argv, env_overrides)
     popen = None
     if self._fork_server is not None:
-      why_not = forkserver.why_not_forked(env, self._fork_server.env)
+      why_not = forkserver.why_not_forked(env, self._fork_server.env, argv)
       if why_not:
         log.write(f'acme-launch: started by exec, not forked: {why_not}.\n')
       else:

@@ -41,3 +41,12 @@ def test_a_node_that_sees_a_gpu_is_never_forked():
   server = forkserver.server_env({**_NODE, 'CUDA_VISIBLE_DEVICES': '0'})
   assert forkserver.why_not_forked({**_NODE, 'CUDA_VISIBLE_DEVICES': '0'},
                                    server) == 'it sees a GPU'
+
+
+def test_only_the_node_entry_is_forked():
+  server = forkserver.server_env(_NODE)
+  assert forkserver.why_not_forked(
+      _NODE, server, ['/venv/bin/python', '-m', 'acme_launch.node.entry',
+                      '--data_file=x']) == ''
+  assert 'not the node entry' in forkserver.why_not_forked(
+      _NODE, server, ['/venv/bin/python', '-c', 'print(1)'])
