@@ -102,8 +102,10 @@ def _define(fv: flags.FlagValues,
       'imports TensorFlow, JAX, Reverb, Acme and EnvPool itself (seconds of '
       'CPU each). fork: one fork server imports them once and forks every '
       'node from it; a node that sees a GPU, --debug_node, and a node whose '
-      'JAX_*, TF_*, PYTHON* or LD_* variables differ from the others\' are '
-      'still started by exec.',
+      'JAX_*, TF_*, OMP_*, OPENBLAS_*, MKL_*, PYTHON* or LD_* variables '
+      '(read at import) differ from the fork server\'s (the first node\'s) '
+      'are still started by exec, saying so in their log '
+      '(docs/configuration.md).',
       flag_values=fv)
   flags.DEFINE_integer(
       'auto_resume', 0,
