@@ -2,8 +2,11 @@
 warm, and memory per node.
 
     .venv/bin/python bench/startup.py [--config=ppo_mujoco] [--out=bench/out]
+        [--node_start=exec,fork]
 
-Launches the config twice in a row with one new JAX compilation cache folder
+For each --node_start mode given (how local_mp starts node processes: exec,
+or forked from one fork server), launches the config twice in a row with one
+new JAX compilation cache folder
 (--compilation_cache): `cold` starts with it empty and fills it, `warm`
 reads it, as a second run of the same config on the same machine does. Each
 run goes until its first learner step plus a few seconds and is then stopped
@@ -11,7 +14,8 @@ with SIGINT. Prints, for each, seconds from launch to the first actor step
 and the first learner step (from the counter totals in
 metrics/progress.csv; with envs_per_actor=1 Acme counts actor steps at the
 end of each episode, so "first actor step" is the end of the first episode),
-the cache entries each wrote and read, and each node process's resident memory (psutil,
+the CPU seconds the launcher and its processes had used at the first
+actor step, the cache entries each wrote and read, and each node process's resident memory (psutil,
 sampled once every node is stepping); also written to OUT/startup.json.
 """
 
@@ -51,8 +55,26 @@ def _entries(cache: str) -> Dict[str, float]:
           for name in os.listdir(cache) if not name.startswith(('.', '_'))}
 
 
-def measure(config: str, workdir: str, cache: str,
-            timeout: float) -> Dict[str, object]:
+def _tree_cpu_seconds(pid: int) -> float:
+  """CPU seconds (user + system) used so far by `pid` and its descendants
+  (the launcher, its node processes and, with fork, the fork server)."""
+  try:
+    root = psutil.Process(pid)
+    processes = [root, *root.children(recursive=True)]
+  except psutil.NoSuchProcess:
+    return 0.0
+  total = 0.0
+  for process in processes:
+    try:
+      times = process.cpu_times()
+      total += times.user + times.system
+    except psutil.NoSuchProcess:
+      pass
+  return total
+
+
+def measure(config: str, workdir: str, cache: str, timeout: float,
+            node_start: str = 'exec') -> Dict[str, object]:
   """One launch until its first learner step: its start-up figures."""
   shutil.rmtree(workdir, ignore_errors=True)
   run_dir = os.path.join(workdir, 'run')
@@ -62,12 +84,16 @@ def measure(config: str, workdir: str, cache: str,
   launcher = subprocess.Popen(
       [sys.executable, os.path.join(REPO_ROOT, 'launch.py'), f'--config={config}',
        f'--workdir={workdir}', '--run_name=run', '--progress_every=1000',
-       f'--compilation_cache={cache}'],
+       f'--compilation_cache={cache}', f'--node_start={node_start}'],
       cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   memory = {}
+  cpu_at_first_actor_step = None
   try:
     while time.time() - started < timeout:
       time.sleep(0.5)
+      if cpu_at_first_actor_step is None and _first_time(progress_csv,
+                                                         'actor_steps'):
+        cpu_at_first_actor_step = _tree_cpu_seconds(launcher.pid)
       if _first_time(progress_csv, 'learner_steps'):
         time.sleep(3.0)
         for node, pid in sorted(node_pids(run_dir).items()):
@@ -89,6 +115,9 @@ def measure(config: str, workdir: str, cache: str,
       'first_actor_step_seconds': first_actor - started if first_actor else None,
       'first_learner_step_seconds':
           first_learner - started if first_learner else None,
+      # Once progress.csv shows the first actor step; the figure that
+      # matters on a loaded machine, where wall time mostly waits.
+      'cpu_seconds_to_first_actor_step': cpu_at_first_actor_step,
       'resident_mib': memory,
   }
 
@@ -98,36 +127,48 @@ def main(argv: List[str]) -> int:
   parser.add_argument('--config', default='ppo_mujoco')
   parser.add_argument('--timeout', type=float, default=300.0)
   parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
+  parser.add_argument('--node_start', default='exec',
+                      help='comma-separated modes to measure: exec, fork')
   args = parser.parse_args(argv)
-  workdir = os.path.join(args.out, 'startup')
-  cache = os.path.join(workdir, 'jax_cache')
-  shutil.rmtree(workdir, ignore_errors=True)
-  os.makedirs(cache)
+  modes = [m.strip() for m in args.node_start.split(',') if m.strip()]
+  if not modes or set(modes) - {'exec', 'fork'}:
+    parser.error('--node_start takes exec, fork or exec,fork')
   results = {}
-  for name in ('cold', 'warm'):
-    results[name] = measure(args.config, os.path.join(workdir, name), cache,
-                            args.timeout)
+  for mode in modes:
+    workdir = os.path.join(args.out, 'startup', mode)
+    cache = os.path.join(workdir, 'jax_cache')
+    shutil.rmtree(workdir, ignore_errors=True)
+    os.makedirs(cache)
+    results[mode] = {
+        name: measure(args.config, os.path.join(workdir, name), cache,
+                      args.timeout, node_start=mode)
+        for name in ('cold', 'warm')}
 
+  runs = [(mode, name) for mode in modes for name in ('cold', 'warm')]
   print(f'config {args.config} on {os.cpu_count()} cores; seconds after launch')
-  print(f'{"":<20} {"cold":>8} {"warm":>8}')
+  print(f'{"":<20} ' + ' '.join(f'{m + " " + n:>11}' for m, n in runs))
   for what, key in (('first actor step', 'first_actor_step_seconds'),
                     ('first learner step', 'first_learner_step_seconds')):
-    cells = [results[n][key] for n in ('cold', 'warm')]
+    cells = [results[m][n][key] for m, n in runs]
     print(f'{what:<20} ' + ' '.join(
-        f'{c:8.1f}' if c else f'{"never":>8}' for c in cells))
+        f'{c:11.1f}' if c else f'{"never":>11}' for c in cells))
+  cells = [results[m][n]['cpu_seconds_to_first_actor_step'] for m, n in runs]
+  print(f'{"CPU s, actor step":<20} ' + ' '.join(
+      f'{c:11.1f}' if c else f'{"never":>11}' for c in cells))
   for what in ('written', 'read'):
     key = f'cache_entries_{what}'
-    print(f'{"cache entries " + what:<20} {results["cold"][key]:8d} '
-          f'{results["warm"][key]:8d}')
-  print('\nresident memory per node process, warm run (MiB)')
-  memory = results['warm']['resident_mib']
-  for node, mib in memory.items():
-    print(f'  {node:<14} {mib:8.0f}')
-  if memory:
-    print(f'  {"total":<14} {sum(memory.values()):8.0f}')
+    print(f'{"cache entries " + what:<20} ' + ' '.join(
+        f'{results[m][n][key]:11d}' for m, n in runs))
+  for mode in modes:
+    print(f'\nresident memory per node process, {mode} warm run (MiB)')
+    memory = results[mode]['warm']['resident_mib']
+    for node, mib in memory.items():
+      print(f'  {node:<14} {mib:8.0f}')
+    if memory:
+      print(f'  {"total":<14} {sum(memory.values()):8.0f}')
   with open(os.path.join(args.out, 'startup.json'), 'w') as f:
-    json.dump({'config': args.config, 'cores': os.cpu_count(), **results},
-              f, indent=1)
+    json.dump({'config': args.config, 'cores': os.cpu_count(),
+               'node_start': results}, f, indent=1)
   return 0
 
 

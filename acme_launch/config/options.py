@@ -97,6 +97,17 @@ def _define(fv: flags.FlagValues,
       'and the run goes on; past that, or when the learner, replay or counter '
       'dies, the run stops (see --auto_resume).', lower_bound=0,
       flag_values=fv)
+  flags.DEFINE_enum(
+      'node_start', 'exec', ('exec', 'fork'),
+      'local_mp: how node processes start. exec: each is a new Python that '
+      'imports TensorFlow, JAX, Reverb, Acme and EnvPool itself (seconds of '
+      'CPU each). fork: one fork server imports them once and forks every '
+      'node from it; a node that sees a GPU, --debug_node, and a node whose '
+      'JAX_*, TF_*, OMP_*, OPENBLAS_*, MKL_*, PYTHON* or LD_* variables '
+      '(read at import) differ from the fork server\'s (the first node\'s) '
+      'are still started by exec, saying so in their log '
+      '(docs/configuration.md).',
+      flag_values=fv)
   flags.DEFINE_integer(
       'auto_resume', 0,
       'local_mp and ray: when the learner, replay or counter '
@@ -233,6 +244,7 @@ class Options:
   debug_node: str = ''
   pdb: bool = False
   max_node_restarts: int = 3
+  node_start: str = 'exec'       # local_mp: 'exec' or 'fork' (a fork server).
   auto_resume: int = 0
   node_log_max_mb: float = 20.0
   disk_guard_mb: float = 64.0
@@ -288,7 +300,7 @@ def read(argv: Optional[List[str]] = None,
 _PLAIN_FLAGS = (
     'list_configs', 'launch_type', 'workdir', 'run_name', 'resume',
     'show_output', 'max_wall_time', 'progress_every', 'dry_run',
-    'gpu_inventory', 'debug_node', 'max_node_restarts', 'auto_resume',
+    'gpu_inventory', 'debug_node', 'max_node_restarts', 'node_start', 'auto_resume',
     'node_log_max_mb', 'disk_guard_mb', 'allow_exposed_listeners',
     'ray_address', 'allow_public_cluster_address', 'max_concurrent')
 

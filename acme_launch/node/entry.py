@@ -95,6 +95,8 @@ def record_received(settings: node_env.NodeEnv) -> None:
       {
           'node': settings.node,
           'pid': os.getpid(),
+          # The launcher, or with --node_start=fork the fork server.
+          'parent_pid': os.getppid(),
           # Where it ran: this host's name, the address its servers listen
           # on (a Ray run's cluster address; loopback otherwise) and, on a
           # Ray cluster, the Ray node it was placed on.

@@ -186,6 +186,7 @@ def _run_once(options: options_lib.Options, launch: Launch, built, reporter,
       launch.run_dir, preload=launch.preload,
       debug_node=launch.debug_node, pdb=launch.pdb,
       node_log_max_bytes=int(options.node_log_max_mb * 2**20),
+      node_start=options.node_start,
       disk_guard_bytes=int(options.disk_guard_mb * 2**20), **common)
   if launch.launch_type == 'local_mp':
     return runner.run_multiprocess(built, launch.plan)

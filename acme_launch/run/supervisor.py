@@ -37,6 +37,7 @@ import launchpad as lp
 import acme_launch
 from acme_launch.run import core
 from acme_launch.run import disk_space
+from acme_launch.run import forkserver
 from acme_launch.run import loopback
 from acme_launch.program import build as program_lib
 from acme_launch.run import progress as progress_lib
@@ -58,7 +59,7 @@ STOP_TIMEOUT_SECONDS = core.STOP_TIMEOUT_SECONDS
 @dataclasses.dataclass
 class _NodeProcess:
   node: str
-  popen: subprocess.Popen
+  popen: subprocess.Popen   # Or a forkserver.ForkedProcess.
   log: 'NodeLog'
   argv: List[str]
   env_overrides: Dict[str, str]
@@ -87,6 +88,36 @@ class NodeLog:
 
   def close(self) -> None:
     self._handler.close()
+
+
+class _Gone:
+  """A node the dead fork server could not start: an exited process."""
+  pid = 0       # No process group to kill (_kill_group skips it).
+  stdout = None
+  returncode = -signal.SIGKILL
+
+  def poll(self) -> int:
+    return self.returncode
+
+  def wait(self, timeout: Optional[float] = None) -> int:
+    del timeout
+    return self.returncode
+
+  def send_signal(self, sig: int) -> None:
+    del sig
+
+  def kill(self) -> None:
+    pass
+
+
+def _kill_group(pid: int) -> None:
+  """SIGKILLs the process group (session) a node leads, if it is there."""
+  if pid <= 0:
+    return  # killpg(0) would be the launcher's own group.
+  try:
+    os.killpg(pid, signal.SIGKILL)
+  except (ProcessLookupError, PermissionError):
+    pass
 
 
 def _die_with_parent() -> None:
@@ -144,7 +175,7 @@ class Supervisor(core.SupervisorCore):
                max_node_restarts: int = 0,
                node_log_max_bytes: int = 20 * 2**20,
                disk_guard_bytes: int = 0, python_path: Sequence[str] = (),
-               compilation_cache: str = ''):
+               compilation_cache: str = '', node_start: str = 'exec'):
     super().__init__(run_dir, show_output=show_output,
                      max_wall_time=max_wall_time, reporter=reporter,
                      max_node_restarts=max_node_restarts,
@@ -157,6 +188,10 @@ class Supervisor(core.SupervisorCore):
     self._pdb = pdb
     self._preload = preload  # The loopback shim for every node process.
     self._children: List[_NodeProcess] = []
+    # --node_start=fork: node processes forked from one fork server.
+    self._node_start = node_start
+    self._fork_server: Optional[forkserver.ForkServer] = None
+    self._fork_server_log: Optional[NodeLog] = None
 
   # local_mp --------------------------------------------------------------
 
@@ -178,11 +213,14 @@ class Supervisor(core.SupervisorCore):
     previous = {s: signal.signal(s, self._on_signal)
                 for s in (signal.SIGINT, signal.SIGTERM)}
     try:
+      if self._node_start == 'fork':
+        self._start_fork_server(commands)
       for node, argv, env in commands:
         self._children.append(self._start(node, argv, env))
       outcome = self._watch()
     finally:
       self._stop_all()
+      self._stop_fork_server()
       for child in self._children:
         if child.relay_thread:
           child.relay_thread.join(timeout=5)
@@ -193,8 +231,8 @@ class Supervisor(core.SupervisorCore):
     outcome.restarts = dict(self._restarts.restarts)
     return outcome
 
-  def _start(self, node: str, argv: List[str],
-             env_overrides: Dict[str, str]) -> _NodeProcess:
+  def _node_env(self, node: str,
+                env_overrides: Dict[str, str]) -> Dict[str, str]:
     env = node_env.updated({**os.environ, **env_overrides}, node=node,
                            run_dir=self._run_dir,
                            compilation_cache=self._compilation_cache,
@@ -206,16 +244,59 @@ class Supervisor(core.SupervisorCore):
     if self._preload:
       env['LD_PRELOAD'] = loopback.preload_value(env.get('LD_PRELOAD', ''),
                                                  self._preload)
+    return env
+
+  def _start_fork_server(self, commands) -> None:
+    """--node_start=fork: the fork server, with the environment of the
+    first node that may be forked (none: every node is exec'd)."""
+    for node, argv, overrides in commands:
+      if node == self._debug_node:
+        continue
+      env = forkserver.server_env(self._node_env(node, overrides))
+      if forkserver.why_not_forked(env, env, argv):
+        continue
+      self._fork_server_log = NodeLog(
+          layout.log_path(self._run_dir, forkserver.ZYGOTE_NAME),
+          self._node_log_max_bytes)
+      log = self._fork_server_log
+      self._fork_server = forkserver.ForkServer(
+          env, _REPO_ROOT, argv[0],
+          relay=lambda stream: _relay(stream, log, forkserver.ZYGOTE_NAME,
+                                      self._show_output),
+          preexec_fn=_die_with_parent)
+      return
+
+  def _stop_fork_server(self) -> None:
+    if self._fork_server is not None:
+      self._fork_server.stop()
+      self._fork_server_log.close()
+
+  def _start(self, node: str, argv: List[str],
+             env_overrides: Dict[str, str]) -> _NodeProcess:
+    env = self._node_env(node, env_overrides)
     log = NodeLog(layout.log_path(self._run_dir, node),
                   self._node_log_max_bytes)
     if node == self._debug_node:
       return _NodeProcess(node, self._start_in_foreground(argv, env, log), log,
                           argv, env_overrides)
-    popen = subprocess.Popen(
-        argv, env=env, cwd=_REPO_ROOT, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        errors='replace', start_new_session=True, preexec_fn=_die_with_parent)
+    popen = None
+    if self._fork_server is not None:
+      why_not = forkserver.why_not_forked(env, self._fork_server.env, argv)
+      if why_not:
+        log.write(f'acme-launch: started by exec, not forked: {why_not}.\n')
+      else:
+        popen = self._fork_server.spawn(argv, env, _REPO_ROOT)
+        if popen is None:
+          popen = _Gone()  # The fork server died: _watch says so.
+    if popen is None:
+      popen = subprocess.Popen(
+          argv, env=env, cwd=_REPO_ROOT, stdin=subprocess.DEVNULL,
+          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+          errors='replace', start_new_session=True,
+          preexec_fn=_die_with_parent)
     child = _NodeProcess(node, popen, log, argv, env_overrides)
+    if popen.stdout is None:
+      return child
     child.relay_thread = threading.Thread(
         target=_relay, args=(popen.stdout, log, node, self._show_output),
         daemon=True)
@@ -243,6 +324,13 @@ class Supervisor(core.SupervisorCore):
         if self._stop_signal == signal.SIGINT:
           return Outcome(EXIT_INTERRUPTED, 'interrupted')
         return Outcome(128 + self._stop_signal, 'terminated')
+      if self._fork_server is not None and not self._fork_server.alive():
+        return Outcome(
+            EXIT_NODE_FAILED, 'node_failed', failed_node=forkserver.ZYGOTE_NAME,
+            failed_log_tail=core.log_tail(self._fork_server_log.path) +
+            f'\n(the fork server (--node_start=fork) '
+            f'{self._fork_server.how_it_ended()}; the nodes it started died '
+            'with it)')
       for i, child in enumerate(self._children):
         code = child.popen.poll()
         if code is None or code == 0:
@@ -282,10 +370,7 @@ class Supervisor(core.SupervisorCore):
       child.relay_thread.join(timeout=5)
     child.log.write(f'\n{line}\n')
     child.log.close()
-    try:
-      os.killpg(child.popen.pid, signal.SIGKILL)  # Anything it left behind.
-    except (ProcessLookupError, PermissionError):
-      pass
+    _kill_group(child.popen.pid)  # Anything it left behind.
     env = node_env.updated(child.env_overrides, restart=attempt)
     return self._start(child.node, child.argv, env)
 
@@ -317,7 +402,7 @@ class Supervisor(core.SupervisorCore):
         if child.node == self._debug_node:
           child.popen.kill()  # Its process group is the launcher's.
         else:
-          os.killpg(child.popen.pid, signal.SIGKILL)
+          _kill_group(child.popen.pid)
       except (ProcessLookupError, PermissionError):
         pass
       child.popen.wait()
