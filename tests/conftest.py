@@ -97,6 +97,21 @@ def reached_budget(result: subprocess.CompletedProcess, run_dir: str,
   return summary
 
 
+def resumed_to_budget(result: subprocess.CompletedProcess, run_dir: str,
+                      restored: int, budget: int, learner_steps: int) -> dict:
+  """The summary of a --resume that exited 0 at its new budget, having
+  restored at least `restored` actor steps and trained on past the first
+  run's `learner_steps` (asserted)."""
+  assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+  assert 'resuming from' in result.stdout
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['restored_actor_steps'] >= restored
+  assert summary['actor_steps'] >= budget
+  assert summary['learner_steps'] > learner_steps  # Went on, not from 0.
+  return summary
+
+
 def actor_steps(run_dir: str) -> int:
   """The counter's actor steps as the steps limiter last wrote them."""
   try:
