@@ -3,7 +3,6 @@ run under local_mp to a tiny budget with a final evaluation, and resumed;
 `dqn_minatar`'s network planned; a bad game refused before anything
 starts (an unknown game: tests/e2e/test_cli.py)."""
 
-import csv
 import os
 
 import pytest
@@ -81,11 +80,10 @@ def test_r2d2_minatar_with_four_games_per_actor_trains_and_evaluates(workdir):
   final = read_json(os.path.join(run_dir, 'final_eval.json'))
   assert final['episodes'] == summary['final_eval_episodes'] == 2
   assert all(1 <= n <= EPISODE_STEPS for n in final['lengths'])
-  # The counter's episodes by the actor's last metrics row: each of the
-  # four games ended at least one (games of 100 steps at most, 400 steps).
-  with open(os.path.join(run_dir, 'metrics', 'actor_0.csv')) as f:
-    rows = list(csv.DictReader(f))
-  assert int(rows[-1]['actor_episodes']) >= 4, rows
+  # The counter's episodes at the end: each of the four games ended at
+  # least one (games of 100 steps at most, 400 steps). Not the actor's last
+  # metrics row: at a row a second, a fast actor writes one row in all.
+  assert summary['actor_episodes'] >= 4, summary
 
 
 def test_dqn_runs_minatar_with_a_conv_torso_or_an_mlp():
