@@ -67,6 +67,9 @@ class NetnsCluster:
                     RAY_AUTH_TOKEN_PATH=self.token_path,
                     RAY_USAGE_STATS_ENABLED='0')
     self.env.pop('RAY_ADDRESS', None)
+    # As a user's shell has it: a jax import in the test process sets
+    # TF_CPP_MIN_LOG_LEVEL=1, which launchers would keep (TF's warnings).
+    self.env.pop('TF_CPP_MIN_LOG_LEVEL', None)
     self._made: List[List[str]] = []  # Undo commands, run in reverse.
 
   @property
