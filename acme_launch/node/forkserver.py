@@ -13,8 +13,9 @@ threads and devices that a fork does not carry over); the node does that
 after the fork, with its own environment (cores, TF settings, JAX's
 compilation cache). What is read at import time (JAX_* into JAX's config,
 TF_* by TF's C++ library, PYTHON* by the interpreter, LD_* by the loader,
-OMP_NUM_THREADS by the OpenBLAS that numpy loads) is this process's own: the supervisor forks only nodes whose values of those
-agree with the ones it was started with, and execs the others.
+OMP_NUM_THREADS by the OpenBLAS that numpy loads) is this process's own:
+the supervisor forks only nodes whose values of those agree with the ones
+it was started with, and execs the others.
 
 Protocol on the Unix socket (SOCK_SEQPACKET, one JSON message each), fd
 given by --socket_fd:

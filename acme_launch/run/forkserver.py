@@ -27,7 +27,6 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from acme_launch.plan import node_env
 
-NODE_START_MODES = ('exec', 'fork')
 # Variables read at import or interpreter start, not later: JAX copies
 # JAX_* into its config when imported, TF's C++ library reads TF_* (log
 # level) when loaded, the interpreter PYTHON*, the loader LD_*, and the
@@ -118,7 +117,6 @@ class ForkServer:
     self._next_id = 0
     self._started: Dict[int, int] = {}     # Request id -> pid.
     self._statuses: Dict[int, int] = {}    # Pid -> exit status.
-    self._pids: List[int] = []
     self._closed = False                   # Its socket end closed: gone.
     self._reader = threading.Thread(target=self._read, daemon=True)
     self._reader.start()
@@ -168,7 +166,6 @@ class ForkServer:
       if pid is None:
         os.close(read_fd)
         return None
-      self._pids.append(pid)
     stdout = open(read_fd, 'r', errors='replace')  # pylint: disable=consider-using-with
     return ForkedProcess(self, pid, stdout)
 
