@@ -2,7 +2,7 @@
 warm, and memory per node.
 
     .venv/bin/python bench/startup.py [--config=ppo_mujoco] [--out=bench/out]
-        [--node_start=exec,fork]
+        [--node_start=fork,exec]
 
 For each --node_start mode given (how local_mp starts node processes: exec,
 or forked from one fork server), launches the config twice in a row with one
@@ -127,8 +127,9 @@ def main(argv: List[str]) -> int:
   parser.add_argument('--config', default='ppo_mujoco')
   parser.add_argument('--timeout', type=float, default=300.0)
   parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
-  parser.add_argument('--node_start', default='exec',
-                      help='comma-separated modes to measure: exec, fork')
+  parser.add_argument('--node_start', default='fork',
+                      help='comma-separated modes to measure: fork (the '
+                      'launcher\'s default), exec')
   args = parser.parse_args(argv)
   modes = [m.strip() for m in args.node_start.split(',') if m.strip()]
   if not modes or set(modes) - {'exec', 'fork'}:

@@ -98,11 +98,11 @@ def _define(fv: flags.FlagValues,
       'dies, the run stops (see --auto_resume).', lower_bound=0,
       flag_values=fv)
   flags.DEFINE_enum(
-      'node_start', 'exec', ('exec', 'fork'),
-      'local_mp: how node processes start. exec: each is a new Python that '
-      'imports TensorFlow, JAX, Reverb, Acme and EnvPool itself (seconds of '
-      'CPU each). fork: one fork server imports them once and forks every '
-      'node from it; a node that sees a GPU, --debug_node, and a node whose '
+      'node_start', 'fork', ('exec', 'fork'),
+      'local_mp: how node processes start. fork: one fork server imports '
+      'TensorFlow, JAX, Reverb, Acme and EnvPool once and forks every node '
+      'from it. exec: each is a new Python that imports them itself (seconds '
+      'of CPU each). Under fork, a node that sees a GPU, --debug_node, and a node whose '
       'JAX_*, TF_*, OMP_*, OPENBLAS_*, MKL_*, PYTHON* or LD_* variables '
       '(read at import) differ from the fork server\'s (the first node\'s) '
       'are still started by exec, saying so in their log '
@@ -244,7 +244,7 @@ class Options:
   debug_node: str = ''
   pdb: bool = False
   max_node_restarts: int = 3
-  node_start: str = 'exec'       # local_mp: 'exec' or 'fork' (a fork server).
+  node_start: str = 'fork'       # local_mp: 'fork' (a fork server) or 'exec'.
   auto_resume: int = 0
   node_log_max_mb: float = 20.0
   disk_guard_mb: float = 64.0

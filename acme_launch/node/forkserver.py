@@ -6,7 +6,8 @@ over at the start of a local_mp run. This process (started once per run by
 the supervisor, run/forkserver.py) imports them once and then forks one
 child per node it is asked for. A child applies its node's environment,
 working directory, session and output pipe, and runs node/entry.py's main()
-as `python -m acme_launch.node.entry` would.
+as `python -m acme_launch.node.entry` would, under that command line as its
+process title (what ps and /proc/PID/cmdline show).
 
 Nothing here initializes TF's context or a JAX backend (both would start
 threads and devices that a fork does not carry over); the node does that
@@ -35,6 +36,8 @@ import signal
 import socket
 import sys
 import traceback
+
+import setproctitle
 
 _PR_SET_PDEATHSIG = 1
 MAX_MESSAGE = 1 << 20
@@ -82,6 +85,8 @@ def _run_child(request: dict, out_fd: int, sock: socket.socket) -> None:
     os.chdir(request['cwd'])
     os.environ.clear()  # putenv/unsetenv too: C code sees the node's env.
     os.environ.update(request['env'])
+    # ps, top and psutil show the command an exec'd node would have had.
+    setproctitle.setproctitle(' '.join(request['argv']))
     from acme_launch.node import entry  # pylint: disable=g-import-not-at-top
     # `python -m acme_launch.node.entry ARGS` has sys.argv [entry.py, ARGS].
     sys.argv = [entry.__file__, *request['argv'][3:]]
@@ -150,6 +155,10 @@ def main() -> None:
   fd = int(next(a for a in sys.argv if a.startswith('--socket_fd='))
            .split('=', 1)[1])
   sock = socket.socket(fileno=fd)
+  # setproctitle claims the memory of argv and environ for titles on first
+  # use; here, while this process's environment still lies there (a child
+  # replaces its environment before it sets its title).
+  setproctitle.getproctitle()
   _import_heavy_modules()
   try:
     serve(sock)

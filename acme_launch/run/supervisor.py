@@ -175,7 +175,7 @@ class Supervisor(core.SupervisorCore):
                max_node_restarts: int = 0,
                node_log_max_bytes: int = 20 * 2**20,
                disk_guard_bytes: int = 0, python_path: Sequence[str] = (),
-               compilation_cache: str = '', node_start: str = 'exec'):
+               compilation_cache: str = '', node_start: str = 'fork'):
     super().__init__(run_dir, show_output=show_output,
                      max_wall_time=max_wall_time, reporter=reporter,
                      max_node_restarts=max_node_restarts,

@@ -119,7 +119,7 @@ def test_learning_refuses_an_unknown_config_or_task_before_running(tmp_path):
 
 def test_startup_reports_cold_and_warm_first_steps_and_memory(tmp_path):
   _bench('startup.py', '--config=smoke', f'--out={tmp_path}')
-  results = read_json(os.path.join(tmp_path, 'startup.json'))['node_start']['exec']
+  results = read_json(os.path.join(tmp_path, 'startup.json'))['node_start']['fork']
   for run in ('cold', 'warm'):
     assert 0 < results[run]['first_actor_step_seconds'] < 300
     assert 0 < results[run]['first_learner_step_seconds'] < 300

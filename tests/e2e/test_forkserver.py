@@ -1,5 +1,6 @@
-"""--node_start=fork: real runs whose node processes are forked from one
-fork server (acme_launch/node/forkserver.py)."""
+"""--node_start: real runs whose node processes are forked from one fork
+server (acme_launch/node/forkserver.py; the default), and one whose nodes
+are each a fresh Python (exec)."""
 
 import os
 import signal
@@ -50,6 +51,20 @@ def test_forked_nodes_train_to_the_budget_each_with_its_own_settings(workdir):
   assert cores == {'0', '1'}
   with open(os.path.join(run_dir, 'logs', 'forkserver.log')) as f:
     assert 'Traceback' not in f.read()
+
+
+def test_node_start_exec_starts_every_node_as_a_fresh_python(workdir):
+  result = run_launcher('--config=smoke', '--node_start=exec',
+                        f'--workdir={workdir}', '--run_name=execd')
+  run_dir = os.path.join(workdir, 'execd')
+  assert result.returncode == 0, result.stderr[-3000:]
+  _assert_trained_to_budget(run_dir)
+  records = node_records(run_dir)
+  assert len(records) == 5
+  # Every node is a child of the launcher itself; no fork server ran.
+  assert len({record['parent_pid'] for record in records.values()}) == 1
+  assert len({record['pid'] for record in records.values()}) == 5
+  assert not os.path.exists(os.path.join(run_dir, 'logs', 'forkserver.log'))
 
 
 def test_forked_actor_killed_is_restarted_and_ctrl_c_leaves_no_process(workdir):
