@@ -11,7 +11,8 @@ def get_config() -> ml_collections.ConfigDict:
       agent='impala', env_name='atari:Pong', max_actor_steps=50_000_000,
       num_actors=8, eval_every_steps=250_000)
   config.env_backend = 'envpool'  # Or gym: Gymnasium + ale-py, same protocol.
-  # Acme's recurrent actor and adder: one game per actor process.
+  # Acme's recurrent actor and adder, one game per actor process;
+  # --config.envs_per_actor=N steps N games in one batched policy call.
   config.envs_per_actor = 1
   config.eval_episodes = 1        # Whole games, up to 27k steps each.
 

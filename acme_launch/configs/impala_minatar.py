@@ -11,7 +11,8 @@ def get_config() -> ml_collections.ConfigDict:
   config = experiment_config.base_config(
       agent='impala', env_name='minatar:breakout', max_actor_steps=5_000_000,
       num_actors=2, eval_every_steps=50_000)
-  # Acme's recurrent actor and adder: one game per actor process.
+  # Acme's recurrent actor and adder, one game per actor process;
+  # --config.envs_per_actor=N steps N games in one batched policy call.
   config.envs_per_actor = 1
   config.eval_episodes = 5
 

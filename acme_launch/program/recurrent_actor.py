@@ -12,7 +12,9 @@ one state for its one environment:
 * `observe`: the adder gets `core.get_extras(state)` of the state
   `select_action` left, so R2D2's `core_state` extra of a step is the LSTM
   state after the network has seen the step's observation (dm-acme 0.4.0's
-  learner unrolls from it).
+  learner unrolls from it). IMPALA's core (agents/impala) keeps the state
+  before the step and the step's logits in its state for its extras, as
+  Acme's IMPALAActor stores them; the loop passes any extras through.
 
 `RecurrentBatchedEnvironmentLoop` keeps the N environments' states stacked
 along axis 0 (and each environment's own key chain), and does all of that
@@ -21,8 +23,8 @@ auto-reset or the gym backend's `reset_some`) get a fresh state from their
 environment's key, then the core's `select_action` runs vmapped over the
 rows, and the rows' extras come back with the actions for the per-environment
 adders. Each environment's trajectory, extras and epsilons included, is what
-a separate Acme actor would write (tests/program/test_recurrent_actor.py
-compares every item).
+a separate Acme actor over the same core would write
+(tests/program/test_recurrent_actor.py compares every item).
 """
 
 from typing import Any

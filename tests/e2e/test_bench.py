@@ -229,13 +229,19 @@ def test_atari_backends_measures_both_backends(tmp_path):
   assert set(results['medians']) == {'envpool', 'gym'}
 
 
-def test_r2d2_actor_measures_one_and_several_envs_per_actor():
-  result = _bench('r2d2_actor.py', '--envs=1,2', '--seconds=1', '--',
-                  '--config.network.lstm_size=8',
-                  '--config.network.head_hidden_layers=(8,)')
+@pytest.mark.parametrize('agent, flags', [
+    ('r2d2', ('--config.network.head_hidden_layers=(8,)',)),
+    ('impala', ('--config.network.conv_channels=(4,)',))])
+def test_recurrent_actor_measures_one_and_several_envs_per_actor(agent,
+                                                                 flags):
+  result = _bench('recurrent_actor.py', f'--config={agent}_minatar',
+                  '--envs=1,2', '--seconds=1', '--',
+                  '--config.network.lstm_size=8', *flags)
   lines = [l for l in result.stdout.splitlines() if 'env steps/s' in l]
   assert len(lines) == 2, result.stdout[-2000:]
   for line, envs in zip(lines, (1, 2)):
-    match = re.search(r'envs_per_actor=(\d+): ([\d,]+) env steps/s', line)
-    assert match and int(match.group(1)) == envs, line
-    assert int(match.group(2).replace(',', '')) > 0, line
+    match = re.search(r'(\w+)_minatar envs_per_actor=(\d+): ([\d,]+) env '
+                      r'steps/s', line)
+    assert match and match.group(1) == agent, line
+    assert int(match.group(2)) == envs, line
+    assert int(match.group(3).replace(',', '')) > 0, line

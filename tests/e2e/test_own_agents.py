@@ -157,6 +157,8 @@ def project(tmp_path):
   (root / 'user_project' / 'press_env.py').write_text(GYMNASIUM_ENVIRONMENT)
   (root / 'user_project' / 'no_policy.py').write_text(
       AGENT.replace('def make_policy', 'def make_policy_later'))
+  (root / 'user_project' / 'recurrent_no_core.py').write_text(
+      AGENT + 'RECURRENT = True\n')
   (root / 'user_project' / 'does_not_import.py').write_text(
       'import no_such_package_here\n')
   configs = tmp_path / 'configs'
@@ -231,10 +233,14 @@ def test_dry_run_and_sweep_with_an_own_agent_show_its_specs_and_points(
      'the factory raised RuntimeError: the simulator licence expired'),
     ('env_name=user_project.line_env:no_such_factory',
      "user_project.line_env:no_such_factory"),
+    ('agent=user_project.recurrent_no_core,envs_per_actor=2',
+     'keeps recurrent state and has no make_actor_core, so its actors step '
+     'one environment each: set config.envs_per_actor=1 (got 2)'),
 ])
 def test_a_bad_own_module_is_one_line_exit_2_and_starts_nothing(
     project, workdir, override, expected):
-  result = _launch(project, f'--config.{override}', f'--workdir={workdir}')
+  flags = [f'--config.{o}' for o in override.split(',')]
+  result = _launch(project, *flags, f'--workdir={workdir}')
   assert result.returncode == 2, result.stderr[-3000:]
   assert 'Traceback' not in result.stderr
   errors = [l for l in result.stderr.splitlines() if 'acme-launch: error:' in l]

@@ -1,13 +1,14 @@
-"""The recurrent batched actor writes what N separate Acme R2D2 actors write.
+"""The recurrent batched actor writes what N separate Acme actors write.
 
-`RecurrentBatchedEnvironmentLoop` steps N environments with R2D2's own
-actor core (the adapter's `make_actor_core`), one LSTM state, key chain and
-epsilon per environment, into one Acme SequenceAdder per environment. The
-reference is N Acme actors made by `R2D2Builder.make_actor` (same
-parameters, same keys), stepped one by one, each with its own adder on a
-second Reverb server. Both run R2D2's behaviour policy (an epsilon drawn
-per episode, random actions at that rate): every item in the two tables,
-the `core_state` extras included, is compared.
+`RecurrentBatchedEnvironmentLoop` steps N environments with the agent's
+actor core (the adapter's `make_actor_core`), one recurrent state and key
+chain per environment, into one Acme SequenceAdder per environment. The
+reference is N Acme actors (same parameters, same keys), stepped one by
+one, each with its own adder on a second Reverb server: for R2D2 those
+`R2D2Builder.make_actor` makes (its behaviour policy: an epsilon drawn per
+episode, random actions at that rate); for IMPALA, Acme's GenericActor over
+the same core (it samples from the logits). Every item in the two tables,
+the `core_state` (and IMPALA's `logits`) extras included, is compared.
 
 Environments: three small deterministic dm_env tasks whose episodes last
 3, 7 and 5 steps (the gym backend's immediate resets, through
@@ -20,6 +21,8 @@ import threading
 from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme import specs
 from acme.adders import reverb as adders_reverb
+from acme.agents.jax import actors
+from acme.jax import variable_utils
 from acme.utils import counting
 from acme.utils import loggers
 import dm_env
@@ -32,6 +35,7 @@ import reverb
 
 from acme_launch import agents
 from acme_launch import envs as environments
+from acme_launch.configs import impala_minatar
 from acme_launch.configs import r2d2_minatar
 from acme_launch.program import batched_adders
 from acme_launch.program import recurrent_actor
@@ -80,7 +84,12 @@ class _Task(dm_env.Environment):
     return specs.BoundedArray((), np.float32, 0.0, 1.0)
 
 
-def _config():
+def _config(agent):
+  if agent == 'impala':
+    config = impala_minatar.get_config()
+    config.impala.sequence_length = 5  # A new one every 4 steps.
+    config.network.lstm_size = 8
+    return config
   config = r2d2_minatar.get_config()
   config.r2d2.burn_in_length, config.r2d2.trace_length = 2, 3  # 6 steps
   config.r2d2.sequence_period = 2
@@ -106,14 +115,16 @@ def _make_envs(backend):
   return environments.PythonEnvironments([_Task(n) for n in LENGTHS])
 
 
-@pytest.fixture(name='r2d2')
-def _r2d2(request):
-  backend = request.param
+@pytest.fixture(name='agent')
+def _agent(request):
+  """(agent, backend, config, adapter, builder, networks, params, clients)
+  for `request.param`, 'agent/backend'."""
+  agent, backend = request.param.split('/')
   spec = specs.make_environment_spec(
       _Task(3) if backend == 'gym' else
       environments.make_environment('CartPole-v1', 0, backend='envpool'))
-  config = _config()
-  adapter = agents.load('r2d2')
+  config = _config(agent)
+  adapter = agents.load(agent)
   builder = adapter.make_builder(config, lambda: None, spec)
   networks = adapter.make_networks(config, spec)
   signature = builder.make_replay_tables(spec)[0].info.signature
@@ -124,27 +135,48 @@ def _r2d2(request):
   servers = [reverb.Server(tables()) for _ in range(2)]
   clients = [reverb.Client(f'localhost:{s.port}') for s in servers]
   key = jax.random.PRNGKey(7)
-  state = networks.initial_state.apply(
-      networks.initial_state.init(key, 1), key, 1)
-  params = networks.forward.init(
-      key, jnp.zeros((1,) + spec.observations.shape,
-                     spec.observations.dtype), state)
-  yield backend, config, adapter, builder, networks, params, clients
+  if agent == 'impala':
+    params = networks.unroll_init_fn(key, networks.initial_state_fn(
+        networks.initial_state_init_fn(key)))
+  else:
+    state = networks.initial_state.apply(
+        networks.initial_state.init(key, 1), key, 1)
+    params = networks.forward.init(
+        key, jnp.zeros((1,) + spec.observations.shape,
+                       spec.observations.dtype), state)
+  yield agent, backend, config, adapter, builder, networks, params, clients
   for server in servers:
     server.stop()
 
 
-def _run_ours(backend, config, adapter, builder, networks, params, client,
-              monkeypatch, envs=None):
+def _key(agent, seed):
+  """The key the reference actor of `seed` starts its chain from
+  (R2D2Builder.make_actor splits its key three ways)."""
+  key = jax.random.PRNGKey(seed)
+  return key if agent == 'impala' else jax.random.split(key, 3)[2]
+
+
+def _acme_actor(agent, config, adapter, builder, networks, params, seed,
+                adder):
+  policy = adapter.make_policy(config, networks, None, evaluation=False)
+  if agent == 'r2d2':
+    return builder.make_actor(jax.random.PRNGKey(seed), policy, adder=adder,
+                              variable_source=_Source(params))
+  client = variable_utils.VariableClient(_Source(params), 'network')
+  return actors.GenericActor(
+      adapter.make_actor_core(config, networks, policy), _key(agent, seed),
+      client, adder=adder, backend='cpu')
+
+
+def _run_ours(agent, backend, config, adapter, builder, networks, params,
+              client, monkeypatch, envs=None):
   stop = threading.Event()
   monkeypatch.setattr(lp, 'stop_event', lambda: stop)
   policy = adapter.make_policy(config, networks, None, evaluation=False)
   envs = envs or _make_envs(backend)
   adder = batched_adders.PerEnvAdders(
       [builder.make_adder(client) for _ in range(envs.num_envs)])
-  # The key R2D2Builder.make_actor(PRNGKey(seed)) gives its actor.
-  keys = np.stack([jax.random.split(jax.random.PRNGKey(SEEDS[0] + i), 3)[2]
-                   for i in range(envs.num_envs)])
+  keys = np.stack([_key(agent, SEEDS[0] + i) for i in range(envs.num_envs)])
   client = test_batched_actor._Client(ITERATIONS[backend], stop)  # pylint: disable=protected-access
   client.params = params
   loop = recurrent_actor.RecurrentBatchedEnvironmentLoop(
@@ -154,38 +186,37 @@ def _run_ours(backend, config, adapter, builder, networks, params, client,
   test_batched_actor._flush_all(adder)  # pylint: disable=protected-access
 
 
-def _run_acme(backend, config, adapter, builder, networks, params, client):
-  """N Acme R2D2 actors, one per environment, stepped in turn; the same
+def _run_acme(agent, backend, config, adapter, builder, networks, params,
+              client):
+  """N Acme actors, one per environment, stepped in turn; the same
   environments, driven by hand."""
-  policy = adapter.make_policy(config, networks, None, evaluation=False)
   envs = _make_envs(backend)
-  actors = [builder.make_actor(jax.random.PRNGKey(s), policy,
-                               adder=builder.make_adder(client),
-                               variable_source=_Source(params))
-            for s in SEEDS]
+  acme_actors = [_acme_actor(agent, config, adapter, builder, networks,
+                             params, s, builder.make_adder(client))
+                 for s in SEEDS]
   timesteps = envs.reset()
   observations = [None] * envs.num_envs
   for row, i in enumerate(timesteps.env_id):
-    actors[i].observe_first(timesteps.timestep(row))
+    acme_actors[i].observe_first(timesteps.timestep(row))
     observations[i] = timesteps.observation[row]
   episodes = 0
   for _ in range(ITERATIONS[backend]):
-    actions = np.stack([actor.select_action(observation)
-                        for actor, observation in zip(actors, observations)])
+    actions = np.stack([actor.select_action(observation) for actor,
+                        observation in zip(acme_actors, observations)])
     envs.send(actions, np.arange(envs.num_envs))
     timesteps = envs.recv()
     for row, i in enumerate(timesteps.env_id):
       timestep = timesteps.timestep(row)
       if timestep.first():  # EnvPool restarted it instead of stepping it.
-        actors[i].observe_first(timestep)
+        acme_actors[i].observe_first(timestep)
       else:
-        actors[i].observe(actions[i], timestep)
+        acme_actors[i].observe(actions[i], timestep)
       if timestep.last() and not envs.auto_reset:
         timestep = envs.reset_one(i)
-        actors[i].observe_first(timestep)
+        acme_actors[i].observe_first(timestep)
       episodes += timestep.first()
       observations[i] = timestep.observation
-  for actor in actors:
+  for actor in acme_actors:
     actor._adder._writer.flush()  # pylint: disable=protected-access
   return episodes
 
@@ -196,14 +227,14 @@ def _items(client):
                 key=test_batched_adders._key)  # pylint: disable=protected-access
 
 
-@pytest.mark.parametrize('r2d2', ['gym', 'envpool'], indirect=True)
-def test_items_are_those_of_one_acme_r2d2_actor_per_environment(
-    r2d2, monkeypatch):
-  backend, config, adapter, builder, networks, params, clients = r2d2
-  _run_ours(backend, config, adapter, builder, networks, params, clients[0],
-            monkeypatch)
-  episodes = _run_acme(backend, config, adapter, builder, networks, params,
-                       clients[1])
+@pytest.mark.parametrize(
+    'agent', ['r2d2/gym', 'r2d2/envpool', 'impala/gym', 'impala/envpool'],
+    indirect=True)
+def test_items_are_those_of_one_acme_actor_per_environment(agent,
+                                                           monkeypatch):
+  *setup, clients = agent
+  _run_ours(*setup, clients[0], monkeypatch)
+  episodes = _run_acme(*setup, clients[1])
   assert episodes > 2 * len(SEEDS)  # Many, unaligned restarts.
   mine, theirs = _items(clients[0]), _items(clients[1])
   # At least one (padded) sequence an episode.
@@ -211,22 +242,20 @@ def test_items_are_those_of_one_acme_r2d2_actor_per_environment(
   test_batched_actor._assert_same(mine, theirs)  # pylint: disable=protected-access
 
 
-@pytest.mark.parametrize('r2d2', ['envpool'], indirect=True)
-def test_async_envpool_streams_are_the_sync_streams(r2d2, monkeypatch):
+@pytest.mark.parametrize('agent', ['r2d2/envpool'], indirect=True)
+def test_async_envpool_streams_are_the_sync_streams(agent, monkeypatch):
   """EnvPool's async mode: 2N environments, N a step, whichever are ready,
   so the rows of a step are any environments' and their states are picked
   out and put back by environment id. Each environment's stream is the
   same as in sync mode: every item is one of the sync run's."""
-  backend, config, adapter, builder, networks, params, clients = r2d2
+  *setup, clients = agent
   num_envs = 2 * len(SEEDS)
   envs = environments.make_environments('CartPole-v1', list(SEEDS), 0,
                                         'envpool', async_envs=num_envs)
   assert envs.num_envs == num_envs and envs.batch_size == len(SEEDS)
-  _run_ours(backend, config, adapter, builder, networks, params, clients[0],
-            monkeypatch, envs)
+  _run_ours(*setup, clients[0], monkeypatch, envs)
   # Sync, all 2N, each stepped as often as the async run stepped all.
-  _run_ours(backend, config, adapter, builder, networks, params, clients[1],
-            monkeypatch, environments.make_environments(
+  _run_ours(*setup, clients[1], monkeypatch, environments.make_environments(
                 'CartPole-v1', [SEEDS[0] + i for i in range(num_envs)], 0,
                 'envpool'))
   mine, theirs = _items(clients[0]), _items(clients[1])
@@ -235,17 +264,17 @@ def test_async_envpool_streams_are_the_sync_streams(r2d2, monkeypatch):
   assert all(test_batched_adders._key(item) in keys for item in mine)  # pylint: disable=protected-access
 
 
-@pytest.mark.parametrize('r2d2', ['gym'], indirect=True)
+@pytest.mark.parametrize('agent', ['r2d2/gym'], indirect=True)
 def test_each_environment_state_restarts_at_its_own_episode_start(
-    r2d2, monkeypatch):
+    agent, monkeypatch):
   """Rows of each item, against the network run by hand: a row that starts
   an episode holds the LSTM state after the initial state saw its
   observation; any other row, the state after the previous row's state saw
   its observation. The tasks end at different steps, so one environment
   restarts while the others go on."""
-  backend, config, adapter, builder, networks, params, clients = r2d2
-  _run_ours(backend, config, adapter, builder, networks, params, clients[0],
-            monkeypatch)
+  *setup, clients = agent
+  _run_ours(*setup, clients[0], monkeypatch)
+  networks, params = setup[5:7]
   initial = networks.initial_state.apply(
       networks.initial_state.init(jax.random.PRNGKey(0), 1), None, 1)
   forward = jax.jit(lambda o, s: networks.forward.apply(params, None, o, s)[1])
@@ -271,4 +300,44 @@ def test_each_environment_state_restarts_at_its_own_episode_start(
                                  atol=1e-6)
       np.testing.assert_allclose(cell[t], after.cell[0], rtol=1e-5,
                                  atol=1e-6)
+  assert starts > 3 * len(SEEDS)
+
+
+@pytest.mark.parametrize('agent', ['impala/gym'], indirect=True)
+def test_impala_state_restarts_at_each_environment_episode_start(
+    agent, monkeypatch):
+  """IMPALA's extras, against the network run by hand: a row's
+  `core_state` is the LSTM state before its step (IMPALAActor's), the
+  initial state where an episode starts, else the state after the previous
+  row's state saw the previous observation; its `logits` are the network's
+  on its observation from that state. The tasks end at different steps, so
+  one environment restarts while the others go on."""
+  *setup, clients = agent
+  _run_ours(*setup, clients[0], monkeypatch)
+  networks, params = setup[5:7]
+  initial = networks.initial_state_fn(
+      networks.initial_state_init_fn(jax.random.PRNGKey(0)))
+  forward = jax.jit(lambda o, s: networks.forward_fn(params, o, s))
+  items = test_batched_adders._read_all(  # pylint: disable=protected-access
+      clients[0], adders_reverb.DEFAULT_PRIORITY_TABLE)
+  # Signature order: observation, action, reward, discount,
+  # start_of_episode, extras core_state (hidden, cell) and logits.
+  starts = 0
+  close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  for observation, _, _, discount, start, hidden, cell, logits in items:
+    for t in range(observation.shape[0]):
+      if t and not start[t] and discount[t - 1] == 0:
+        continue  # The final row of an episode: zeros, no state.
+      state = type(initial)(hidden=hidden[t], cell=cell[t])
+      if start[t]:
+        starts += 1
+        close(hidden[t], initial.hidden)
+        close(cell[t], initial.cell)
+      elif t:
+        _, after = forward(observation[t - 1], type(initial)(
+            hidden=hidden[t - 1], cell=cell[t - 1]))
+        close(hidden[t], after.hidden)
+        close(cell[t], after.cell)
+      (step_logits, _), _ = forward(observation[t], state)
+      close(logits[t], step_logits)
   assert starts > 3 * len(SEEDS)

@@ -10,22 +10,26 @@ its loss is the policy gradient plus `baseline_cost` x the value loss minus
 `entropy_cost` x the entropy. The network is ours (networks.py), sized by
 `config.network`, on the environment's observations as they are.
 
-Actors are Acme's own recurrent actor (it samples an action from the
-logits) and `SequenceAdder`, one environment each: `config.envs_per_actor`
-> 1 is refused before launch (RECURRENT below, and no `make_actor_core`:
-Acme's IMPALAActor is not an ActorCore). The evaluator samples from
-the policy too, as the IMPALA paper evaluates. Two changes to Acme's actor,
-in `Builder.make_actor`: the policy step is jitted (Acme's applies the
-haiku network op by op) and its action is a numpy value for the
-environment; and the actors fetch parameters every
-`impala.variable_update_period` steps (Acme: every 1,000).
+With `config.envs_per_actor` 1, actors are Acme's own recurrent actor (it
+samples an action from the logits) and `SequenceAdder`, one environment
+each. Two changes to Acme's actor, in `Builder.make_actor`: the policy step
+is jitted (Acme's applies the haiku network op by op) and its action is a
+numpy value for the environment; and the actors fetch parameters every
+`impala.variable_update_period` steps (Acme: every 1,000). With
+`config.envs_per_actor` > 1, the batched recurrent actor
+(program/recurrent_actor.py) steps `make_actor_core` below for all of them
+at once, one LSTM state per environment, into Acme's SequenceAdder per
+environment: the same steps and extras as Acme's IMPALAActor, with its key
+drawn per episode as Acme's GenericActor draws it. The evaluator samples
+from the policy too, as the IMPALA paper evaluates.
 """
 
 import math
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
 from acme import specs
+from acme.agents.jax import actor_core as actor_core_lib
 from acme.agents.jax import impala
 from acme.agents.jax.impala import acting
 from acme.agents.jax.impala import builder as impala_builder
@@ -33,6 +37,7 @@ from acme.jax import variable_utils
 from acme.utils import loggers
 import haiku as hk
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
@@ -44,8 +49,9 @@ from acme_launch.agents.impala import networks as impala_networks
 # The learner's get_variables ignores the name; Acme's IMPALA actor asks for
 # 'network'.
 ACTOR_VARIABLES = 'network'
-# The policy keeps an LSTM state per environment: actors step one
-# environment, and the final evaluation plays with the builder's own actor.
+# The policy keeps an LSTM state per environment: the final evaluation plays
+# its episodes with the builder's own actor; batched actors step
+# make_actor_core's core.
 RECURRENT = True
 
 # Fields of `config.impala` that are ours, not IMPALAConfig's, and their
@@ -169,7 +175,7 @@ def make_builder(config: ml_collections.ConfigDict,
 
 def make_networks(config: ml_collections.ConfigDict,
                   environment_spec: specs.EnvironmentSpec
-                  ) -> impala.IMPALANetworks:
+                  ) -> impala_networks.Networks:
   return impala_networks.make_networks(config, environment_spec)
 
 
@@ -181,6 +187,46 @@ def make_policy(config: ml_collections.ConfigDict,
   initial state. The evaluator's is the same: it samples from the policy."""
   del config, environment_spec, evaluation
   return networks
+
+
+class ActorState(NamedTuple):
+  """An IMPALA actor core's state between steps: what Acme's IMPALAActor
+  keeps (its LSTM state, the one before the last step and the last step's
+  logits), and its key."""
+  rng: jax.Array
+  lstm: hk.LSTMState
+  prev_lstm: hk.LSTMState
+  logits: jax.Array
+
+
+def make_actor_core(config: ml_collections.ConfigDict,
+                    networks: impala_networks.Networks, policy
+                    ) -> actor_core_lib.ActorCore:
+  """Acme's IMPALAActor as an ActorCore, for actors stepping several
+  environments (program/recurrent_actor.py): `policy` (make_policy's, the
+  networks) steps the LSTM from its initial state at an episode's start,
+  the action is sampled from the logits, and the extras are those
+  IMPALAActor.observe writes: the step's `logits` and the `core_state`
+  before it (the learner unrolls from it)."""
+  del config
+  key = jax.random.PRNGKey(0)  # An LSTM's initial state: zeros, any key.
+  initial = policy.initial_state_fn(policy.initial_state_init_fn(key))
+  no_logits = jnp.zeros((networks.num_actions,), jnp.float32)
+
+  def init(rng):
+    return ActorState(rng, initial, initial, no_logits)
+
+  def select_action(params, observation, state):
+    rng, key = jax.random.split(state.rng)
+    (logits, _), lstm = policy.forward_fn(params, observation, state.lstm)
+    action = jax.random.categorical(key, logits)
+    return action, ActorState(rng, lstm, state.lstm, logits)
+
+  def get_extras(state):
+    return {'logits': state.logits, 'core_state': state.prev_lstm}
+
+  return actor_core_lib.ActorCore(init=init, select_action=select_action,
+                                  get_extras=get_extras)
 
 
 def replay_tables(config: ml_collections.ConfigDict,

@@ -22,6 +22,7 @@ the batch and unrolls one `[T, ...]` sequence (`unroll`) from an unbatched
 LSTM state.
 """
 
+import dataclasses
 from typing import Optional
 
 from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
@@ -36,6 +37,13 @@ import ml_collections
 from acme_launch.agents import images
 
 TORSOS = ('conv', 'deep')
+
+
+@dataclasses.dataclass
+class Networks(impala_networks.IMPALANetworks):
+  """Acme's IMPALA networks and the number of actions (the length of the
+  logits the actor core keeps between steps)."""
+  num_actions: int = 0
 
 
 class PolicyValueNetwork(hk.RNNCore):
@@ -78,16 +86,17 @@ class PolicyValueNetwork(hk.RNNCore):
 
 def make_networks(config: ml_collections.ConfigDict,
                   environment_spec: specs.EnvironmentSpec
-                  ) -> impala_networks.IMPALANetworks:
+                  ) -> Networks:
   num_actions = environment_spec.actions.num_values
   layout = images.images(config.network, environment_spec.observations)
 
   def network():
     return PolicyValueNetwork(num_actions, config.network, layout)
 
-  return impala_networks.make_haiku_networks(
+  networks = impala_networks.make_haiku_networks(
       env_spec=environment_spec,
       forward_fn=lambda x, s: network()(x, s),
       initial_state_fn=lambda batch_size=None: network().initial_state(
           batch_size),
       unroll_fn=lambda x, s: network().unroll(x, s))
+  return Networks(num_actions=int(num_actions), **vars(networks))

@@ -1,12 +1,14 @@
-"""R2D2's actor alone, one process: env steps/s by environments per actor.
+"""A recurrent agent's actor alone, one process: env steps/s by environments
+per actor.
 
-    .venv/bin/python bench/r2d2_actor.py [--config=r2d2_minatar]
+    .venv/bin/python bench/recurrent_actor.py [--config=r2d2_minatar]
         [--envs=1,4,8] [--seconds=20] [-- EXTRA CONFIG FLAGS]
 
 The config's actor as the launcher builds it: with one environment, Acme's
-own R2D2 actor and environment loop; with N > 1, the batched recurrent
-actor (program/recurrent_actor.py) with one Acme SequenceAdder per
-environment. Both write into a local Reverb table of R2D2's signature that
+own actor (R2D2's, IMPALA's) and environment loop; with N > 1, the batched
+recurrent actor (program/recurrent_actor.py) with one Acme SequenceAdder
+per environment. Both write into a local Reverb table of the agent's
+signature that
 drops its oldest sequences and never blocks (no learner: what is measured
 is the actor). Each setting is timed over `--seconds` after its first 200
 steps (jit, first writes); prints env steps/s per setting, and env steps
@@ -86,8 +88,20 @@ class _Clock(counting.Counter):
             steps / (time.process_time() - self.start_cpu))
 
 
+def _params(config, networks, spec, key):
+  """Parameters of the agent's network (r2d2 or impala), at random."""
+  if config.agent == 'impala':
+    return networks.unroll_init_fn(key, networks.initial_state_fn(
+        networks.initial_state_init_fn(key)))
+  state = networks.initial_state.apply(
+      networks.initial_state.init(key, 1), key, 1)
+  return networks.forward.init(
+      key, jnp.zeros((1,) + spec.observations.shape, spec.observations.dtype),
+      state)
+
+
 def steps_per_second(config, num_envs: int, seconds: float) -> float:
-  adapter = agents.load('r2d2')
+  adapter = agents.load(config.agent)
   spec = specs.make_environment_spec(
       environments.make_environment(config.env_name, 0, config=config))
   builder = adapter.make_builder(config, lambda: None, spec)
@@ -100,11 +114,7 @@ def steps_per_second(config, num_envs: int, seconds: float) -> float:
     client = reverb.Client(f'localhost:{server.port}')
     networks = adapter.make_networks(config, spec)
     key = jax.random.PRNGKey(0)
-    state = networks.initial_state.apply(
-        networks.initial_state.init(key, 1), key, 1)
-    params = networks.forward.init(
-        key, jnp.zeros((1,) + spec.observations.shape,
-                       spec.observations.dtype), state)
+    params = _params(config, networks, spec, key)
     policy = adapter.make_policy(config, networks, spec, evaluation=False)
     clock = _Clock(warmup=200, seconds=seconds)
     if num_envs == 1:  # Acme's own actor and loop, as the launcher runs it.
@@ -140,6 +150,10 @@ def main(argv) -> int:
   extra = [a for a in extra if a != '--']
   config = prepare.check_arguments(
       ['launch.py', f'--config={args.config}', *extra]).config
+  if config.agent not in ('r2d2', 'impala'):
+    print(f'bench/recurrent_actor.py: config.agent must be r2d2 or impala, '
+          f'got {config.agent!r}', file=sys.stderr)
+    return 2
   for num_envs in [int(n) for n in args.envs.split(',')]:
     rate, cpu_rate = steps_per_second(config, num_envs, args.seconds)
     print(f'{args.config} envs_per_actor={num_envs}: {rate:,.0f} env steps/s '
