@@ -17,6 +17,7 @@ compare on a machine where other work takes cores.
 """
 
 import argparse
+import gc
 import os
 import sys
 import threading
@@ -111,34 +112,45 @@ def steps_per_second(config, num_envs: int, seconds: float) -> float:
       reverb.selectors.Fifo(), max_size=2000,
       rate_limiter=reverb.rate_limiters.MinSize(1), signature=signature)])
   try:
-    client = reverb.Client(f'localhost:{server.port}')
-    networks = adapter.make_networks(config, spec)
-    key = jax.random.PRNGKey(0)
-    params = _params(config, networks, spec, key)
-    policy = adapter.make_policy(config, networks, spec, evaluation=False)
-    clock = _Clock(warmup=200, seconds=seconds)
-    if num_envs == 1:  # Acme's own actor and loop, as the launcher runs it.
-      actor = builder.make_actor(key, policy, adder=builder.make_adder(client),
-                                 variable_source=_Source(params))
-      loop = environment_loop.EnvironmentLoop(
-          environments.make_environment(config.env_name, 0, config=config),
-          actor, clock, loggers.NoOpLogger())
-      while time.time() < clock.end:
-        loop.run(num_episodes=1)
-      return clock.rate()
-    envs = environments.make_environments(
-        config.env_name, list(range(num_envs)), 0, 'gym', config=config)
-    loop = recurrent_actor.RecurrentBatchedEnvironmentLoop(
-        envs, adapter.make_actor_core(config, networks, policy),
-        agents.make_variable_client(adapter, config, _Source(params)),
-        batched_adders.PerEnvAdders(
-            [builder.make_adder(client) for _ in range(num_envs)]),
-        np.stack([jax.random.PRNGKey(i) for i in range(num_envs)]),
-        clock, loggers.NoOpLogger(), max_actor_steps=10**12)
-    loop._run()  # pylint: disable=protected-access  (until the clock stops)
-    return clock.rate()
+    rate = _measure(adapter, config, spec, builder,
+                    reverb.Client(f'localhost:{server.port}'), num_envs,
+                    seconds)
+    # The adders are gone (their writers closed) before their server is:
+    # a writer left open waits 10 s to flush into a stopped server.
+    gc.collect()
+    return rate
   finally:
     server.stop()
+
+
+def _measure(adapter, config, spec, builder, client, num_envs: int,
+             seconds: float) -> float:
+  """Env steps/s of one actor stepping `num_envs` environments."""
+  networks = adapter.make_networks(config, spec)
+  key = jax.random.PRNGKey(0)
+  params = _params(config, networks, spec, key)
+  policy = adapter.make_policy(config, networks, spec, evaluation=False)
+  clock = _Clock(warmup=200, seconds=seconds)
+  if num_envs == 1:  # Acme's own actor and loop, as the launcher runs it.
+    actor = builder.make_actor(key, policy, adder=builder.make_adder(client),
+                               variable_source=_Source(params))
+    loop = environment_loop.EnvironmentLoop(
+        environments.make_environment(config.env_name, 0, config=config),
+        actor, clock, loggers.NoOpLogger())
+    while time.time() < clock.end:
+      loop.run(num_episodes=1)
+    return clock.rate()
+  envs = environments.make_environments(
+      config.env_name, list(range(num_envs)), 0, 'gym', config=config)
+  loop = recurrent_actor.RecurrentBatchedEnvironmentLoop(
+      envs, adapter.make_actor_core(config, networks, policy),
+      agents.make_variable_client(adapter, config, _Source(params)),
+      batched_adders.PerEnvAdders(
+          [builder.make_adder(client) for _ in range(num_envs)]),
+      np.stack([jax.random.PRNGKey(i) for i in range(num_envs)]),
+      clock, loggers.NoOpLogger(), max_actor_steps=10**12)
+  loop._run()  # pylint: disable=protected-access  (until the clock stops)
+  return clock.rate()
 
 
 def main(argv) -> int:
