@@ -160,6 +160,13 @@ def _amount(name: str, value: float) -> str:
   return f'{number} of {name!r}'
 
 
+def _fits(demand: Demand, room: Mapping[str, float]) -> bool:
+  """Whether `room` (a host's resources, or what is left of them) holds
+  `demand`."""
+  return all(room.get(k, 0) + 1e-9 >= v
+             for k, v in demand.as_resources().items())
+
+
 def fit(all_demands: Sequence[Demand], hosts: Sequence[Host]) -> Dict[str, str]:
   """Node -> host IP, first fit against each host's total resources.
 
@@ -173,9 +180,7 @@ def fit(all_demands: Sequence[Demand], hosts: Sequence[Host]) -> Dict[str, str]:
   placed: Dict[str, str] = {}
   # Nodes that fewer hosts can run go first (pinned ones before free ones).
   def eligible(demand: Demand) -> List[Host]:
-    wanted = demand.as_resources()
-    return [h for h in hosts
-            if all(h.resources.get(k, 0) >= v for k, v in wanted.items())]
+    return [h for h in hosts if _fits(demand, h.resources)]
   for demand in sorted(all_demands, key=lambda d: len(eligible(d))):
     wanted = demand.as_resources()
     who = f'{demand.node} (group {demand.group})'
@@ -194,8 +199,7 @@ def fit(all_demands: Sequence[Demand], hosts: Sequence[Host]) -> Dict[str, str]:
           f'the Ray cluster cannot hold the plan: {who} needs '
           f'{", ".join(_amount(k, v) for k, v in wanted.items())} on one '
           'host, and no host has all of them')
-    free = [h for h in candidates
-            if all(left[h.node_id].get(k, 0) >= v for k, v in wanted.items())]
+    free = [h for h in candidates if _fits(demand, left[h.node_id])]
     if not free:
       raise errors.LaunchError(
           f'the Ray cluster cannot hold the plan: {who} needs '
@@ -221,16 +225,13 @@ def copies_that_fit(plans: Sequence[Sequence[Demand]], hosts: Sequence[Host],
   not counted.
   """
   left = {h.node_id: dict(h.resources) for h in hosts}
-  def fits(demand: Demand, room: Mapping[str, float]) -> bool:
-    return all(room.get(k, 0) + 1e-9 >= v
-               for k, v in demand.as_resources().items())
   count = 0
   while count < most and plans:
     plan = plans[count % len(plans)]
     trial = {node: dict(room) for node, room in left.items()}
     for demand in sorted(plan, key=lambda d: sum(
-        fits(d, h.resources) for h in hosts)):
-      free = [h for h in hosts if fits(demand, trial[h.node_id])]
+        _fits(d, h.resources) for h in hosts)):
+      free = [h for h in hosts if _fits(demand, trial[h.node_id])]
       if not free:
         return count
       host = min(free, key=lambda h: trial[h.node_id].get('CPU', 0))
