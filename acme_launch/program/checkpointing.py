@@ -56,6 +56,11 @@ class CheckpointWriteError(RuntimeError):
   """
 
 
+# One TF checkpoint write or read at a time in a process: under local_mt the
+# learner's and the counter's run in threads of one process, and TF 2.8's
+# saver crashed (SIGSEGV in functional_saver.save) with two at once.
+_TF_CHECKPOINT_LOCK = threading.Lock()
+
 _WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
                  errno.EPERM, errno.ENOTDIR, errno.ENOENT, errno.EFBIG, errno.EIO)
 
@@ -107,7 +112,8 @@ class Checkpointer:
     """Restores the newest readable save, falling back to older ones."""
     for path in reversed(self._manager.checkpoints):
       try:
-        self._checkpoint.restore(path).assert_existing_objects_matched()
+        with _TF_CHECKPOINT_LOCK:
+          self._checkpoint.restore(path).assert_existing_objects_matched()
       except (tf.errors.OpError, ValueError, pickle.UnpicklingError) as e:
         logging.warning('Checkpoint %s is unreadable (%s); trying an older one.',
                         path, e)
@@ -121,7 +127,8 @@ class Checkpointer:
       return None
     state = self._saveable.take()
     try:
-      path = self._manager.save()  # Writes `state`, the one digested here.
+      with _TF_CHECKPOINT_LOCK:
+        path = self._manager.save()  # Writes `state`, the one digested here.
       with open(path + '.digest', 'w') as f:
         f.write(state_digest(state))
     except (OSError, tf.errors.OpError) as e:
