@@ -22,6 +22,7 @@ import os
 import sys
 import threading
 import time
+from typing import Tuple
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
@@ -101,7 +102,8 @@ def _params(config, networks, spec, key):
       state)
 
 
-def steps_per_second(config, num_envs: int, seconds: float) -> float:
+def steps_per_second(config, num_envs: int,
+                     seconds: float) -> Tuple[float, float]:
   adapter = agents.load(config.agent)
   spec = specs.make_environment_spec(
       environments.make_environment(config.env_name, 0, config=config))
@@ -124,8 +126,9 @@ def steps_per_second(config, num_envs: int, seconds: float) -> float:
 
 
 def _measure(adapter, config, spec, builder, client, num_envs: int,
-             seconds: float) -> float:
-  """Env steps/s of one actor stepping `num_envs` environments."""
+             seconds: float) -> Tuple[float, float]:
+  """(env steps/s, env steps per CPU second) of one actor stepping
+  `num_envs` environments."""
   networks = adapter.make_networks(config, spec)
   key = jax.random.PRNGKey(0)
   params = _params(config, networks, spec, key)
