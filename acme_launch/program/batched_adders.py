@@ -252,5 +252,7 @@ class BatchedSequenceAdder:
     self._writer.flush()
 
   def close(self) -> None:
-    self._write(len(self._unwritten))
+    """Every finished window written and confirmed, then the stream closed
+    (the writer's close alone does not wait for the server)."""
+    self.flush()
     self._writer.close()

@@ -81,13 +81,7 @@ def _run_loop(envs, adder, weights, iterations, monkeypatch):
       np.zeros(2, np.uint32), counting.Counter(prefix='actor'),
       loggers.NoOpLogger(), policy_returns_extras=True)
   loop._run()  # pylint: disable=protected-access
-  if hasattr(adder, 'close'):
-    # Written items confirmed before reading them: close() alone does not
-    # wait for the server, so the last one could still be on its way.
-    adder.flush()
-    adder.close()
-  else:
-    _flush_all(adder)
+  adder.close() if hasattr(adder, 'close') else _flush_all(adder)
 
 
 def _flush_all(per_env):
