@@ -5,9 +5,9 @@
 
 alone: the config's learner, built by its agent adapter as the program
 builds it (same networks, optimizers, batch size, SGD steps per step), steps
-on one in-memory batch of the environment's shapes (transitions; R2D2:
-sequences of its replay signature), with nothing else running: what its SGD
-step costs on this machine (its intrinsic rate).
+on one in-memory batch of the environment's shapes (transitions; R2D2 and
+IMPALA: sequences of their replay signature), with nothing else running:
+what its SGD step costs on this machine (its intrinsic rate).
 in a run: `launch.py --config=CONFIG EXTRA...` with every node; its learner's
 steps/s (and the actors' env steps/s) from the counter totals in
 metrics/progress.csv, over --seconds after the learner's first step plus a
@@ -60,8 +60,8 @@ def alone(config, seconds: float) -> Tuple[float, int]:
     shape = (batch_size, *array_spec.shape)
     return rng.uniform(-1, 1, shape).astype(array_spec.dtype)
 
-  if config.agent == 'r2d2':  # Sequences, with Reverb's sample info.
-    sample = _r2d2_sample(builder, spec, batch_size)
+  if config.agent in ('r2d2', 'impala'):  # Sequences, Reverb's sample info.
+    sample = _sequence_sample(builder, spec, batch_size)
   else:
     transition = types.Transition(
         observation=batch_of(spec.observations), action=batch_of(spec.actions),
@@ -86,15 +86,23 @@ def alone(config, seconds: float) -> Tuple[float, int]:
   return steps / (time.time() - start), steps
 
 
-def _r2d2_sample(builder, spec, batch_size: int):
-  """One batch of R2D2's sequences (zeros; actions 0), shaped as its
-  replay table's signature, with uniform sampling probabilities."""
+def _sequence_sample(builder, spec, batch_size: int):
+  """One batch of R2D2's or IMPALA's sequences (zeros: actions 0, IMPALA's
+  logits uniform), shaped as its replay table's signature, with uniform
+  sampling probabilities."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import reverb  # pylint: disable=g-import-not-at-top
   import tree  # pylint: disable=g-import-not-at-top
   from acme.adders import reverb as adders_reverb  # pylint: disable=g-import-not-at-top
-  signature = adders_reverb.SequenceAdder.signature(
-      spec, builder._extra_spec, builder._sequence_length)  # pylint: disable=protected-access
+  # pylint: disable=protected-access
+  if hasattr(builder, '_core_state_spec'):  # IMPALA: as its make_replay_tables.
+    extra_spec = {'core_state': builder._core_state_spec,
+                  'logits': np.zeros((spec.actions.num_values,), np.float32)}
+    length = builder._config.sequence_length
+  else:  # R2D2.
+    extra_spec, length = builder._extra_spec, builder._sequence_length
+  # pylint: enable=protected-access
+  signature = adders_reverb.SequenceAdder.signature(spec, extra_spec, length)
   data = tree.map_structure(
       lambda s: np.zeros((batch_size, *s.shape), s.dtype.as_numpy_dtype),
       signature)

@@ -170,6 +170,22 @@ def test_learner_measures_r2d2_on_sequences(tmp_path):
   assert 'actors in the run' in result.stdout
 
 
+def test_learner_measures_impala_on_its_queue_sequences(tmp_path):
+  result = _bench('learner.py', '--config=impala_minatar', '--seconds=2',
+                  '--settle=1', f'--out={tmp_path}', '--',
+                  '--config.num_actors=1', '--config.impala.batch_size=2',
+                  '--config.impala.sequence_length=5',
+                  '--config.impala.max_queue_size=8',
+                  '--config.network.conv_channels=(4,)',
+                  '--config.network.lstm_size=8',
+                  '--config.eval_every_steps=100000')
+  results = read_json(os.path.join(tmp_path, 'learner.json'))
+  assert results['agent'] == 'impala'
+  assert results['alone_sgd_steps_per_second'] > 0
+  assert results['run_sgd_steps_per_second'] > 0
+  assert 'in a run / alone' in result.stdout
+
+
 def test_soak_samples_every_node_and_reports_growth(tmp_path):
   result = _bench('soak.py', '--config=smoke', '--minutes=0.5', '--every=1',
                   '--settle_minutes=0.1', f'--out={tmp_path}')
