@@ -39,8 +39,9 @@ def _one_error_line(result) -> str:
 
 
 def test_impala_minatar_trains_to_a_tiny_budget_evaluates_and_resumes(workdir):
+  # One game per actor: Acme's own IMPALAActor and SequenceAdder.
   result = run_launcher('--config=impala_minatar', f'--workdir={workdir}',
-                        '--run_name=tiny', *TINY,
+                        '--run_name=tiny', *TINY, '--config.envs_per_actor=1',
                         f'--config.max_actor_steps={BUDGET}', timeout=300)
   run_dir = os.path.join(workdir, 'tiny')
   summary = reached_budget(result, run_dir, BUDGET)
