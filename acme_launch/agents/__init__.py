@@ -185,17 +185,37 @@ def make_actor_policy(adapter: Adapter, config, networks, environment_spec,
                              evaluation=False, **kwargs)
 
 
-def make_variable_client(adapter: Adapter, config, variable_source):
+def make_variable_client(adapter: Adapter, config, variable_source,
+                         builder=None):
   """The client the agent's own actor makes, for the loops that step its
   policy themselves (batched actors, the final evaluation): its
   actor_variables, fetched every `variable_update_period` updates of its
-  config section where the agent's Acme config has that field (PPO), else
-  on every update, as Acme's builders do."""
+  config section when the section sets it, else as often as `builder`'s own
+  actors fetch (Acme's R2D2 every 400 updates, IMPALA every 1,000, the
+  others on every update)."""
   from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
   from acme.jax import variable_utils  # pylint: disable=g-import-not-at-top
   section = config.get(adapter.section) or {}
-  period = section.get('variable_update_period', 1)
+  period = section.get('variable_update_period') or _builder_update_period(
+      builder)
   return variable_utils.VariableClient(
       variable_source, adapter.actor_variables, device='cpu',
       update_period=period)
+
+
+def _builder_update_period(builder) -> int:
+  """The fetch period of `builder`'s actors where it keeps one (Acme's
+  builders: in their config; IMPALA's and ours: the builder), else 1."""
+  # pylint: disable=protected-access
+  for holder, name in ((builder, '_variable_update_period'),
+                       (getattr(builder, '_config', None),
+                        'variable_update_period')):
+    value = getattr(holder, name, None)
+    if isinstance(value, int) and value >= 1:
+      return value
+  # Acme's IMPALABuilder keeps its actors' period in make_actor itself.
+  if any(c.__module__ == 'acme.agents.jax.impala.builder'
+         for c in type(builder).__mro__):
+    return 1000
+  return 1
 

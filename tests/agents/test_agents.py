@@ -197,7 +197,7 @@ def test_adapter_builds_replay_table_and_policies_for_one_or_many_envs(
   # The variable client the batched actors and final evaluation use fetches
   # what the builder's own actor would.
   source = _Params(params)
-  client = agents.make_variable_client(adapter, config, source)
+  client = agents.make_variable_client(adapter, config, source, builder)
   client.update_and_wait()
   assert source.names == [['network' if config.agent == 'ppo' else
                            'policy' if config.agent != 'dqn' else '']]
@@ -223,6 +223,37 @@ def _load_config(name: str):
   module = importlib.util.module_from_spec(module_spec)
   module_spec.loader.exec_module(module)
   return module.get_config()
+
+
+@pytest.mark.parametrize('config_name, section_period, acme_period', [
+    ('r2d2_minatar', 50, 400), ('impala_minatar', 100, 1000),
+    ('dqn_minatar', None, 1)])
+def test_batched_actors_fetch_parameters_as_the_builders_own_actor_does(
+    config_name, section_period, acme_period):
+  config = _load_config(config_name)
+  adapter = agents.load(config.agent)
+  section = config[adapter.section]
+  assert section.get('variable_update_period') == section_period
+  environment = environments.make_environment(config.env_name, seed=0)
+  spec = specs.make_environment_spec(environment)
+
+  def periods():
+    """(batched actors' client, the builder's own actor's client)."""
+    builder = adapter.make_builder(config, learner_logger_fn=lambda: None,
+                                   environment_spec=spec)
+    networks = adapter.make_networks(config, spec)
+    policy = adapter.make_policy(config, networks, spec, evaluation=False)
+    # Acme's actors fetch once when made: nothing is stepped here.
+    own = builder.make_actor(jax.random.PRNGKey(0), policy,
+                             variable_source=_Params(None))
+    client = agents.make_variable_client(adapter, config, None, builder)
+    return client._update_period, own._variable_client._update_period  # pylint: disable=protected-access
+
+  if section_period:  # The config's own setting.
+    assert periods() == (section_period, section_period)
+    del section.variable_update_period
+  # Without it (a config of a user's): Acme's default, as its actor has it.
+  assert periods() == (acme_period, acme_period)
 
 
 def test_ppo_learning_rate_anneals_to_zero_at_the_step_budget():
