@@ -204,8 +204,9 @@ def make_variable_client(adapter: Adapter, config, variable_source,
 
 
 def _builder_update_period(builder) -> int:
-  """The fetch period of `builder`'s actors where it keeps one (Acme's
-  builders: in their config; IMPALA's and ours: the builder), else 1."""
+  """How often `builder`'s own actors fetch parameters: the shipped IMPALA
+  builder keeps it on itself, Acme's R2D2 and PPO builders in their config,
+  Acme's IMPALA builder in its make_actor (1,000); else every update (1)."""
   # pylint: disable=protected-access
   for holder, name in ((builder, '_variable_update_period'),
                        (getattr(builder, '_config', None),
