@@ -148,42 +148,35 @@ def test_learner_measures_alone_and_in_a_run(tmp_path):
   assert results['run_actor_steps_per_second'] >= 0
 
 
-def test_learner_measures_r2d2_on_sequences(tmp_path):
-  result = _bench('learner.py', '--config=r2d2_minatar', '--seconds=2',
+# Tiny recurrent agents whose learners step on their replay's sequences.
+_SEQUENCE_LEARNERS = {
+    'r2d2_minatar': (
+        '--config.r2d2.batch_size=2', '--config.r2d2.min_replay_size=10',
+        '--config.r2d2.burn_in_length=2', '--config.r2d2.trace_length=4',
+        '--config.r2d2.sequence_period=2',
+        '--config.network.head_hidden_layers=(8,)',
+        # The learner never waits for the actor in the window.
+        '--config.r2d2.samples_per_insert_tolerance_rate=1000'),
+    'impala_minatar': (
+        '--config.impala.batch_size=2', '--config.impala.sequence_length=5',
+        '--config.impala.max_queue_size=8'),
+}
+
+
+@pytest.mark.parametrize('config_name', sorted(_SEQUENCE_LEARNERS))
+def test_learner_measures_recurrent_agents_on_sequences(tmp_path, config_name):
+  result = _bench('learner.py', f'--config={config_name}', '--seconds=2',
                   '--settle=1', f'--out={tmp_path}', '--',
-                  '--config.num_actors=1', '--config.r2d2.batch_size=2',
-                  '--config.r2d2.min_replay_size=10',
-                  '--config.r2d2.burn_in_length=2',
-                  '--config.r2d2.trace_length=4',
-                  '--config.r2d2.sequence_period=2',
-                  '--config.network.conv_channels=(4,)',
+                  '--config.num_actors=1', '--config.network.conv_channels=(4,)',
                   '--config.network.lstm_size=8',
-                  '--config.network.head_hidden_layers=(8,)',
-                  # The learner never waits for the actor in the window.
-                  '--config.r2d2.samples_per_insert_tolerance_rate=1000',
-                  '--config.eval_every_steps=100000')
+                  '--config.eval_every_steps=100000',
+                  *_SEQUENCE_LEARNERS[config_name])
   results = read_json(os.path.join(tmp_path, 'learner.json'))
-  assert results['agent'] == 'r2d2'
+  assert results['agent'] == config_name.split('_')[0]
   assert results['alone_sgd_steps_per_second'] > 0
   assert results['run_sgd_steps_per_second'] > 0
   assert results['run_actor_steps_per_second'] >= 0
   assert 'actors in the run' in result.stdout
-
-
-def test_learner_measures_impala_on_its_queue_sequences(tmp_path):
-  result = _bench('learner.py', '--config=impala_minatar', '--seconds=2',
-                  '--settle=1', f'--out={tmp_path}', '--',
-                  '--config.num_actors=1', '--config.impala.batch_size=2',
-                  '--config.impala.sequence_length=5',
-                  '--config.impala.max_queue_size=8',
-                  '--config.network.conv_channels=(4,)',
-                  '--config.network.lstm_size=8',
-                  '--config.eval_every_steps=100000')
-  results = read_json(os.path.join(tmp_path, 'learner.json'))
-  assert results['agent'] == 'impala'
-  assert results['alone_sgd_steps_per_second'] > 0
-  assert results['run_sgd_steps_per_second'] > 0
-  assert 'in a run / alone' in result.stdout
 
 
 def test_soak_samples_every_node_and_reports_growth(tmp_path):
