@@ -61,7 +61,7 @@ def alone(config, seconds: float) -> Tuple[float, int]:
     return rng.uniform(-1, 1, shape).astype(array_spec.dtype)
 
   if config.agent in ('r2d2', 'impala'):  # Sequences, Reverb's sample info.
-    sample = _sequence_sample(builder, spec, batch_size)
+    sample = _sequence_sample(config.agent, builder, spec, batch_size)
   else:
     transition = types.Transition(
         observation=batch_of(spec.observations), action=batch_of(spec.actions),
@@ -86,7 +86,7 @@ def alone(config, seconds: float) -> Tuple[float, int]:
   return steps / (time.time() - start), steps
 
 
-def _sequence_sample(builder, spec, batch_size: int):
+def _sequence_sample(agent: str, builder, spec, batch_size: int):
   """One batch of R2D2's or IMPALA's sequences (zeros: actions 0, IMPALA's
   logits uniform), shaped as its replay table's signature, with uniform
   sampling probabilities."""
@@ -95,7 +95,7 @@ def _sequence_sample(builder, spec, batch_size: int):
   import tree  # pylint: disable=g-import-not-at-top
   from acme.adders import reverb as adders_reverb  # pylint: disable=g-import-not-at-top
   # pylint: disable=protected-access
-  if hasattr(builder, '_core_state_spec'):  # IMPALA: as its make_replay_tables.
+  if agent == 'impala':  # As IMPALABuilder.make_replay_tables makes it.
     extra_spec = {'core_state': builder._core_state_spec,
                   'logits': np.zeros((spec.actions.num_values,), np.float32)}
     length = builder._config.sequence_length

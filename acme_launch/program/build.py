@@ -209,7 +209,8 @@ def make_program(config: ml_collections.ConfigDict,
           lambda s: make_env(seed=s, evaluation=True),
           [environments.node_seed(seed, 'final_eval', j)
            for j in range(config.final_eval_episodes)],
-          policy, agents.make_variable_client(adapter, config, learner, builder),
+          policy,
+          agents.make_variable_client(adapter, config, learner, builder),
           final_key, adapter.policy_returns_extras,
           make_actor=functools.partial(builder.make_actor, final_key, policy,
                                        variable_source=learner)

@@ -81,7 +81,10 @@ def _run_loop(envs, adder, weights, iterations, monkeypatch):
       np.zeros(2, np.uint32), counting.Counter(prefix='actor'),
       loggers.NoOpLogger(), policy_returns_extras=True)
   loop._run()  # pylint: disable=protected-access
-  adder.close() if hasattr(adder, 'close') else _flush_all(adder)
+  if hasattr(adder, 'close'):  # Waits for the server to confirm each item.
+    adder.close()
+  else:
+    _flush_all(adder)
 
 
 def _flush_all(per_env):
