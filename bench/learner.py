@@ -36,8 +36,9 @@ def _load_config(name: str, overrides: List[str]):
   return prepare.check_arguments(['launch.py', f'--config={name}', *overrides]).config
 
 
-def alone(config, seconds: float) -> Tuple[float, int]:
-  """(SGD steps/s, steps) of the config's learner on one in-memory batch."""
+def alone(config, seconds: float, warmup: int = 20) -> Tuple[float, int]:
+  """(SGD steps/s, steps) of the config's learner on one in-memory batch,
+  after `warmup` steps (the first compiles)."""
   from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
   from acme import specs, types  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
@@ -68,14 +69,16 @@ def alone(config, seconds: float) -> Tuple[float, int]:
         reward=batch_of(spec.rewards), discount=np.ones(
             (batch_size,), spec.discounts.dtype),
         next_observation=batch_of(spec.observations))
-    sample = reverb.ReplaySample(info=None, data=transition)
+    # With Reverb's sample info: DQN's prioritized loss reads it.
+    sample = reverb.ReplaySample(info=_uniform_info(batch_size),
+                                 data=transition)
 
   def batches():
     while True:
       yield sample
 
   learner = builder.make_learner(jax.random.PRNGKey(0), networks, batches())
-  for _ in range(20):  # Compiles, then settles.
+  for _ in range(warmup):  # Compiles, then settles.
     learner.step()
   jax.block_until_ready(learner.get_variables(['policy']))
   steps, start = 0, time.time()
@@ -106,9 +109,15 @@ def _sequence_sample(agent: str, builder, spec, batch_size: int):
   data = tree.map_structure(
       lambda s: np.zeros((batch_size, *s.shape), s.dtype.as_numpy_dtype),
       signature)
-  info = reverb.SampleInfo(*[np.ones((batch_size,), dtype.as_numpy_dtype)
+  return reverb.ReplaySample(info=_uniform_info(batch_size), data=data)
+
+
+def _uniform_info(batch_size: int):
+  """Reverb's sample info for a batch: keys, probabilities, ... all 1."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import reverb  # pylint: disable=g-import-not-at-top
+  return reverb.SampleInfo(*[np.ones((batch_size,), dtype.as_numpy_dtype)
                              for dtype in reverb.SampleInfo.tf_dtypes()])
-  return reverb.ReplaySample(info=info, data=data)
 
 
 def _rows(progress_csv: str) -> List[Tuple[float, float, float]]:

@@ -148,6 +148,19 @@ def test_learner_measures_alone_and_in_a_run(tmp_path):
   assert results['run_actor_steps_per_second'] >= 0
 
 
+def test_learner_measures_dqn_on_prioritized_transitions(tmp_path):
+  # DQN's loss reads Reverb's sample info (priorities): the alone batch has it.
+  _bench('learner.py', '--config=dqn_minatar', '--seconds=2', '--settle=1',
+         f'--out={tmp_path}', '--', '--config.dqn.batch_size=2',
+         '--config.dqn.min_replay_size=10', '--config.network.conv_channels=(4,)',
+         '--config.network.hidden_layers=(8,)', '--config.eval_every_steps=100000',
+         '--config.dqn.samples_per_insert_tolerance_rate=1000')
+  results = read_json(os.path.join(tmp_path, 'learner.json'))
+  assert results['agent'] == 'dqn'
+  assert results['alone_sgd_steps_per_second'] > 0
+  assert results['run_sgd_steps_per_second'] > 0
+
+
 # Tiny recurrent agents whose learners step on their replay's sequences.
 _SEQUENCE_LEARNERS = {
     'r2d2_minatar': (

@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from acme_launch.agents import images
+from acme_launch.agents.recurrent import unroll_lstm
 
 TORSOS = ('conv', 'deep')
 
@@ -79,8 +80,8 @@ class PolicyValueNetwork(hk.RNNCore):
 
   def unroll(self, observations, state: hk.LSTMState):
     """One [T, ...] sequence: the torso on all steps at once."""
-    outputs, states = hk.static_unroll(self._core, self._torso(observations),
-                                       state)
+    outputs, states = unroll_lstm(
+        self._core, self._torso(observations), state)
     return self._head(outputs), states
 
 

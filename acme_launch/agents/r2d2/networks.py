@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from acme_launch.agents import images
+from acme_launch.agents.recurrent import unroll_lstm
 
 
 class RecurrentQNetwork(hk.RNNCore):
@@ -52,9 +53,10 @@ class RecurrentQNetwork(hk.RNNCore):
     return self._core.initial_state(batch_size)
 
   def unroll(self, observations, state: hk.LSTMState):
-    """[T, B, ...] observations: torso and head on all steps at once."""
+    """[T, B, ...] observations: torso and head on all steps at once, the
+    LSTM in a loop (unroll_lstm)."""
     embeddings = hk.BatchApply(self._torso)(observations)
-    outputs, states = hk.static_unroll(self._core, embeddings, state)
+    outputs, states = unroll_lstm(self._core, embeddings, state)
     return hk.BatchApply(self._head)(outputs), states
 
 
