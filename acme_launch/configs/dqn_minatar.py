@@ -22,6 +22,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.dqn.n_step = 3                    # N-step returns in the transitions.
   config.dqn.target_update_period = 1_000  # Learner steps between target copies.
   config.dqn.epsilon = 0.05                # Actors' epsilon-greedy exploration.
+  # True: each environment explores with its own fixed Ape-X epsilon instead
+  # (needs envs_per_actor of 2 or more; dqn_atari's choice).
+  config.dqn.apex_epsilons = False
   config.dqn.eval_epsilon = 0.0            # The evaluator's (0: greedy).
   config.dqn.min_replay_size = 5_000       # Inserts before the learner samples.
   config.dqn.max_replay_size = 100_000     # FIFO beyond this.
