@@ -130,66 +130,49 @@ def test_startup_reports_cold_and_warm_first_steps_and_memory(tmp_path):
   assert {'learner/0', 'actor/0'} <= set(results['warm']['resident_mib'])
 
 
-def test_learner_measures_alone_and_in_a_run(tmp_path):
-  result = _bench('learner.py', '--seconds=2', '--settle=1', f'--out={tmp_path}',
-                  '--', '--config.sac.min_replay_size=100',
-                  '--config.network.hidden_layers=(8,8)',
-                  '--config.sac.batch_size=8', '--config.num_actors=1',
-                  '--config.eval_every_steps=100000')
+# Tiny agents, each learner on its own replay's items: transitions (DQN's
+# loss also reads Reverb's sample info: the in-memory batch has it), or R2D2's
+# and IMPALA's sequences.
+_LEARNERS = {
+    'sac_mujoco': (
+        '--config.sac.min_replay_size=100', '--config.sac.batch_size=8',
+        '--config.network.hidden_layers=(8,8)'),
+    'dqn_minatar': (
+        '--config.dqn.min_replay_size=10', '--config.dqn.batch_size=2',
+        '--config.network.conv_channels=(4,)',
+        '--config.network.hidden_layers=(8,)',
+        '--config.dqn.samples_per_insert_tolerance_rate=1000'),
+    'r2d2_minatar': (
+        '--config.r2d2.batch_size=2', '--config.r2d2.min_replay_size=10',
+        '--config.r2d2.burn_in_length=2', '--config.r2d2.trace_length=4',
+        '--config.r2d2.sequence_period=2', '--config.network.conv_channels=(4,)',
+        '--config.network.lstm_size=8', '--config.network.head_hidden_layers=(8,)',
+        # The learner never waits for the actor in the window.
+        '--config.r2d2.samples_per_insert_tolerance_rate=1000'),
+    'impala_minatar': (
+        '--config.impala.batch_size=2', '--config.impala.sequence_length=5',
+        '--config.impala.max_queue_size=8', '--config.network.conv_channels=(4,)',
+        '--config.network.lstm_size=8'),
+}
+
+
+@pytest.mark.parametrize('config_name', sorted(_LEARNERS))
+def test_learner_measures_alone_and_in_a_run(tmp_path, config_name):
+  result = _bench('learner.py', f'--config={config_name}', '--seconds=2',
+                  '--settle=1', f'--out={tmp_path}', '--',
+                  '--config.num_actors=1', '--config.eval_every_steps=100000',
+                  *_LEARNERS[config_name])
   results = read_json(os.path.join(tmp_path, 'learner.json'))
-  assert results['agent'] == 'sac'
+  assert results['agent'] == config_name.split('_')[0]
   assert results['alone_sgd_steps_per_second'] > 0
   assert results['run_sgd_steps_per_second'] > 0
   assert results['ratio'] == pytest.approx(
       results['run_sgd_steps_per_second'] /
       results['alone_sgd_steps_per_second'])
   assert 'in a run / alone' in result.stdout
+  assert 'actors in the run' in result.stdout
   # Actors count their steps at each episode's end: a 2 s window may hold none.
   assert results['run_actor_steps_per_second'] >= 0
-
-
-def test_learner_measures_dqn_on_prioritized_transitions(tmp_path):
-  # DQN's loss reads Reverb's sample info (priorities): the alone batch has it.
-  _bench('learner.py', '--config=dqn_minatar', '--seconds=2', '--settle=1',
-         f'--out={tmp_path}', '--', '--config.dqn.batch_size=2',
-         '--config.dqn.min_replay_size=10', '--config.network.conv_channels=(4,)',
-         '--config.network.hidden_layers=(8,)', '--config.eval_every_steps=100000',
-         '--config.dqn.samples_per_insert_tolerance_rate=1000')
-  results = read_json(os.path.join(tmp_path, 'learner.json'))
-  assert results['agent'] == 'dqn'
-  assert results['alone_sgd_steps_per_second'] > 0
-  assert results['run_sgd_steps_per_second'] > 0
-
-
-# Tiny recurrent agents whose learners step on their replay's sequences.
-_SEQUENCE_LEARNERS = {
-    'r2d2_minatar': (
-        '--config.r2d2.batch_size=2', '--config.r2d2.min_replay_size=10',
-        '--config.r2d2.burn_in_length=2', '--config.r2d2.trace_length=4',
-        '--config.r2d2.sequence_period=2',
-        '--config.network.head_hidden_layers=(8,)',
-        # The learner never waits for the actor in the window.
-        '--config.r2d2.samples_per_insert_tolerance_rate=1000'),
-    'impala_minatar': (
-        '--config.impala.batch_size=2', '--config.impala.sequence_length=5',
-        '--config.impala.max_queue_size=8'),
-}
-
-
-@pytest.mark.parametrize('config_name', sorted(_SEQUENCE_LEARNERS))
-def test_learner_measures_recurrent_agents_on_sequences(tmp_path, config_name):
-  result = _bench('learner.py', f'--config={config_name}', '--seconds=2',
-                  '--settle=1', f'--out={tmp_path}', '--',
-                  '--config.num_actors=1', '--config.network.conv_channels=(4,)',
-                  '--config.network.lstm_size=8',
-                  '--config.eval_every_steps=100000',
-                  *_SEQUENCE_LEARNERS[config_name])
-  results = read_json(os.path.join(tmp_path, 'learner.json'))
-  assert results['agent'] == config_name.split('_')[0]
-  assert results['alone_sgd_steps_per_second'] > 0
-  assert results['run_sgd_steps_per_second'] > 0
-  assert results['run_actor_steps_per_second'] >= 0
-  assert 'actors in the run' in result.stdout
 
 
 def test_soak_samples_every_node_and_reports_growth(tmp_path):
