@@ -29,7 +29,7 @@ from acme_launch.program import checkpointing
 from acme_launch.program import recurrent_actor
 from acme_launch import envs as environments
 from acme_launch import errors
-from acme_launch.program import final_eval
+from acme_launch.program import evaluation
 from acme_launch.program import nodes
 from acme_launch.plan import resources
 from acme_launch.program import seeds as seeds_lib
@@ -109,11 +109,11 @@ def make_program(config: ml_collections.ConfigDict,
       environment_spec=environment_spec)
   # What the nodes will call, tried once here: an adapter that raises is one
   # line before any process starts, not a node failing after launch.
-  for evaluation in (False, True):
+  for evaluating in (False, True):
     networks = agents.call(adapter, 'make_networks', config, environment_spec)
     policy = agents.call(adapter, 'make_policy', config, networks,
-                         environment_spec, evaluation)
-    if batched_recurrent and not evaluation:
+                         environment_spec, evaluating)
+    if batched_recurrent and not evaluating:
       agents.call(adapter, 'make_actor_core', config, networks, policy)
   seeds = node_seeds(config)
 
@@ -195,18 +195,29 @@ def make_program(config: ml_collections.ConfigDict,
 
   def build_evaluator(index, learner, counter):
     seed = seeds_lib.seed_after_restarts(seeds[f'evaluator/{index}'])
-    environment = make_env(seed=seed, evaluation=True)
+    make_eval_env = lambda s: make_env(seed=s, evaluation=True)
     networks = adapter.make_networks(config, environment_spec)
     policy = adapter.make_policy(config, networks, environment_spec,
                                  evaluation=True)
-    actor = builder.make_actor(jax.random.PRNGKey(seed), policy,
-                               variable_source=learner)
+    if adapter.recurrent:  # Its policy keeps state: one episode at a time.
+      during = evaluation.ActorEvaluation(
+          make_eval_env(seed), builder.make_actor(
+              jax.random.PRNGKey(seed), policy, variable_source=learner),
+          config.eval_episodes)
+    else:  # All the episodes at once, one batched policy call a step.
+      during = evaluation.Evaluation(
+          make_eval_env,
+          [environments.node_seed(seed, 'eval', j)
+           for j in range(config.eval_episodes)],
+          policy, agents.make_variable_client(adapter, config, learner,
+                                              builder),
+          jax.random.PRNGKey(seed), adapter.policy_returns_extras)
     final = None
     if final_evaluation and index == 0:  # One evaluator plays it.
       final_key = jax.random.PRNGKey(
           environments.node_seed(seed, 'final_eval_key', 0))
-      final = final_eval.FinalEvaluation(
-          lambda s: make_env(seed=s, evaluation=True),
+      final = evaluation.Evaluation(
+          make_eval_env,
           [environments.node_seed(seed, 'final_eval', j)
            for j in range(config.final_eval_episodes)],
           policy,
@@ -216,10 +227,9 @@ def make_program(config: ml_collections.ConfigDict,
                                        variable_source=learner)
           if adapter.recurrent else None)
     return nodes.ScheduledEvaluator(
-        environment, actor, counter, logger_for(f'evaluator/{index}'),
-        config.eval_every_steps, config.eval_episodes,
-        max_actor_steps=config.max_actor_steps, run_dir=run_dir,
-        final_evaluation=final)
+        during, counter, logger_for(f'evaluator/{index}'),
+        config.eval_every_steps, max_actor_steps=config.max_actor_steps,
+        run_dir=run_dir, final_evaluation=final)
 
   program = lp.Program(name=f'{config.agent}_{config.env_name}')
   nodes_by_label: Dict[str, List[str]] = {}

@@ -21,7 +21,7 @@ import launchpad as lp
 import numpy as np
 import tensorflow as tf
 
-from acme_launch.program import final_eval
+from acme_launch.program import evaluation as evaluation_lib
 from acme_launch import layout
 from acme_launch.plan import topology
 
@@ -191,30 +191,24 @@ class ScheduledEvaluator(core.Worker):
 
   Stock Acme's evaluator plays without pause and takes CPU from the actors;
   this one waits for the actors between evaluations. An evaluation happens at
-  step 0 too, so every run records at least one. Given a `final_evaluation`,
-  once the actors reach `max_actor_steps` it plays that, writes
-  final_eval.json and stops the program (the counter's steps limiter leaves
-  the stop to it).
+  step 0 too, so every run records at least one. Each plays the episodes of
+  `evaluation` (program/evaluation.py). Given a `final_evaluation`, once the
+  actors reach `max_actor_steps` it plays that, writes final_eval.json and
+  stops the program (the counter's steps limiter leaves the stop to it).
   """
 
-  def __init__(self, environment: dm_env.Environment, actor: core.Actor,
-               counter: counting.Counter, logger: loggers.Logger,
-               eval_every_steps: int, eval_episodes: int,
+  def __init__(self, evaluation, counter: counting.Counter,
+               logger: loggers.Logger, eval_every_steps: int,
                max_actor_steps: int = 0, run_dir: str = '',
-               final_evaluation: Optional[final_eval.FinalEvaluation] = None):
+               final_evaluation: Optional[evaluation_lib.Evaluation] = None):
     self._max_actor_steps = max_actor_steps
     self._run_dir = layout.on_this_host(run_dir)
     self._final_evaluation = final_evaluation
-    self._environment = environment
-    self._actor = actor
+    self._evaluation = evaluation
     self._parent_counter = counter
     self._counter = counting.Counter(counter, 'evaluator')
     self._logger = logger
     self._eval_every_steps = eval_every_steps
-    self._eval_episodes = eval_episodes
-    self._loop = environment_loop.EnvironmentLoop(
-        environment, actor, counter=None, logger=loggers.NoOpLogger(),
-        should_update=True)
 
   def run(self) -> None:
     stop = lp.stop_event()
@@ -251,13 +245,10 @@ class ScheduledEvaluator(core.Worker):
     })
 
   def _evaluate(self, actor_steps: int) -> None:
-    self._actor.update(wait=True)
-    returns, lengths = [], []
-    for _ in range(self._eval_episodes):
-      result = self._loop.run_episode()
-      returns.append(float(result['episode_return']))
-      lengths.append(int(result['episode_length']))
-      counts = self._counter.increment(episodes=1, steps=lengths[-1])
+    result = self._evaluation.run()
+    returns, lengths = result['returns'], result['lengths']
+    counts = self._counter.increment(episodes=len(returns),
+                                     steps=int(np.sum(lengths)))
     self._logger.write({
         'actor_steps': actor_steps,
         'episode_return': float(np.mean(returns)),
