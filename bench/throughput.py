@@ -16,7 +16,9 @@ Everything runs in this one invocation on this machine:
      evaluator);
   3. acme-launch: `launch.py --config=ppo_mujoco` with the same PPO settings
      and process count (no evaluator), for each cell (ACTORSxENVS_PER_ACTOR)
-     and env backend (config.env_backend).
+     and env backend (config.env_backend; `envpool_async` is EnvPool's
+     async mode with twice the cell's envs, each step receiving the cell's
+     envs, measured against the same ceiling as `envpool`).
 Each program runs for --seconds plus a start-up allowance (or until --steps
 actor steps); env steps/s is measured from the counter's totals
 (progress.csv) from the first actor steps plus a warm-up to the end, so
@@ -117,11 +119,17 @@ def run_acme_launch(workdir: str, actors: int, envs: int, backend: str,
   batch_size = ppo_mujoco.get_config().ppo.batch_size
   queue_batches = -(-(batch_size + STOCK_QUEUE_EXTRA) // batch_size)
   run_name = run_name or f'acme_launch_{backend}_a{actors}_e{envs}'
+  # envpool: sync, every step all of an actor's envs; envpool_async: twice
+  # the envs, each step the first half to finish (config.envpool_async_envs).
+  async_envs = 2 * envs if backend == 'envpool_async' else 0
+  if backend == 'envpool_async':
+    backend = 'envpool'
   command = [*prefix, sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
              '--config=ppo_mujoco', f'--workdir={workdir}',
              f'--run_name={run_name}', f'--config.num_actors={actors}',
              f'--config.envs_per_actor={envs}', '--config.num_evaluators=0',
              f'--config.env_backend={backend}',
+             f'--config.envpool_async_envs={async_envs}',
              f'--max_wall_time={args.seconds + args.startup_allowance}',
              f'--config.ppo.max_queue_batches={queue_batches}',
              f'--config.max_actor_steps={args.steps}', '--progress_every=1000']
@@ -253,7 +261,9 @@ def main(argv: List[str]) -> int:
   parser.add_argument('--cells', default='1x1,1x16,1x64,2x16',
                       help='ACTORSxENVS_PER_ACTOR, comma-separated')
   parser.add_argument('--backends', default='gym,envpool',
-                      help='config.env_backend values to measure')
+                      help='config.env_backend values to measure; '
+                      'envpool_async: EnvPool in async mode, twice the envs '
+                      'of the cell, each step receiving the cell\'s envs')
   parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
   args = parser.parse_args(argv)
   cells = [tuple(int(x) for x in cell.split('x'))
@@ -268,9 +278,14 @@ def main(argv: List[str]) -> int:
   ceilings = {('gym', 1): raw_env_steps_per_second(args.ceiling_seconds)}
   for _, envs in cells:
     ceilings['gym', envs] = ceilings['gym', 1]
-    if 'envpool' in backends and ('envpool', envs) not in ceilings:
+    if {'envpool', 'envpool_async'} & set(backends) and (
+        'envpool', envs) not in ceilings:
       ceilings['envpool', envs] = raw_envpool_steps_per_second(
           args.ceiling_seconds, envs)
+    # Async mode is measured against the same ceiling: EnvPool stepping
+    # as many envs a step as the actor's policy call takes.
+    if ('envpool', envs) in ceilings:
+      ceilings['envpool_async', envs] = ceilings['envpool', envs]
   print(f'machine: {os.cpu_count()} cores; {args.seconds:.0f} s per program; '
         f'load average {os.getloadavg()[0]:.1f} at start')
   print('ceilings, HalfCheetah-v4 on one core with random actions: gym '
@@ -303,7 +318,8 @@ def main(argv: List[str]) -> int:
                             for b in {b for b, _ in ceilings}},
                'ceilings_by_envs': [
                    {'backend': b, 'envs': e, 'env_steps_per_second': r}
-                   for (b, e), r in sorted(ceilings.items())],
+                   for (b, e), r in sorted(ceilings.items())
+                   if b != 'envpool_async'],
                'stock_acme': [{'actors': a, 'env_steps_per_second': r}
                               for a, r in stock.items()],
                'acme_launch': [{'backend': b, 'actors': a, 'envs_per_actor': e,

@@ -30,15 +30,21 @@ def _bench(script: str, *args: str, timeout: float = 300):
 
 def test_throughput_measures_stock_acme_and_acme_launch(tmp_path):
   _bench('throughput.py', '--seconds=5', '--warmup=0', '--steps=8000',
-         '--ceiling_seconds=1', '--cells=1x2', '--backends=envpool',
-         f'--out={tmp_path}')
+         '--ceiling_seconds=1', '--cells=1x2',
+         '--backends=envpool,envpool_async', f'--out={tmp_path}')
   results = read_json(os.path.join(tmp_path, 'throughput.json'))
   assert results['ceilings']['gym'] > 0 and results['ceilings']['envpool'] > 0
   assert [(r['backend'], r['actors'], r['envs_per_actor'])
-          for r in results['acme_launch']] == [('envpool', 1, 2)]
+          for r in results['acme_launch']] == [('envpool', 1, 2),
+                                               ('envpool_async', 1, 2)]
   rates = ([r['env_steps_per_second'] for r in results['stock_acme']] +
            [r['env_steps_per_second'] for r in results['acme_launch']])
-  assert len(rates) == 2 and all(r and r > 0 for r in rates), results
+  assert len(rates) == 3 and all(r and r > 0 for r in rates), results
+  # The async program really ran EnvPool's async mode: 4 envs, 2 a step.
+  config = read_json(os.path.join(tmp_path, 'throughput',
+                                  'acme_launch_envpool_async_a1_e2',
+                                  'config.json'))
+  assert config['config']['envpool_async_envs'] == 4, config['config']
 
 
 def test_scaling_measures_pinned_unpinned_stock_and_a_packed_sweep(tmp_path):
