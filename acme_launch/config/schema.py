@@ -36,7 +36,8 @@ def base_config(*, agent: str, env_name: str, max_actor_steps: int,
   config.envs_per_actor = 1                 # Environments each actor steps,
                                             # one batched policy call a step.
   config.envpool_async_envs = 0             # > envs_per_actor: EnvPool's async
-                                            # mode, this many envs (0: off).
+                                            # mode, this many envs (0: off;
+                                            # the gym backend ignores it).
   config.num_evaluators = 1                 # Evaluator processes.
   config.eval_every_steps = eval_every_steps  # Actor steps between evaluations.
   config.eval_episodes = 1                  # Episodes per evaluation.
@@ -88,6 +89,19 @@ def validate(config: ml_collections.ConfigDict) -> None:
     if config[name] > most:
       raise errors.LaunchError(
           f'config.{name} must be at most {most}, got {config[name]}')
+  async_envs = config.get('envpool_async_envs', 0)
+  if async_envs < 0 or async_envs > MAX_ENVS_PER_ACTOR:
+    raise errors.LaunchError(
+        f'config.envpool_async_envs must be between 0 and '
+        f'{MAX_ENVS_PER_ACTOR}, got {async_envs}')
+  if (config.get('env_backend', 'gym') == 'envpool' and
+      0 < async_envs <= config.envs_per_actor):
+    raise errors.LaunchError(
+        f'config.envpool_async_envs ({async_envs}) must be 0 (sync) or more '
+        f'than config.envs_per_actor ({config.envs_per_actor}): EnvPool\'s '
+        'async mode runs that many environments, each step receiving '
+        f'envs_per_actor of them (e.g. --config.envpool_async_envs='
+        f'{2 * config.envs_per_actor})')
   # Task family, backend and their packages; imported here, not at CLI start.
   from acme_launch import envs as environments  # pylint: disable=g-import-not-at-top
   environments.check_task(config.env_name, config.get('env_backend', 'gym'))

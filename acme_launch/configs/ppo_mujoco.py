@@ -13,6 +13,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.envs_per_actor = 16
   # EnvPool: faster than gym at 16 envs, learns as well (docs/results.md).
   config.env_backend = 'envpool'
+  # Its async mode: 32 envs, each step the 16 that finished first, so the
+  # envs step while the policy acts; 1M steps in 55 s instead of 64, same
+  # returns over 6 seeds (docs/results.md). More envs_per_actor: raise it too.
+  config.envpool_async_envs = 32
   config.eval_episodes = 5
 
   config.ppo = ml_collections.ConfigDict()

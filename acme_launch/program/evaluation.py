@@ -3,12 +3,13 @@
 Both the evaluations during a run (`eval_episodes` every `eval_every_steps`
 actor steps) and the final one at the budget (`final_eval_episodes`) play
 their episodes at once, in N environments stepped in lockstep with one
-batched policy call a step (the batched actor's way). Played one after
-another with Acme's loop and one policy call per env step, `ppo_mujoco`'s
-five-episode evaluations took about 0.3 of the 2-core machine's cores while
-its actor stepped (a 2-core x86-64 VM, 2026-11-26); in lockstep they take
-about one episode's time, and the final evaluation ends the run seconds,
-not minutes, after the actors reach the budget. The parameters are fetched
+batched policy call a step (the batched actor's way). In a `ppo_mujoco`
+run (five episodes every 50k actor steps; a 2-core x86-64 VM, 2026-11-26;
+the evaluator process's CPU time over 20 s mid-run, two runs each), played
+one after another with Acme's loop and one policy call per env step they
+took 0.29-0.32 of a core; in lockstep, 0.19-0.22: the rest is each
+environment's own step. The final evaluation ends the run seconds, not
+minutes, after the actors reach the budget. The parameters are fetched
 once per evaluation and not updated while its episodes play.
 
 A recurrent agent's policy keeps state per environment, which the batched
