@@ -95,12 +95,18 @@ def measure(config: str, workdir: str, cache: str, timeout: float,
                                                          'actor_steps'):
         cpu_at_first_actor_step = _tree_cpu_seconds(launcher.pid)
       if _first_time(progress_csv, 'learner_steps'):
-        time.sleep(3.0)
-        for node, pid in sorted(node_pids(run_dir).items()):
-          try:
-            memory[node] = psutil.Process(pid).memory_info().rss / 2**20
-          except psutil.NoSuchProcess:
-            pass
+        # Each node's RSS over the next 3 s, the last reading kept: a short
+        # program (the tests' smoke config) may end within them.
+        settled = time.time() + 3.0
+        while True:
+          for node, pid in sorted(node_pids(run_dir).items()):
+            try:
+              memory[node] = psutil.Process(pid).memory_info().rss / 2**20
+            except psutil.NoSuchProcess:
+              pass
+          if time.time() >= settled or launcher.poll() is not None:
+            break
+          time.sleep(0.5)
         break
   finally:
     launcher.send_signal(signal.SIGINT)
