@@ -121,9 +121,9 @@ def run_acme_launch(workdir: str, actors: int, envs: int, backend: str,
   run_name = run_name or f'acme_launch_{backend}_a{actors}_e{envs}'
   # envpool: sync, every step all of an actor's envs; envpool_async: twice
   # the envs, each step the first half to finish (config.envpool_async_envs).
-  async_envs = 2 * envs if backend == 'envpool_async' else 0
+  async_envs = 0
   if backend == 'envpool_async':
-    backend = 'envpool'
+    backend, async_envs = 'envpool', 2 * envs
   command = [*prefix, sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
              '--config=ppo_mujoco', f'--workdir={workdir}',
              f'--run_name={run_name}', f'--config.num_actors={actors}',

@@ -134,10 +134,6 @@ class ActorEvaluation:
         environment, actor, counter=None, logger=loggers.NoOpLogger(),
         should_update=True)
 
-  @property
-  def episodes(self) -> int:
-    return self._episodes
-
   def run(self) -> Dict[str, List[float]]:
     self._actor.update(wait=True)
     returns, lengths = [], []

@@ -16,7 +16,6 @@ from acme import environment_loop
 from acme.utils import counting
 from acme.utils import loggers
 from acme.utils import signals
-import dm_env
 import launchpad as lp
 import numpy as np
 import tensorflow as tf
