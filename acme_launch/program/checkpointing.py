@@ -256,6 +256,12 @@ class CheckpointedCounter(counting.Counter):
           counts = dict(self._counts)
         self._watch(counts)
       self._checkpointer.save()
+    # The totals it stops with, in progress.json as in the last save: the
+    # summary then reports the steps a resume restores.
+    with self._lock:
+      counts = dict(self._counts)
+    if self._watch:
+      self._watch(counts)
     self._checkpointer.save(force=True)
 
 

@@ -29,7 +29,9 @@ def _bench(script: str, *args: str, timeout: float = 300):
 
 
 def test_throughput_measures_stock_acme_and_acme_launch(tmp_path):
-  _bench('throughput.py', '--seconds=5', '--warmup=0', '--steps=8000',
+  # Enough steps for a few progress rows: a 2-env EnvPool actor makes
+  # 8,000 in about a second.
+  _bench('throughput.py', '--seconds=5', '--warmup=0', '--steps=30000',
          '--ceiling_seconds=1', '--cells=1x2',
          '--backends=envpool,envpool_async', f'--out={tmp_path}')
   results = read_json(os.path.join(tmp_path, 'throughput.json'))
