@@ -113,13 +113,17 @@ def launch(config=None, *, config_name: str = '',
   from acme_launch import layout  # pylint: disable=g-import-not-at-top
   from acme_launch.run import rundir  # pylint: disable=g-import-not-at-top
   from acme_launch.run import driver  # pylint: disable=g-import-not-at-top
-  options_value, launch = _prepared(config, config_name, False, options)
-  previous = os.umask(0o077)  # The run directory is the user's alone.
+  # The run directory is the user's alone: node processes (and the fork
+  # server prepare starts) inherit the mask.
+  previous = os.umask(0o077)
   try:
-    code = driver.run_and_report(options_value, launch)
+    options_value, launch = _prepared(config, config_name, False, options)
+    try:
+      code = driver.run_and_report(options_value, launch)
+    finally:
+      rundir.unlock(launch.run_dir)
   finally:
     os.umask(previous)
-    rundir.unlock(launch.run_dir)
   summary: Optional[Dict[str, Any]] = layout.read_json(
       layout.summary_path(launch.run_dir))
   return {**(summary or {}), 'exit_code': code, 'run_dir': launch.run_dir}

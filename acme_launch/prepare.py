@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # Heavy imports, for the annotations only.
   from acme_launch.plan import resources
   from acme_launch.program import build
   from acme_launch.run import resume as resume_lib
+  from acme_launch.run import forkserver
   from acme_launch.run.ray import cluster as ray_cluster
 
 
@@ -91,6 +92,9 @@ class Launch:
   slurm: Optional['slurm_lib.Allocation'] = None
   # --tracking: W&B / MLflow beyond the CSV and TensorBoard files.
   tracking: tracking_lib.Choice = tracking_lib.Choice()
+  # --node_start=fork under local_mp: the fork server, started while the
+  # program was built (run/forkserver.py); the first supervisor takes it.
+  fork_server: Optional['forkserver.ForkServer'] = None
 
 
 def _check_debugging(launch_type: str, debug_node: str, pdb: bool,
@@ -156,7 +160,11 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
   `connected_cluster` from connect_cluster(), and checks it can hold it;
   unless `options.dry_run`, also checks the loopback shim and takes the run directory
   (created private, locked, checkpoints read for resume). Raises LaunchError
-  (exit 2, one line) for every bad input; nothing is started.
+  (exit 2, one line) for every bad input. Under local_mp with
+  --node_start=fork it starts the fork server once the config is checked
+  (run/forkserver.py, start_early) and returns it in the Launch; an input
+  refused after that stops it before the LaunchError leaves here, and it
+  has written nothing.
   """
   launch_type, dry_run = options.launch_type, options.dry_run
   config, config_name, python_path = _load_config(options)
@@ -167,6 +175,56 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
       options.tracking, options.tracking_uri, options.tracking_project,
       saved=tracking_lib.read_state(run_dir))
 
+  host = host or host_lib.HostSlice.of_this_process()
+  _importable(python_path)
+  experiment_config.validate(config)
+  preload, exposed_reason = '', ''
+  if not dry_run and launch_type != 'ray':  # On a cluster, each host checks its own shim.
+    preload, exposed_reason = _loopback(launch_type,
+                                        options.allow_exposed_listeners)
+  fork_server = None
+  if not dry_run and launch_type == 'local_mp' and options.node_start == 'fork':
+    fork_server = _start_fork_server_early(config, host, python_path, preload,
+                                           options.debug_node)
+  try:
+    launch = _prepare_program(options, config, config_name, python_path,
+                              run_dir, tracking_choice, host, connected_cluster)
+  except BaseException:
+    if fork_server is not None:
+      fork_server.stop()
+    raise
+  launch.preload, launch.exposed_reason = preload, exposed_reason
+  launch.fork_server = fork_server
+  return launch
+
+
+def _start_fork_server_early(config, host: host_lib.HostSlice,
+                             python_path: Tuple[str, ...], preload: str,
+                             debug_node: str):
+  """--node_start=fork: the fork server started now, while this process
+  imports and builds the program (run/forkserver.py, start_early), with the
+  environment that the CPU plan gives its first node; None if none."""
+  from acme_launch import ROOT  # pylint: disable=g-import-not-at-top
+  from acme_launch.plan import resources  # pylint: disable=g-import-not-at-top
+  from acme_launch.plan import topology  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import forkserver  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import process_env  # pylint: disable=g-import-not-at-top
+  nodes = [(n.group, n.index) for n in topology.program_nodes(
+      config.num_actors, config.num_evaluators)]
+  plan = resources.plan_resources(nodes, config.resources, (), 1,
+                                  list(host.cores))
+  return forkserver.start_early(
+      plan, lambda node, env: process_env.node_process_env(
+          node, env, run_dir='', python_path=python_path, preload=preload),
+      ROOT, skip=debug_node)
+
+
+def _prepare_program(options: options_lib.Options, config, config_name: str,
+                     python_path: Tuple[str, ...], run_dir: str,
+                     tracking_choice, host: host_lib.HostSlice,
+                     connected_cluster) -> Launch:
+  """prepare_launch's checks and decisions from the resource plan on."""
+  launch_type, dry_run = options.launch_type, options.dry_run
   # Heavy imports (acme, launchpad, TF) only once the input parsed.
   from acme_launch import agents  # pylint: disable=g-import-not-at-top
   from acme_launch.run import resume as resume_lib  # pylint: disable=g-import-not-at-top
@@ -175,9 +233,6 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
   from acme_launch.plan import gpu_inventory  # pylint: disable=g-import-not-at-top
   from acme_launch.plan import resources  # pylint: disable=g-import-not-at-top
 
-  host = host or host_lib.HostSlice.of_this_process()
-  _importable(python_path)
-  experiment_config.validate(config)
   if launch_type == 'ray':
     from acme_launch.run.ray import cluster as ray_cluster  # pylint: disable=g-import-not-at-top
     address, hosts = connected_cluster or connect_cluster(options)
@@ -230,9 +285,6 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
   if dry_run:
     launch.slurm = slurm_lib.allocation(os.environ)
     return launch
-  if launch_type != 'ray':  # On a cluster, each host checks its own shim.
-    launch.preload, launch.exposed_reason = _loopback(
-        launch_type, options.allow_exposed_listeners)
   launch.compilation_cache = _compilation_cache(
       options.compilation_cache, launch_type, notes)
   rundir.check_resumable(run_dir, built.identity)

@@ -46,6 +46,14 @@ def _write_run_config(run_dir, config_name, config, built, plan, seeds,
 
 def run_and_report(options: options_lib.Options, launch: Launch) -> int:
   """Runs the prepared program to its end; writes and prints the summary."""
+  try:
+    return _run_and_report(options, launch)
+  finally:
+    if launch.fork_server is not None:  # No supervisor took it.
+      launch.fork_server.stop()
+
+
+def _run_and_report(options: options_lib.Options, launch: Launch) -> int:
   from acme_launch.run import progress as progress_lib  # pylint: disable=g-import-not-at-top
   from acme_launch.run import summary as summary_lib  # pylint: disable=g-import-not-at-top
   from acme_launch import layout  # pylint: disable=g-import-not-at-top
@@ -182,8 +190,11 @@ def _run_once(options: options_lib.Options, launch: Launch, built, reporter,
         launch.run_dir, launch.cluster,
         allow_public_address=options.allow_public_cluster_address, **common)
     return runner.run_cluster(built, launch.plan)
+  # The fork server prepare started goes to the first run's supervisor.
+  early_fork_server, launch.fork_server = launch.fork_server, None
   runner = supervisor.Supervisor(
       launch.run_dir, preload=launch.preload,
+      early_fork_server=early_fork_server,
       debug_node=launch.debug_node, pdb=launch.pdb,
       node_log_max_bytes=int(options.node_log_max_mb * 2**20),
       node_start=options.node_start,

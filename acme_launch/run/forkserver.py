@@ -14,16 +14,28 @@ A node is forked only when that gives the same process as exec would:
   - its command is `python -m acme_launch.node.entry ...`, which the fork
     server runs in the child (the supervisor's tests run other commands).
 Every other node (and --debug_node's) is started by exec as usual.
+
+The fork server's own imports take seconds, so the launcher starts it early
+(`start_early`, from prepare.py as soon as the config is checked), with the
+environment the CPU plan gives the first node that may be forked, while it
+does its own imports and builds the program. The supervisor then adopts it
+if the real plan gives that node the same environment, else stops it and
+starts one with the right one. Until adopted its output waits in its pipe,
+and a refused input stops it before the launcher prints why: it writes
+nothing.
 """
 
+import ctypes
 import json
 import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
-from typing import Callable, Dict, List, Mapping, Optional, Sequence
+from typing import (Callable, Dict, Iterable, List, Mapping, Optional,
+                    Sequence, Tuple)
 
 from acme_launch.plan import node_env
 
@@ -35,6 +47,13 @@ from acme_launch.plan import node_env
 IMPORT_TIME_PREFIXES = ('JAX_', 'TF_', 'PYTHON', 'LD_', 'OMP_', 'OPENBLAS_',
                         'MKL_')
 ZYGOTE_NAME = 'forkserver'   # Its log: logs/forkserver.log.
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+  """Runs in a child before exec: SIGKILL it if the launcher dies."""
+  libc = ctypes.CDLL('libc.so.6', use_errno=True)
+  libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def server_env(node_env_: Mapping[str, str]) -> Dict[str, str]:
@@ -60,6 +79,20 @@ def why_not_forked(env: Mapping[str, str], server: Mapping[str, str],
   if differ:
     return f'its {", ".join(differ)} differ from the fork server\'s'
   return ''
+
+
+def first_forkable(commands: Iterable[Tuple[str, List[str], Dict[str, str]]],
+                   skip: str = '') -> Optional[Tuple[List[str], Dict[str, str]]]:
+  """(argv, fork server environment) of the first (node, argv, node process
+  environment) that may be forked, skipping node `skip` (--debug_node's);
+  None if none may."""
+  for node, argv, env in commands:
+    if node == skip:
+      continue
+    server = server_env(env)
+    if not why_not_forked(server, server, argv):
+      return argv, server
+  return None
 
 
 class ForkedProcess:
@@ -96,10 +129,12 @@ class ForkServer:
   """One fork server process and the nodes it forked."""
 
   def __init__(self, env: Dict[str, str], cwd: str, python: str,
-               relay: Callable[[object], None],
-               preexec_fn: Callable[[], None]):
-    """Starts it; `relay(stream)` copies its own output to its log."""
+               relay: Optional[Callable[[object], None]] = None,
+               preexec_fn: Callable[[], None] = die_with_parent):
+    """Starts it; `relay(stream)` copies its own output to its log (None:
+    it waits in the pipe until relay_output)."""
     self.env = env
+    self.python = python
     self._sock, theirs = socket.socketpair(socket.AF_UNIX,
                                            socket.SOCK_SEQPACKET)
     self.popen = subprocess.Popen(
@@ -110,9 +145,10 @@ class ForkServer:
         start_new_session=True, preexec_fn=preexec_fn,
         pass_fds=(theirs.fileno(),))
     theirs.close()
-    self._relay = threading.Thread(target=relay, args=(self.popen.stdout,),
-                                   daemon=True)
-    self._relay.start()
+    self._relay: Optional[threading.Thread] = None
+    if relay is not None:
+      self.relay_output(relay)
+    self._stopped = False
     self._lock = threading.Condition()
     self._next_id = 0
     self._started: Dict[int, int] = {}     # Request id -> pid.
@@ -120,6 +156,12 @@ class ForkServer:
     self._closed = False                   # Its socket end closed: gone.
     self._reader = threading.Thread(target=self._read, daemon=True)
     self._reader.start()
+
+  def relay_output(self, relay: Callable[[object], None]) -> None:
+    """Starts `relay(stream)` on its output, from what is still in the pipe."""
+    self._relay = threading.Thread(target=relay, args=(self.popen.stdout,),
+                                   daemon=True)
+    self._relay.start()
 
   def _read(self) -> None:
     while True:
@@ -194,6 +236,9 @@ class ForkServer:
 
   def stop(self) -> None:
     """Closes its socket (it exits) and kills what is left of it."""
+    if self._stopped:
+      return
+    self._stopped = True
     try:
       self._sock.shutdown(socket.SHUT_RDWR)
     except OSError:
@@ -208,4 +253,22 @@ class ForkServer:
       pass
     self.popen.wait()
     self._sock.close()
-    self._relay.join(timeout=5)
+    if self._relay is not None:
+      self._relay.join(timeout=5)
+    else:
+      self.popen.stdout.close()
+
+
+def start_early(plan, process_env: Callable[[str, Dict[str, str]],
+                                            Dict[str, str]],
+                cwd: str, skip: str = '') -> Optional[ForkServer]:
+  """A fork server for a run of `plan` (a CPU plan), started before the
+  program is built (see the module docstring); None if no node may be
+  forked. `process_env(node, plan env)` is a node process's environment."""
+  found = first_forkable(
+      ((p.node, [sys.executable, *ENTRY_ARGV], process_env(p.node, dict(p.env)))
+       for p in plan.placements), skip)
+  if found is None:
+    return None
+  argv, env = found
+  return ForkServer(env, cwd, argv[0])

@@ -18,7 +18,6 @@ The run ends when the step budget is reached (the counter node's steps limiter c
 `budget_reached` in progress.json), when a node fails, or when the user stops it.
 """
 
-import ctypes
 import dataclasses
 import logging
 import logging.handlers
@@ -38,7 +37,7 @@ import acme_launch
 from acme_launch.run import core
 from acme_launch.run import disk_space
 from acme_launch.run import forkserver
-from acme_launch.run import loopback
+from acme_launch.run import process_env
 from acme_launch.program import build as program_lib
 from acme_launch.run import progress as progress_lib
 from acme_launch.plan import node_env
@@ -47,7 +46,6 @@ from acme_launch import layout
 from acme_launch.plan import topology
 
 _REPO_ROOT = acme_launch.ROOT
-_PR_SET_PDEATHSIG = 1
 NODE_LOG_BACKUPS = 3   # Rotated node logs kept: log.1 ... log.3.
 
 # What every supervisor returns, also named here.
@@ -120,12 +118,6 @@ def _kill_group(pid: int) -> None:
     pass
 
 
-def _die_with_parent() -> None:
-  """Runs in the child before exec: SIGKILL it if the launcher dies."""
-  libc = ctypes.CDLL('libc.so.6', use_errno=True)
-  libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 def _stop_thread_program() -> None:
   """Asks Launchpad's worker manager to stop every node thread.
 
@@ -175,7 +167,8 @@ class Supervisor(core.SupervisorCore):
                max_node_restarts: int = 0,
                node_log_max_bytes: int = 20 * 2**20,
                disk_guard_bytes: int = 0, python_path: Sequence[str] = (),
-               compilation_cache: str = '', node_start: str = 'fork'):
+               compilation_cache: str = '', node_start: str = 'fork',
+               early_fork_server: Optional[forkserver.ForkServer] = None):
     super().__init__(run_dir, show_output=show_output,
                      max_wall_time=max_wall_time, reporter=reporter,
                      max_node_restarts=max_node_restarts,
@@ -192,6 +185,9 @@ class Supervisor(core.SupervisorCore):
     self._node_start = node_start
     self._fork_server: Optional[forkserver.ForkServer] = None
     self._fork_server_log: Optional[NodeLog] = None
+    # Started by the launcher before the program was built: adopted or
+    # stopped by _start_fork_server.
+    self._early_fork_server = early_fork_server
 
   # local_mp --------------------------------------------------------------
 
@@ -233,40 +229,49 @@ class Supervisor(core.SupervisorCore):
 
   def _node_env(self, node: str,
                 env_overrides: Dict[str, str]) -> Dict[str, str]:
-    env = node_env.updated({**os.environ, **env_overrides}, node=node,
-                           run_dir=self._run_dir,
-                           compilation_cache=self._compilation_cache,
-                           pdb=self._pdb and node == self._debug_node)
-    env['PYTHONPATH'] = os.pathsep.join(
-        p for p in (*self._python_path, _REPO_ROOT, env.get('PYTHONPATH', ''))
-        if p)
-    env['PYTHONUNBUFFERED'] = '1'
-    if self._preload:
-      env['LD_PRELOAD'] = loopback.preload_value(env.get('LD_PRELOAD', ''),
-                                                 self._preload)
-    return env
+    return process_env.node_process_env(
+        node, env_overrides, run_dir=self._run_dir,
+        compilation_cache=self._compilation_cache,
+        pdb=self._pdb and node == self._debug_node,
+        python_path=self._python_path, preload=self._preload)
 
   def _start_fork_server(self, commands) -> None:
     """--node_start=fork: the fork server, with the environment of the
-    first node that may be forked (none: every node is exec'd)."""
-    for node, argv, overrides in commands:
-      if node == self._debug_node:
-        continue
-      env = forkserver.server_env(self._node_env(node, overrides))
-      if forkserver.why_not_forked(env, env, argv):
-        continue
-      self._fork_server_log = NodeLog(
-          layout.log_path(self._run_dir, forkserver.ZYGOTE_NAME),
-          self._node_log_max_bytes)
-      log = self._fork_server_log
-      self._fork_server = forkserver.ForkServer(
-          env, _REPO_ROOT, argv[0],
-          relay=lambda stream: _relay(stream, log, forkserver.ZYGOTE_NAME,
-                                      self._show_output),
-          preexec_fn=_die_with_parent)
+    first node that may be forked (none: every node is exec'd). The one
+    started early (forkserver.start_early) if its environment is that."""
+    early, self._early_fork_server = self._early_fork_server, None
+    found = forkserver.first_forkable(
+        ((node, argv, self._node_env(node, overrides))
+         for node, argv, overrides in commands), skip=self._debug_node)
+    if found is None:
+      if early is not None:
+        early.stop()
       return
+    argv, env = found
+    self._fork_server_log = NodeLog(
+        layout.log_path(self._run_dir, forkserver.ZYGOTE_NAME),
+        self._node_log_max_bytes)
+    log = self._fork_server_log
+    relay = lambda stream: _relay(stream, log, forkserver.ZYGOTE_NAME,
+                                  self._show_output)
+    if (early is not None and early.alive() and early.python == argv[0] and
+        not forkserver.why_not_forked(env, early.env, argv)):
+      log.write('acme-launch: fork server started while the launcher '
+                'prepared the run.\n')
+      early.relay_output(relay)
+      self._fork_server = early
+      return
+    if early is not None:
+      early.stop()
+      log.write('acme-launch: the fork server started early had another '
+                'environment than the plan\'s first node to fork: started '
+                'anew.\n')
+    self._fork_server = forkserver.ForkServer(env, _REPO_ROOT, argv[0],
+                                              relay=relay)
 
   def _stop_fork_server(self) -> None:
+    if self._early_fork_server is not None:   # Never adopted.
+      self._early_fork_server.stop()
     if self._fork_server is not None:
       self._fork_server.stop()
       self._fork_server_log.close()
@@ -293,7 +298,7 @@ class Supervisor(core.SupervisorCore):
           argv, env=env, cwd=_REPO_ROOT, stdin=subprocess.DEVNULL,
           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
           errors='replace', start_new_session=True,
-          preexec_fn=_die_with_parent)
+          preexec_fn=forkserver.die_with_parent)
     child = _NodeProcess(node, popen, log, argv, env_overrides)
     if popen.stdout is None:
       return child
@@ -313,7 +318,7 @@ class Supervisor(core.SupervisorCore):
     log.write('acme-launch: this node ran in the launcher\'s terminal '
               '(--debug_node); its output went there.\n')
     return subprocess.Popen(argv, env=env, cwd=_REPO_ROOT,
-                            preexec_fn=_die_with_parent)
+                            preexec_fn=forkserver.die_with_parent)
 
   def _watch(self) -> Outcome:
     while True:

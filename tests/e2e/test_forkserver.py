@@ -50,7 +50,10 @@ def test_forked_nodes_train_to_the_budget_each_with_its_own_settings(workdir):
     assert record['tf_visible_gpus'] == []
   assert cores == {'0', '1'}
   with open(os.path.join(run_dir, 'logs', 'forkserver.log')) as f:
-    assert 'Traceback' not in f.read()
+    log = f.read()
+  assert 'Traceback' not in log
+  # Started while the launcher built the program, with the nodes' settings.
+  assert 'fork server started while the launcher prepared the run' in log
 
 
 def test_node_start_exec_starts_every_node_as_a_fresh_python(workdir):
@@ -141,3 +144,23 @@ def test_the_fork_server_killed_stops_the_run_and_names_it(workdir):
       'failed_node'] == 'forkserver'
   # Its nodes died with it (PR_SET_PDEATHSIG).
   assert alive([r['pid'] for r in records.values()] + [server_pid]) == []
+
+
+def _fork_servers():
+  return {p.pid for p in psutil.process_iter(['cmdline'])
+          if 'acme_launch.node.forkserver' in ' '.join(p.info['cmdline'] or [])}
+
+
+def test_an_input_refused_after_the_fork_server_started_leaves_nothing(
+    workdir):
+  # The replay check comes after the fork server's early start (the program
+  # must be built to size the replay): refused, the server stops first.
+  before = _fork_servers()
+  result = run_launcher('--config=r2d2_atari',
+                        '--config.r2d2.max_replay_size=10000000',
+                        f'--workdir={workdir}', '--run_name=refused')
+  assert result.returncode == 2
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1 and 'the replay node would need about' in lines[0]
+  assert not os.path.exists(os.path.join(workdir, 'refused'))
+  assert _fork_servers() - before == set()

@@ -50,3 +50,18 @@ def test_only_the_node_entry_is_forked():
                       '--data_file=x']) == ''
   assert 'not the node entry' in forkserver.why_not_forked(
       _NODE, server, ['/venv/bin/python', '-c', 'print(1)'])
+
+
+def test_the_first_node_that_may_be_forked_gives_the_server_its_environment():
+  entry = ['/venv/bin/python', *forkserver.ENTRY_ARGV]
+  gpu_learner = {**_NODE, 'ACME_LAUNCH_NODE': 'learner/0',
+                 'CUDA_VISIBLE_DEVICES': '0'}
+  commands = [('learner/0', entry, gpu_learner),
+              ('actor/0', entry, _NODE),
+              ('evaluator/0', entry, {**_NODE, 'OMP_NUM_THREADS': '1'})]
+  argv, env = forkserver.first_forkable(commands)
+  assert argv == entry and env == forkserver.server_env(_NODE)
+  # --debug_node's node is skipped; none left that may be forked: None.
+  argv, env = forkserver.first_forkable(commands, skip='actor/0')
+  assert env['OMP_NUM_THREADS'] == '1'
+  assert forkserver.first_forkable(commands[:1]) is None
