@@ -5,7 +5,9 @@ options (config/options.py) -> config loaded and validated -> resource plan
 (plan/) -> program built (program/) -> run directory taken: `prepare` does
 it for the CLI and the Python API, `check_arguments` for a sweep's points.
 Every bad input is a LaunchError (one line, exit 2) raised here, before
-anything runs; run/driver.py then runs the Launch.
+any node runs; run/driver.py then runs the Launch. Only the fork server
+starts here (local_mp, once the config is checked: its imports overlap
+the program's build), and a LaunchError stops it first.
 """
 
 import dataclasses
@@ -68,7 +70,8 @@ def _importable(python_path: Tuple[str, ...]) -> None:
 
 @dataclasses.dataclass
 class Launch:
-  """What the CLI decided before starting anything (see prepare_launch)."""
+  """What the CLI decided before starting the run (see prepare_launch);
+  only the fork server may be running yet (`fork_server`)."""
   config: ml_collections.ConfigDict
   config_name: str
   launch_type: str
