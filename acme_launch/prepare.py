@@ -212,10 +212,9 @@ def _start_fork_server_early(config, host: host_lib.HostSlice,
   from acme_launch.plan import topology  # pylint: disable=g-import-not-at-top
   from acme_launch.run import forkserver  # pylint: disable=g-import-not-at-top
   from acme_launch.run import process_env  # pylint: disable=g-import-not-at-top
-  nodes = [(n.group, n.index) for n in topology.program_nodes(
-      config.num_actors, config.num_evaluators)]
-  plan = resources.plan_resources(nodes, config.resources, (), 1,
-                                  list(host.cores))
+  plan = resources.plan_resources(
+      topology.node_list(config.num_actors, config.num_evaluators),
+      config.resources, (), 1, list(host.cores))
   return forkserver.start_early(
       plan, lambda node, env: process_env.node_process_env(
           node, env, run_dir='', python_path=python_path, preload=preload),

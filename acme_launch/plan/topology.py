@@ -7,7 +7,7 @@ rather than re-splitting names like 'actor/3'. The program builder
 """
 
 import dataclasses
-from typing import Tuple
+from typing import List, Tuple
 
 # Nodes that hold the run's state: they save on stop, and a failure of one
 # cannot be mended by restarting it alone.
@@ -35,6 +35,12 @@ def program_nodes(num_actors: int, num_evaluators: int) -> Tuple[Node, ...]:
   return ((Node('replay', 0), Node('counter', 0), Node('learner', 0)) +
           tuple(Node('actor', i) for i in range(num_actors)) +
           tuple(Node('evaluator', i) for i in range(num_evaluators)))
+
+
+def node_list(num_actors: int, num_evaluators: int) -> List[Tuple[str, int]]:
+  """The nodes the resource plan places, as (group, index), in launch order."""
+  return [(node.group, node.index)
+          for node in program_nodes(num_actors, num_evaluators)]
 
 
 def group_of(name: str) -> str:

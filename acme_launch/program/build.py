@@ -43,7 +43,7 @@ def program_nodes(config: ml_collections.ConfigDict
 
 def node_list(config: ml_collections.ConfigDict) -> List[Tuple[str, int]]:
   """The nodes the resource plan places, as (group, index), in launch order."""
-  return [(node.group, node.index) for node in program_nodes(config)]
+  return topology.node_list(config.num_actors, config.num_evaluators)
 
 
 def node_seeds(config: ml_collections.ConfigDict) -> Dict[str, int]:
