@@ -37,8 +37,8 @@ def _load_config(name: str, overrides: List[str]):
 
 
 def alone(config, seconds: float, warmup: int = 20) -> Tuple[float, int]:
-  """(SGD steps/s, steps) of the config's learner on one in-memory batch,
-  after `warmup` steps (the first compiles)."""
+  """(SGD steps/s, SGD steps) of the config's learner on one in-memory
+  batch, after `warmup` learner steps (the first compiles)."""
   from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
   from acme import specs, types  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
@@ -54,7 +54,12 @@ def alone(config, seconds: float, warmup: int = 20) -> Tuple[float, int]:
   builder = adapter.make_builder(config, learner_logger_fn=loggers.NoOpLogger,
                                  environment_spec=spec)
   networks = adapter.make_networks(config, spec)
-  batch_size = config[adapter.section].batch_size
+  section = config[adapter.section]
+  # A learner step of several SGD steps (num_sgd_steps_per_step) takes one
+  # batch of that many times batch_size and splits it, as in a run; both
+  # sides of the comparison count SGD steps.
+  sgd_steps = int(section.get('num_sgd_steps_per_step', 1))
+  batch_size = section.batch_size * sgd_steps
   rng = np.random.default_rng(0)
 
   def batch_of(array_spec):
@@ -86,7 +91,7 @@ def alone(config, seconds: float, warmup: int = 20) -> Tuple[float, int]:
     learner.step()
     steps += 1
   jax.block_until_ready(learner.get_variables(['policy']))
-  return steps / (time.time() - start), steps
+  return steps * sgd_steps / (time.time() - start), steps * sgd_steps
 
 
 def _sequence_sample(agent: str, builder, spec, batch_size: int):
@@ -120,6 +125,19 @@ def _uniform_info(batch_size: int):
                              for dtype in reverb.SampleInfo.tf_dtypes()])
 
 
+# Acme's SAC, TD3 and D4PG learners count one `learner_steps` a learner step,
+# however many SGD steps it runs (num_sgd_steps_per_step); its DQN learner
+# counts SGD steps.
+_COUNTS_LEARNER_STEPS = ('sac', 'td3', 'd4pg')
+
+
+def sgd_steps_per_count(config) -> int:
+  """SGD steps in one of the run's counted learner steps."""
+  if config.agent not in _COUNTS_LEARNER_STEPS:
+    return 1
+  return int(config.get(config.agent, {}).get('num_sgd_steps_per_step', 1))
+
+
 def _rows(progress_csv: str) -> List[Tuple[float, float, float]]:
   """(wall time, learner steps, actor steps) rows of the run's progress
   file."""
@@ -136,10 +154,11 @@ def _at(rows, when: float) -> Optional[Tuple[float, float, float]]:
 
 
 def in_a_run(config_name: str, extra: List[str], seconds: float,
-             settle: float, workdir: str, timeout: float
-             ) -> Tuple[float, int, float]:
-  """(SGD steps/s, steps, actor env steps/s) of the learner of a whole run
-  of the config, over the same window."""
+             settle: float, workdir: str, timeout: float,
+             sgd_per_count: int = 1) -> Tuple[float, int, float]:
+  """(SGD steps/s, SGD steps, actor env steps/s) of the learner of a whole
+  run of the config, over the same window; `sgd_per_count`: SGD steps in
+  one counted learner step."""
   shutil.rmtree(workdir, ignore_errors=True)
   progress_csv = os.path.join(workdir, 'run', 'metrics', 'progress.csv')
   launcher = subprocess.Popen(
@@ -166,7 +185,7 @@ def in_a_run(config_name: str, extra: List[str], seconds: float,
     raise SystemExit('bench/learner.py: the run\'s learner did not step for '
                      f'--seconds={seconds:g} within --timeout={timeout:g}; '
                      f'see {workdir}/run/logs')
-  steps = end[1] - begin[1]
+  steps = (end[1] - begin[1]) * sgd_per_count
   seconds = end[0] - begin[0]
   return steps / seconds, int(steps), (end[2] - begin[2]) / seconds
 
@@ -191,7 +210,8 @@ def main(argv: List[str]) -> int:
   rate_alone, steps_alone = alone(config, args.seconds)
   rate_run, steps_run, actor_rate = in_a_run(
       args.config, args.extra, args.seconds, args.settle,
-      os.path.join(args.out, 'learner'), args.timeout)
+      os.path.join(args.out, 'learner'), args.timeout,
+      sgd_steps_per_count(config))
   print(f'config {args.config} {" ".join(args.extra)}'.rstrip() +
         f' on {os.cpu_count()} cores: {config.agent} learner, SGD steps/s')
   print(f'  alone, in-memory batches   {rate_alone:8.1f}  ({steps_alone} steps)')
@@ -205,6 +225,9 @@ def main(argv: List[str]) -> int:
                'alone_sgd_steps_per_second': rate_alone,
                'run_sgd_steps_per_second': rate_run,
                'ratio': rate_run / rate_alone,
+               'alone_sgd_steps': steps_alone, 'run_sgd_steps': steps_run,
+               'sgd_steps_per_learner_step': int(config.get(config.agent, {}).get(
+                   'num_sgd_steps_per_step', 1)),
                'run_actor_steps_per_second': actor_rate}, f, indent=1)
   return 0
 

@@ -183,6 +183,20 @@ def test_learner_measures_alone_and_in_a_run(tmp_path, config_name):
   assert results['run_actor_steps_per_second'] >= 0
 
 
+def test_learner_counts_sgd_steps_when_a_learner_step_runs_several(tmp_path):
+  # Acme's SAC learner counts one step per learner step of (here) 2 SGD
+  # steps, on a batch twice the size; both sides are reported in SGD steps.
+  _bench('learner.py', '--config=sac_mujoco', '--seconds=2', '--settle=1',
+         f'--out={tmp_path}', '--', '--config.num_actors=1',
+         '--config.eval_every_steps=100000',
+         '--config.sac.num_sgd_steps_per_step=2', *_LEARNERS['sac_mujoco'])
+  results = read_json(os.path.join(tmp_path, 'learner.json'))
+  assert results['sgd_steps_per_learner_step'] == 2
+  assert results['alone_sgd_steps'] > 0 and results['run_sgd_steps'] > 0
+  assert results['alone_sgd_steps'] % 2 == 0
+  assert results['run_sgd_steps'] % 2 == 0
+
+
 def test_soak_samples_every_node_and_reports_growth(tmp_path):
   result = _bench('soak.py', '--config=smoke', '--minutes=0.5', '--every=1',
                   '--settle_minutes=0.1', f'--out={tmp_path}')
