@@ -110,6 +110,19 @@ def evaluation_curve(run: dict) -> Optional[List[List[float]]]:
   return curve or None
 
 
+def late_evaluations(run: dict, steps: int) -> Optional[List[float]]:
+  """(min, max, mean) of a run's periodic evaluations in the second half of
+  its budget (from steps / 2 on; the final evaluation not among them): where
+  the curve levels off, less noisy than the final evaluation alone."""
+  curve = run.get('curve') or []
+  if run.get('final_eval_return_mean') is not None:
+    curve = curve[:-1]  # The final evaluation, at the budget.
+  late = [value for at, value in curve if at >= steps / 2]
+  if not late:
+    return None
+  return [min(late), max(late), statistics.fmean(late)]
+
+
 def _final_return(summary: dict) -> Optional[float]:
   value = summary.get('final_eval_return_mean')
   return summary.get('last_eval_return') if value is None else value
@@ -193,13 +206,28 @@ def report(cells: List[Dict], launch_flags: List[str], out: str,
         f'{"final return (mean +- std)":>27} {"wall time":>10} {"env steps/s":>12} '
         f'{"learner steps/s":>16}')
   for cell in cells:
-    final = (f'{_format(cell["final_return_mean"])} +- '
-             f'{_format(cell["final_return_std"])}')
+    # One decimal for small returns (MinAtar's), none for MuJoCo's thousands.
+    spec = ',.0f' if abs(cell['final_return_mean'] or 0) >= 1000 else '.1f'
+    final = (f'{_format(cell["final_return_mean"], spec)} +- '
+             f'{_format(cell["final_return_std"], spec)}')
     print(f'{cell["config"]:<14} {cell["env"]:<22} {cell["steps"]:>10,} '
           f'{len(cell["final_returns"]):>5} {final:>27} '
           f'{_format(cell["wall_time_minutes"], ".1f"):>8} m '
           f'{_format(cell["env_steps_per_second"]):>12} '
           f'{_format(cell["learner_steps_per_second"], ",.1f"):>16}')
+  print('each run: final evaluation (its episodes\' mean +- std); the '
+        'evaluations from half the budget on (min to max, mean)')
+  for cell in cells:
+    for run in cell['runs']:
+      final = '-'
+      if run.get('final_eval_return_mean') is not None:
+        final = (f'{run["final_eval_return_mean"]:.1f} +- '
+                 f'{run.get("final_eval_return_std") or 0:.1f}')
+      late = late_evaluations(run, cell['steps'])
+      late = (f'{late[0]:.1f} to {late[1]:.1f}, mean {late[2]:.1f}'
+              if late else '-')
+      print(f'  {cell["config"]} {cell["env"]} seed {run["seed"]}: '
+            f'{final}; {late}')
   for task, path in plots.items():
     print(f'curves {task}: {path}')
 

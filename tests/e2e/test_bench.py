@@ -97,14 +97,21 @@ def test_learning_matrix_runs_each_cell_once_and_resumes_cell_by_cell(tmp_path):
   # the JSON alone makes the pooled table and plot.
   shutil.copy(os.path.join(tmp_path, 'learning.json'),
               os.path.join(tmp_path, 'seed0.json'))
-  other = {**results, 'cells': [{**cell, 'runs': [{**run, 'seed': 1}]}]}
+  # Seed 1's evaluations in the second half of the budget (from 1,000
+  # steps on; not the final one): 4.0 and 8.0.
+  other_curve = [[0, 0.0], [600, 2.0], [1000, 4.0], [1500, 8.0],
+                 run['curve'][-1]]
+  other = {**results, 'cells': [{**cell, 'runs': [
+      {**run, 'seed': 1, 'curve': other_curve}]}]}
   with open(os.path.join(tmp_path, 'seed1.json'), 'w') as f:
     json.dump(other, f)
   shutil.rmtree(os.path.join(tmp_path, 'learning'))
   merged_out = os.path.join(tmp_path, 'merged')
-  _bench('learning.py', '--merge=' + ','.join(
+  result = _bench('learning.py', '--merge=' + ','.join(
       os.path.join(tmp_path, f'seed{s}.json') for s in (0, 1)),
-         '--name=pooled', f'--out={merged_out}')
+                  '--name=pooled', f'--out={merged_out}')
+  assert 'smoke HalfCheetah-v4 seed 1: ' in result.stdout
+  assert '4.0 to 8.0, mean 6.0' in result.stdout
   pooled = read_json(os.path.join(merged_out, 'pooled.json'))
   [cell] = pooled['cells']
   assert cell['seeds'] == [0, 1]
