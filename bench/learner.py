@@ -54,12 +54,11 @@ def alone(config, seconds: float, warmup: int = 20) -> Tuple[float, int]:
   builder = adapter.make_builder(config, learner_logger_fn=loggers.NoOpLogger,
                                  environment_spec=spec)
   networks = adapter.make_networks(config, spec)
-  section = config[adapter.section]
   # A learner step of several SGD steps (num_sgd_steps_per_step) takes one
   # batch of that many times batch_size and splits it, as in a run; both
   # sides of the comparison count SGD steps.
-  sgd_steps = int(section.get('num_sgd_steps_per_step', 1))
-  batch_size = section.batch_size * sgd_steps
+  sgd_steps = sgd_steps_per_learner_step(config)
+  batch_size = config[adapter.section].batch_size * sgd_steps
   rng = np.random.default_rng(0)
 
   def batch_of(array_spec):
@@ -131,11 +130,19 @@ def _uniform_info(batch_size: int):
 _COUNTS_LEARNER_STEPS = ('sac', 'td3', 'd4pg')
 
 
+def sgd_steps_per_learner_step(config) -> int:
+  """The config's num_sgd_steps_per_step, in its agent's section (1 where
+  it has none)."""
+  from acme_launch import agents  # pylint: disable=g-import-not-at-top
+  section = config.get(agents.load(config.agent).section, {})
+  return int(section.get('num_sgd_steps_per_step', 1))
+
+
 def sgd_steps_per_count(config) -> int:
   """SGD steps in one of the run's counted learner steps."""
   if config.agent not in _COUNTS_LEARNER_STEPS:
     return 1
-  return int(config.get(config.agent, {}).get('num_sgd_steps_per_step', 1))
+  return sgd_steps_per_learner_step(config)
 
 
 def _rows(progress_csv: str) -> List[Tuple[float, float, float]]:
@@ -226,8 +233,7 @@ def main(argv: List[str]) -> int:
                'run_sgd_steps_per_second': rate_run,
                'ratio': rate_run / rate_alone,
                'alone_sgd_steps': steps_alone, 'run_sgd_steps': steps_run,
-               'sgd_steps_per_learner_step': int(config.get(config.agent, {}).get(
-                   'num_sgd_steps_per_step', 1)),
+               'sgd_steps_per_learner_step': sgd_steps_per_learner_step(config),
                'run_actor_steps_per_second': actor_rate}, f, indent=1)
   return 0
 

@@ -224,10 +224,10 @@ def report(cells: List[Dict], launch_flags: List[str], out: str,
         final = (f'{run["final_eval_return_mean"]:.1f} +- '
                  f'{run.get("final_eval_return_std") or 0:.1f}')
       late = late_evaluations(run, cell['steps'])
-      late = (f'{late[0]:.1f} to {late[1]:.1f}, mean {late[2]:.1f}'
-              if late else '-')
+      window = (f'{late[0]:.1f} to {late[1]:.1f}, mean {late[2]:.1f}'
+                if late else '-')
       print(f'  {cell["config"]} {cell["env"]} seed {run["seed"]}: '
-            f'{final}; {late}')
+            f'{final}; {window}')
   for task, path in plots.items():
     print(f'curves {task}: {path}')
 
