@@ -314,7 +314,7 @@ def _plan_replay(adapter, config, environment_spec, plan, launch_type: str):
   layouts = agents.call(adapter, 'replay_tables', config, environment_spec)
   ray = launch_type == 'ray'
   replay = replay_memory.ReplayPlan(
-      replay_memory.estimate(layouts),
+      replay_memory.estimate(layouts, checkpoints=config.checkpoint.replay),
       limit_mb=plan.placement('replay/0').ray_memory_mb if ray else 0,
       host_bytes=None if ray else replay_memory.host_memory_bytes())
   replay_memory.check(replay)

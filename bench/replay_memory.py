@@ -1,7 +1,8 @@
 """Reverb's memory for replay data, measured: the figures that
 acme_launch/plan/replay_memory.py plans the replay node with.
 
-    nice -n 19 .venv/bin/python bench/replay_memory.py [--steps=20000] [--out=bench/out]
+    nice -n 19 .venv/bin/python bench/replay_memory.py [--steps=20000] \
+        [--checkpoint_items=100000] [--checkpoint_rounds=8] [--out=bench/out]
 
 A real Reverb server runs in a process of its own (importing the stack as a
 replay node does); this process writes real environment steps into it
@@ -22,9 +23,23 @@ server, each after a warm-up of a tenth of its steps:
 Each fill's growth is items * (bytes per item) + steps * columns * (bytes
 per column-step) + data / compression: the first two fills give the
 overheads, the pixel fill the pixel compression, the difference of the last
-two the vector (float) compression. Prints them and writes
-OUT/replay_memory.json. `measure_growth` is also what
-tests/plan/test_replay_memory.py checks the estimate against.
+two the vector (float) compression.
+
+Then checkpoints, each on a fresh server with Reverb's checkpointer and one
+FIFO table: --checkpoint_items Pong frame stacks as DQN's 3-step
+transitions (dqn_atari's table), as many HalfCheetah-v4 steps as SAC's
+1-step transitions (vector, item-heavy), and Pong as R2D2's sequences (a
+twentieth as many items, 20 new steps each). Full, then --checkpoint_rounds
+times a fifth of the table replaced by new items and a checkpoint written,
+as the replay node does every checkpoint.interval_minutes, and the freed
+memory handed back, as the node does (node/memory.py); the Pong
+transitions once more without that. The RSS after each checkpoint and the
+highest while writing one, above the full table's, over the table's own
+memory (full - empty): the room checkpoints take (CHECKPOINT_ROOM in the
+plan is the largest).
+
+Prints them and writes OUT/replay_memory.json. `measure_growth` is also
+what tests/plan/test_replay_memory.py checks the estimate against.
 """
 
 import argparse
@@ -32,9 +47,12 @@ import contextlib
 import json
 import multiprocessing
 import os
+import shutil
 import sys
+import tempfile
+import threading
 import time
-from typing import Callable, Dict, Iterator
+from typing import Callable, Dict, Iterator, List, Optional
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
@@ -42,8 +60,10 @@ sys.path.insert(0, REPO_ROOT)
 TABLE = 'table'
 
 
-def _serve(conn, max_size: int) -> None:
-  """The server process: the replay node's imports, one table, until told."""
+def _serve(conn, max_size: int, checkpoint_dir: Optional[str]) -> None:
+  """The server process: the replay node's imports, one table (and Reverb's
+  checkpointer in `checkpoint_dir`, as the replay node makes it), until
+  told."""
   from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
   import acme  # pylint: disable=g-import-not-at-top,unused-import
   import reverb  # pylint: disable=g-import-not-at-top
@@ -51,9 +71,13 @@ def _serve(conn, max_size: int) -> None:
       name=TABLE, sampler=reverb.selectors.Uniform(),
       remover=reverb.selectors.Fifo(), max_size=max_size,
       rate_limiter=reverb.rate_limiters.MinSize(1))
-  server = reverb.Server([table])
+  checkpointer = (reverb.checkpointers.DefaultCheckpointer(checkpoint_dir)
+                  if checkpoint_dir else None)
+  server = reverb.Server([table], checkpointer=checkpointer)
   conn.send(server.port)
-  conn.recv()
+  from acme_launch.node import memory  # pylint: disable=g-import-not-at-top
+  while conn.recv() == 'release':  # As the replay node after a checkpoint.
+    conn.send(memory.release_free_memory())
   server.stop()
 
 
@@ -66,16 +90,17 @@ def rss_bytes(pid: int) -> int:
 
 
 @contextlib.contextmanager
-def server_process(max_size: int):
+def server_process(max_size: int, checkpoint_dir: Optional[str] = None):
   """(port, pid) of a Reverb server with one table, in a process of its own."""
   context = multiprocessing.get_context('spawn')
   parent, child = context.Pipe()
-  process = context.Process(target=_serve, args=(child, max_size), daemon=True)
+  process = context.Process(target=_serve,
+                            args=(child, max_size, checkpoint_dir), daemon=True)
   process.start()
   try:
     if not parent.poll(300):
       raise RuntimeError('the Reverb server process did not start')
-    yield parent.recv(), process.pid
+    yield parent.recv(), process.pid, parent
   finally:
     with contextlib.suppress(OSError, BrokenPipeError):
       parent.send('stop')
@@ -107,7 +132,7 @@ def measure_growth(make_adder: Callable, steps: Iterator, warmup_steps: int,
   one-time allocations). Returns steps, items and bytes of the measured
   part, and the server's RSS before any data."""
   import reverb  # pylint: disable=g-import-not-at-top
-  with server_process(max_size) as (port, pid):
+  with server_process(max_size) as (port, pid, _):
     client = reverb.Client(f'localhost:{port}')
     empty = _settled_rss(pid, 0.5)
     adder = make_adder(client)
@@ -133,6 +158,96 @@ def measure_growth(make_adder: Callable, steps: Iterator, warmup_steps: int,
     del adder
     return {'steps': count - warmup_steps, 'items': items,
             'growth_bytes': after - before, 'empty_rss_bytes': empty}
+
+
+def measure_checkpoints(make_adder: Callable, steps: Iterator,
+                        table_items: int, rounds: int,
+                        new_fraction: float = 0.2,
+                        release: bool = True) -> Dict[str, object]:
+  """A server's RSS as the replay node checkpoints a full table: a FIFO
+  table of `table_items` items filled from `steps`, then `rounds` times
+  `new_fraction` of it replaced by new items and a Reverb checkpoint
+  written (the two newest kept, as the node keeps them), then, with
+  `release` (as the node does), the freed memory handed back
+  (node/memory.py). Returns the RSS empty, full, after each checkpoint and
+  at the highest while writing it; `room_fraction` and `peak_room_fraction`:
+  the highest of those above the full table's RSS, over the table's own
+  growth (full - empty)."""
+  import reverb  # pylint: disable=g-import-not-at-top
+  folder = tempfile.mkdtemp(prefix='replay_checkpoints_')
+  try:
+    with server_process(table_items, folder) as (port, pid, conn):
+      client = reverb.Client(f'localhost:{port}')
+      empty = _settled_rss(pid, 0.5)
+      adder = make_adder(client)
+
+      def add_items(count: int) -> None:
+        start = table_inserts(client)
+        while table_inserts(client) - start < count:
+          for _ in range(1000):
+            action, timestep, extras = next(steps)
+            if timestep.first():
+              adder.add_first(timestep)
+            elif extras is None:
+              adder.add(action, timestep)
+            else:
+              adder.add(action, timestep, extras)
+          adder._writer.flush()  # pylint: disable=protected-access
+
+      add_items(table_items)
+      full = _settled_rss(pid)
+      after: List[int] = []
+      peaks: List[int] = []
+      written: List[str] = []
+      for _ in range(rounds):
+        add_items(max(1, int(table_items * new_fraction)))
+        with rss_peak(pid) as peak:
+          written.append(client.checkpoint())
+          if release:
+            conn.send('release')
+            conn.recv()
+        peaks.append(peak[0])
+        for old in written[:-2]:
+          shutil.rmtree(old, ignore_errors=True)
+        written = written[-2:]
+        after.append(_settled_rss(pid))
+      del adder
+  finally:
+    shutil.rmtree(folder, ignore_errors=True)
+  growth = full - empty
+  room = lambda rss: (max(rss, default=full) - full) / growth if growth > 0 else (
+      float('nan'))
+  return {'table_items': table_items, 'rounds': rounds,
+          'new_fraction': new_fraction, 'empty_rss_bytes': empty,
+          'full_rss_bytes': full, 'rss_after_checkpoint_bytes': after,
+          'rss_peak_during_checkpoint_bytes': peaks,
+          'room_fraction': room(after), 'peak_room_fraction': room(peaks)}
+
+
+@contextlib.contextmanager
+def rss_peak(pid: int, every: float = 0.02):
+  """Yields a one-element list that holds, once the block ends, the highest
+  RSS of `pid` seen every `every` seconds while it ran."""
+  peak, done = [rss_bytes(pid)], threading.Event()
+
+  def watch():
+    while not done.wait(every):
+      peak[0] = max(peak[0], rss_bytes(pid))
+
+  watcher = threading.Thread(target=watch, daemon=True)
+  watcher.start()
+  try:
+    yield peak
+  finally:
+    done.set()
+    watcher.join()
+    peak[0] = max(peak[0], rss_bytes(pid))
+
+
+def table_inserts(client) -> int:
+  """Items ever inserted into the table (its size stops at max_size)."""
+  info = client.server_info()[TABLE].rate_limiter_info
+  return info.insert_stats.completed
 
 
 def env_steps(environment, num_steps: int, seed: int = 0,
@@ -210,6 +325,12 @@ def main() -> None:
   parser.add_argument('--steps', type=int, default=20_000,
                       help='steps written into each table (after a warm-up '
                       'of a tenth of them)')
+  parser.add_argument('--checkpoint_items', type=int, default=100_000,
+                      help='items of each checkpointed transition table '
+                      '(sequences: a twentieth)')
+  parser.add_argument('--checkpoint_rounds', type=int, default=8,
+                      help='checkpoints of it, a fifth of it new before each '
+                      '(0: none)')
   parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
   args = parser.parse_args()
   import numpy as np  # pylint: disable=g-import-not-at-top
@@ -275,6 +396,23 @@ def main() -> None:
   vector_ratio = 1 / inverse_ratio if inverse_ratio > 0 else float('nan')
   pixel_ratio = pixel_raw / pixel_bytes if pixel_bytes > 0 else float('nan')
 
+  # Checkpoints of three table shapes as the replay node makes them (freed
+  # memory handed back after each), and of the first without that.
+  if args.checkpoint_rounds:
+    items = args.checkpoint_items
+    fills = {
+        'pong_transitions': (transitions_adder(3), pong, items, True),
+        'cheetah_transitions': (transitions_adder(1), cheetah, items, True),
+        'pong_sequences': (sequence_adder(length, period), pong,
+                           max(1, items // 20), True),
+        'pong_transitions_kept': (transitions_adder(3), pong, items, False),
+    }
+    results['checkpoints'] = {
+        name: measure_checkpoints(adder, env_steps(env, 2**62, seed=2),
+                                  size, args.checkpoint_rounds,
+                                  release=release)
+        for name, (adder, env, size, release) in fills.items()}
+
   results.update({
       'date': time.strftime('%Y-%m-%d'), 'steps_per_fill': args.steps,
       'pixel_raw_bytes_per_step': pixel_raw,
@@ -302,7 +440,21 @@ def main() -> None:
   print(f'pixel compression:   {pixel_ratio:.2f}x '
         f'({pixel_raw:,} B a Pong frame stack)')
   print(f'empty server RSS:    {results["empty_server_rss_mib"]} MiB')
-
+  if 'checkpoints' in results:
+    print(f'\ncheckpoints ({args.checkpoint_rounds}, a fifth of the table new '
+          'before each; MiB):')
+    print(f'{"table":<22} {"items":>8} {"full - empty":>13} '
+          f'{"after each":>24} {"highest":>8} {"room after":>11} '
+          f'{"highest":>8}')
+    for name, c in results['checkpoints'].items():
+      after = c['rss_after_checkpoint_bytes']
+      print(f'{name:<22} {c["table_items"]:>8,} '
+            f'{(c["full_rss_bytes"] - c["empty_rss_bytes"]) / 2**20:>13,.0f} '
+            f'{f"{after[0] / 2**20:,.0f} to {after[-1] / 2**20:,.0f}":>24} '
+            f'{max(c["rss_peak_during_checkpoint_bytes"]) / 2**20:>8,.0f} '
+            f'{c["room_fraction"]:>11.0%} {c["peak_room_fraction"]:>8.0%}')
+    print('(_kept: freed memory not handed back after each checkpoint; the '
+          'replay node hands it back)')
 
 def _spec(environment):
   from acme import specs  # pylint: disable=g-import-not-at-top

@@ -16,9 +16,11 @@ observation and next observation of n-step transitions) are stored once. A
 full table of N items that each add P new steps thus holds about N * P steps
 (plus one item's span at its ends). Each item, and each column of each
 stored step (its share of the chunks), also costs a fixed overhead, which
-outweighs small vector steps. The estimate is
+outweighs small vector steps. Checkpointing the tables (Reverb's
+checkpointer, `config.checkpoint.replay`) leaves the server holding more
+than its data. The estimate is
 
-    baseline + sum over tables of
+    baseline + (1 + CHECKPOINT_ROOM if checkpoints else 1) * sum over tables of
         stored steps * (pixel bytes / PIXEL_COMPRESSION
                         + other bytes / VECTOR_COMPRESSION
                         + columns * COLUMN_STEP_OVERHEAD_BYTES)
@@ -57,6 +59,16 @@ COLUMN_STEP_OVERHEAD_BYTES = 181
 # The server process before any data: Python, acme and Reverb (with TF)
 # imported, the server started with an empty table: 438 MiB.
 PROCESS_BASELINE_MB = 438
+# Reverb's checkpoints (`config.checkpoint.replay`): while one is written,
+# the server holds more than its tables, and glibc kept much of what the
+# write freed until the replay node began handing it back after each
+# checkpoint (node/memory.py). The room a checkpoint takes at its highest,
+# as a fraction of the tables' own memory, measured by
+# `bench/replay_memory.py` (eight checkpoints of a full table, a fifth of it
+# new before each): Pong frame stacks as 3-step transitions 32%, as R2D2's
+# sequences 24%, HalfCheetah-v4 1-step transitions (item-heavy) 61%. The
+# largest, for every table.
+CHECKPOINT_ROOM = 0.6
 
 _GB = 1e9
 _ITEMSIZE = {'bool': 1, 'int8': 1, 'uint8': 1, 'int16': 2, 'uint16': 2,
@@ -151,10 +163,12 @@ class TableEstimate:
 class ReplayEstimate:
   tables: Tuple[TableEstimate, ...]
   baseline_bytes: float
+  checkpoint_bytes: float = 0.0  # Room for Reverb's checkpoints (0: off).
 
   @property
   def bytes(self) -> float:
-    return self.baseline_bytes + sum(t.bytes for t in self.tables)
+    return (self.baseline_bytes + sum(t.bytes for t in self.tables) +
+            self.checkpoint_bytes)
 
   @property
   def fields(self) -> Tuple[str, ...]:
@@ -184,9 +198,13 @@ def estimate_table(layout: TableLayout) -> TableEstimate:
       stored * compressed + layout.max_size * ITEM_OVERHEAD_BYTES)
 
 
-def estimate(layouts: Iterable[TableLayout]) -> ReplayEstimate:
-  return ReplayEstimate(tuple(estimate_table(l) for l in layouts),
-                        PROCESS_BASELINE_MB * 2**20)
+def estimate(layouts: Iterable[TableLayout],
+             checkpoints: bool = False) -> ReplayEstimate:
+  """The replay node's memory when its tables are full; with `checkpoints`
+  (`config.checkpoint.replay`), plus the room Reverb's checkpoints take."""
+  tables = tuple(estimate_table(l) for l in layouts)
+  room = CHECKPOINT_ROOM * sum(t.bytes for t in tables) if checkpoints else 0.0
+  return ReplayEstimate(tables, PROCESS_BASELINE_MB * 2**20, room)
 
 
 def host_memory_bytes(meminfo: str = '/proc/meminfo') -> Optional[int]:
@@ -216,6 +234,7 @@ def describe_table(table: TableEstimate) -> str:
 
 
 LIMIT_FIELD = 'config.resources.replay.ray_memory_mb'
+CHECKPOINT_FIELD = 'config.checkpoint.replay'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,6 +261,10 @@ def format_plan(replay: ReplayPlan) -> str:
            f'{" and ".join(limits) or "no limit known"}']
   for table in estimate.tables:
     lines.append(f'  {describe_table(table)}: {_gb(table.bytes)}')
+  if estimate.checkpoint_bytes:
+    lines.append(f'  + room for its checkpoints, about '
+                 f'{_gb(estimate.checkpoint_bytes)} ({CHECKPOINT_ROOM:.0%} of '
+                 f'the tables; --{CHECKPOINT_FIELD}=false drops it)')
   lines.append(f'  + the process itself, about {_gb(estimate.baseline_bytes)}'
                f'; sized by {", ".join("--" + f for f in estimate.fields)}')
   return '\n'.join(lines)
@@ -262,10 +285,13 @@ def check(replay: ReplayPlan) -> None:
                 f'(--{LIMIT_FIELD}={replay.limit_mb})')
   if over_host:
     over.append(f"this host's memory {_gb(replay.host_bytes)}")
-  tables = '; '.join(describe_table(t) for t in estimate.tables)
+  parts = [describe_table(t) for t in estimate.tables]
+  if estimate.checkpoint_bytes:
+    parts.append(f'{_gb(estimate.checkpoint_bytes)} of room for its '
+                 f'checkpoints, --{CHECKPOINT_FIELD}=false drops it')
   raise errors.LaunchError(
       f'the replay node would need about {_gb(need)} when full, more than '
-      f'{" and ".join(over)} ({tables}); lower '
+      f'{" and ".join(over)} ({"; ".join(parts)}); lower '
       f'{", ".join("--" + f for f in estimate.fields)}'
       + (f', or raise --{LIMIT_FIELD}' if over_limit and not over_host
          else ''))

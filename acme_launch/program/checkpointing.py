@@ -47,6 +47,7 @@ import tensorflow as tf
 
 from acme_launch import errors
 from acme_launch import layout
+from acme_launch.node import memory
 
 class CheckpointWriteError(RuntimeError):
   """A save failed (disk full, folder unwritable): the node stops with it.
@@ -318,7 +319,11 @@ class ReplayNode(lp.ReverbNode):
           f'cannot save a replay checkpoint in {replay_dir}: {_reason(e)}; '
           'the last good checkpoint is kept: '
           f'{kept[-1] if kept else "none yet"}') from e
-    logging.info('Saved replay checkpoint %s', path)
+    # Writing it freed about a third of the tables' size, which glibc would
+    # otherwise keep (node/memory.py).
+    released = memory.release_free_memory()
+    logging.info('Saved replay checkpoint %s; returned %.0f MiB of freed '
+                 'memory to the system', path, released / 2**20)
     for old in layout.complete_replay_checkpoints(
         replay_dir)[:-self._max_to_keep]:
       shutil.rmtree(old, ignore_errors=True)

@@ -7,6 +7,7 @@ tiny networks; an off-policy run resumes with its replay contents restored.
 
 import importlib.util
 import os
+import re
 
 import jax
 import numpy as np
@@ -100,6 +101,10 @@ def test_off_policy_resume_restores_the_replay_contents(workdir):
   steps_first = _summary(run_dir)['actor_steps']
   replay_dir = os.path.join(run_dir, 'checkpoints', 'replay')
   assert os.listdir(replay_dir), 'no replay checkpoint after the first run'
+  # After a checkpoint the replay node hands freed memory back (node/memory.py).
+  with open(os.path.join(run_dir, 'logs', 'replay_0.log')) as f:
+    assert re.search(r'Saved replay checkpoint .*; returned \d+ MiB of freed '
+                     'memory to the system', f.read())
   # The replay node records its table sizes right after restoring; clear the
   # first run's record so what is read below is the second run's.
   restore_record = os.path.join(run_dir, 'nodes', 'replay_restore.json')

@@ -79,7 +79,11 @@ def test_r2d2_dry_run_shows_the_replay_memory_estimate(workdir):
   table = lines[lines.index(first) + 1]
   # 20,000 sequences a period of 20 apart: 400k Pong steps.
   assert "table 'priority_table': 20,000 items x 20 new steps" in table
-  assert '--config.r2d2.max_replay_size' in lines[lines.index(first) + 2]
+  # Replay checkpoints are on by default: room for them, and how to drop it.
+  room = lines[lines.index(first) + 2]
+  assert room.startswith('  + room for its checkpoints, about ')
+  assert room.endswith('--config.checkpoint.replay=false drops it)')
+  assert '--config.r2d2.max_replay_size' in lines[lines.index(first) + 3]
   assert os.listdir(workdir) == []
 
 

@@ -239,8 +239,8 @@ def test_actor_loop_measures_the_loop_against_its_ceiling():
 
 
 def test_replay_memory_fills_real_servers_and_reports_the_figures(tmp_path):
-  _bench('replay_memory.py', '--steps=300', f'--out={tmp_path}',
-         timeout=600)
+  _bench('replay_memory.py', '--steps=300', '--checkpoint_items=500',
+         '--checkpoint_rounds=2', f'--out={tmp_path}', timeout=600)
   results = read_json(os.path.join(tmp_path, 'replay_memory.json'))
   for fill in ('transitions', 'sequences', 'pixels', 'r2d2'):
     assert results[fill]['steps'] >= 300, results
@@ -251,6 +251,19 @@ def test_replay_memory_fills_real_servers_and_reports_the_figures(tmp_path):
   for key in ('item_overhead_bytes', 'column_step_overhead_bytes',
               'vector_compression', 'pixel_compression'):
     assert key in results
+  # Checkpoints of three table shapes, freed memory returned (as the node
+  # does), and of Pong's transitions with it kept.
+  assert sorted(results['checkpoints']) == [
+      'cheetah_transitions', 'pong_sequences', 'pong_transitions',
+      'pong_transitions_kept']
+  for name, checkpoints in results['checkpoints'].items():
+    assert checkpoints['table_items'] == (25 if name == 'pong_sequences'
+                                          else 500)
+    assert len(checkpoints['rss_after_checkpoint_bytes']) == 2
+    assert all(peak >= 0.9 * after for peak, after in zip(
+        checkpoints['rss_peak_during_checkpoint_bytes'],
+        checkpoints['rss_after_checkpoint_bytes']))
+    assert checkpoints['full_rss_bytes'] > checkpoints['empty_rss_bytes']
 
 
 def test_atari_backends_measures_both_backends(tmp_path):

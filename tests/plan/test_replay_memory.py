@@ -82,6 +82,47 @@ def test_the_estimate_adds_the_process_and_names_its_fields():
   assert estimate.fields == FIELDS + ('config.x',)
 
 
+def test_checkpoints_add_room_in_proportion_to_the_tables():
+  layouts = [r2d2_layout(), rm.transition_layout('other', 10, MUJOCO, 1, ())]
+  without = rm.estimate(layouts)
+  with_room = rm.estimate(layouts, checkpoints=True)
+  tables = sum(t.bytes for t in without.tables)
+  assert without.checkpoint_bytes == 0
+  assert with_room.checkpoint_bytes == pytest.approx(rm.CHECKPOINT_ROOM * tables)
+  assert with_room.bytes == pytest.approx(without.bytes + rm.CHECKPOINT_ROOM *
+                                          tables)
+  # The process's own baseline is not checkpointed.
+  assert with_room.baseline_bytes == without.baseline_bytes
+
+
+def test_the_dry_run_lines_show_the_checkpoint_room_and_how_to_drop_it():
+  estimate = rm.estimate([r2d2_layout(max_size=50_000)], checkpoints=True)
+  lines = rm.format_plan(rm.ReplayPlan(estimate, host_bytes=64 * 10**9)
+                         ).splitlines()
+  assert lines[0].startswith(f'replay/0 memory: about '
+                             f'{estimate.bytes / 1e9:,.1f} GB when full')
+  assert lines[2] == (
+      f'  + room for its checkpoints, about '
+      f'{estimate.checkpoint_bytes / 1e9:,.1f} GB '
+      f'({rm.CHECKPOINT_ROOM:.0%} of the tables; '
+      '--config.checkpoint.replay=false drops it)')
+  assert lines[3].startswith('  + the process itself')
+  no_room = rm.format_plan(rm.ReplayPlan(rm.estimate([r2d2_layout()])))
+  assert 'checkpoints' not in no_room
+
+
+def test_a_refusal_counts_the_checkpoint_room_and_names_the_switch():
+  layout = r2d2_layout(max_size=100_000)
+  estimate = rm.estimate([layout], checkpoints=True)
+  # Fits without the room, not with it.
+  host = int(rm.estimate([layout]).bytes) + 2**20
+  message = _one_line_error(rm.ReplayPlan(estimate, host_bytes=host))
+  assert f'about {estimate.bytes / 1e9:,.1f} GB' in message
+  assert (f'{estimate.checkpoint_bytes / 1e9:,.1f} GB of room for its '
+          'checkpoints, --config.checkpoint.replay=false drops it') in message
+  rm.check(rm.ReplayPlan(rm.estimate([layout]), host_bytes=host))
+
+
 def _one_line_error(replay):
   with pytest.raises(errors.LaunchError) as raised:
     rm.check(replay)
@@ -164,3 +205,46 @@ def test_the_estimate_matches_a_real_reverb_server_filled_like_r2d2():
   # Within 35%: RSS moves with the allocator, not only with the data.
   assert estimated == pytest.approx(measured['growth_bytes'], rel=0.35), (
       estimated, measured)
+
+
+def test_the_launch_plans_checkpoint_room_only_with_replay_checkpoints(
+    tmp_path):
+  from acme_launch import prepare  # pylint: disable=g-import-not-at-top
+  argv = ['launch.py', '--config=dqn_cartpole', f'--workdir={tmp_path}']
+  on = prepare.check_arguments(argv).replay.estimate
+  off = prepare.check_arguments(
+      argv + ['--config.checkpoint.replay=false']).replay.estimate
+  assert off.checkpoint_bytes == 0
+  assert on.checkpoint_bytes == pytest.approx(
+      rm.CHECKPOINT_ROOM * sum(t.bytes for t in on.tables))
+  assert on.tables == off.tables
+  assert os.listdir(tmp_path) == []  # A dry run: nothing written.
+
+
+def test_the_checkpoint_room_covers_a_real_server_checkpointing_pong():
+  """A real Reverb server with Reverb's checkpointer, a full table of DQN's
+  3-step transitions of Pong frames written by Acme's own adder, checkpointed
+  three times (a fifth new before each) as the replay node does: its memory
+  while writing, and after, stays within the room the dqn adapter's table
+  gets for checkpoints."""
+  sys.path.insert(0, os.path.join(REPO_ROOT, 'bench'))
+  import replay_memory as bench  # pylint: disable=g-import-not-at-top
+  from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
+  from acme import specs  # pylint: disable=g-import-not-at-top
+  from acme_launch import agents  # pylint: disable=g-import-not-at-top
+  from acme_launch.config import registry  # pylint: disable=g-import-not-at-top
+
+  items = 10_000
+  pong = bench.make_env('atari:Pong', 'envpool')
+  measured = bench.measure_checkpoints(
+      bench.transitions_adder(3), bench.env_steps(pong, 2**62, seed=3),
+      items, rounds=3)
+  config = registry.load('dqn_atari')
+  config.dqn.max_replay_size = items
+  (layout,) = agents.load('dqn').replay_tables(
+      config, specs.make_environment_spec(pong))
+  room = rm.estimate([layout], checkpoints=True).checkpoint_bytes
+  full = measured['full_rss_bytes']
+  assert max(measured['rss_peak_during_checkpoint_bytes']) - full <= room, (
+      room, measured)
+  assert measured['rss_after_checkpoint_bytes'][-1] - full <= room, measured
