@@ -3,10 +3,10 @@
 Writing a Reverb checkpoint allocates and frees, in the replay node's
 server threads, about a third of its tables' size. glibc's malloc keeps
 freed memory in its arenas for reuse rather than return it, so each
-checkpoint left the replay node's resident memory higher: by about half
-its tables' size over eight checkpoints of a full table, and still rising
-at the eighth (`bench/replay_memory.py`, docs/resources-and-gpus.md). The
-replay node calls `release_free_memory` after every checkpoint.
+checkpoint left the replay node's resident memory higher: in steps, by
+about half its tables' size over eight checkpoints of a full table
+(`bench/replay_memory.py`, docs/resources-and-gpus.md). The replay node
+calls `release_free_memory` after every checkpoint.
 """
 
 import ctypes

@@ -64,10 +64,12 @@ PROCESS_BASELINE_MB = 438
 # write freed until the replay node began handing it back after each
 # checkpoint (node/memory.py). The room a checkpoint takes at its highest,
 # as a fraction of the tables' own memory, measured by
-# `bench/replay_memory.py` (eight checkpoints of a full table, a fifth of it
-# new before each): Pong frame stacks as 3-step transitions 32%, as R2D2's
-# sequences 24%, HalfCheetah-v4 1-step transitions (item-heavy) 61%. The
-# largest, for every table.
+# `nice -n 19 .venv/bin/python bench/replay_memory.py` on 2026-11-26 (eight
+# checkpoints of a full table, a fifth of it new before each): 100,000 Pong
+# frame stacks as 3-step transitions 30%, 5,000 R2D2 sequences of them 11%,
+# 100,000 HalfCheetah-v4 1-step transitions (item-heavy) 43%, and 61% for
+# 200,000 of those (the bench's `measure_checkpoints`). The largest, for
+# every table.
 CHECKPOINT_ROOM = 0.6
 
 _GB = 1e9
