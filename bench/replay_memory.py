@@ -124,6 +124,16 @@ def _settled_rss(pid: int, seconds: float = 1.0) -> int:
     last = now
 
 
+def add_step(adder, action, timestep, extras) -> None:
+  """One of env_steps' (action, timestep, extras) through an Acme adder."""
+  if timestep.first():
+    adder.add_first(timestep)
+  elif extras is None:
+    adder.add(action, timestep)
+  else:
+    adder.add(action, timestep, extras)
+
+
 def measure_growth(make_adder: Callable, steps: Iterator, warmup_steps: int,
                    max_size: int = 10_000_000) -> Dict[str, float]:
   """A server's RSS growth while `make_adder(client)` writes `steps`
@@ -137,17 +147,8 @@ def measure_growth(make_adder: Callable, steps: Iterator, warmup_steps: int,
     empty = _settled_rss(pid, 0.5)
     adder = make_adder(client)
     count, before, items0 = 0, None, 0
-
-    def add(action, timestep, extras):
-      if timestep.first():
-        adder.add_first(timestep)
-      elif extras is None:
-        adder.add(action, timestep)
-      else:
-        adder.add(action, timestep, extras)
-
-    for action, timestep, extras in steps:
-      add(action, timestep, extras)
+    for step in steps:
+      add_step(adder, *step)
       count += 1
       if count == warmup_steps:
         adder._writer.flush()  # pylint: disable=protected-access
@@ -185,13 +186,7 @@ def measure_checkpoints(make_adder: Callable, steps: Iterator,
         start = table_inserts(client)
         while table_inserts(client) - start < count:
           for _ in range(1000):
-            action, timestep, extras = next(steps)
-            if timestep.first():
-              adder.add_first(timestep)
-            elif extras is None:
-              adder.add(action, timestep)
-            else:
-              adder.add(action, timestep, extras)
+            add_step(adder, *next(steps))
           adder._writer.flush()  # pylint: disable=protected-access
 
       add_items(table_items)
