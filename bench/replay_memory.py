@@ -91,7 +91,9 @@ def rss_bytes(pid: int) -> int:
 
 @contextlib.contextmanager
 def server_process(max_size: int, checkpoint_dir: Optional[str] = None):
-  """(port, pid) of a Reverb server with one table, in a process of its own."""
+  """(port, pid, connection) of a Reverb server with one table, in a
+  process of its own; send 'release' on the connection to have it hand its
+  freed memory back (it answers with the bytes)."""
   context = multiprocessing.get_context('spawn')
   parent, child = context.Pipe()
   process = context.Process(target=_serve,
