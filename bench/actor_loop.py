@@ -1,7 +1,8 @@
 """The batched actor loop alone, in one process, against its env ceiling.
 
     .venv/bin/python bench/actor_loop.py [--envs=16,64] [--seconds=10]
-        [--repeats=3] [--backend=envpool] [--async_factors=2] [--profile=PATH]
+        [--repeats=3] [--backend=envpool] [--async_factors=2] [--env_threads=1]
+        [--profile=PATH]
 
 `ppo_mujoco`'s actor as the launcher builds it (its PPO policy with
 observation normalization, its variable client, its batched writer) steps
@@ -13,7 +14,9 @@ the same number of envs, measured in the same run just before it
 actions, nothing of acme-launch; gym's env.step() per env). `--profile`
 writes a cProfile of the last repeat of each cell (PATH.N.FACTOR.prof) and
 prints its top entries. `--async_factors=2` also runs EnvPool's async mode
-with 2N environments of which each step receives N.
+with 2N environments of which each step receives N. `--env_threads`: EnvPool's
+worker threads (the launcher gives a pinned actor one per core; run under
+`taskset` to pin this process as the plan would).
 """
 
 import argparse
@@ -73,7 +76,8 @@ lp.stop_event = lambda: _STOP
 
 
 def actor_steps_per_second(num_envs: int, seconds: float, backend: str,
-                           async_envs: int = 0, profile: str = '') -> float:
+                           async_envs: int = 0, profile: str = '',
+                           env_threads: int = 1) -> float:
   """`ppo_mujoco`'s batched actor, alone: env steps/s over `seconds`."""
   config = ppo_mujoco.get_config()
   config.envs_per_actor = num_envs
@@ -94,7 +98,8 @@ def actor_steps_per_second(num_envs: int, seconds: float, backend: str,
     policy = adapter.make_policy(config, networks, spec, evaluation=False)
     kwargs = {'async_envs': async_envs} if async_envs else {}
     envs = environments.make_environments(
-        ENV_NAME, list(range(num_envs)), 0, backend, **kwargs)
+        ENV_NAME, list(range(num_envs)), 0, backend, num_threads=env_threads,
+        **kwargs)
     adder = builder.make_batched_adder(client, spec, envs.num_envs)
     loop = batched_actor.BatchedEnvironmentLoop(
         envs, policy, agents.make_variable_client(adapter, config,
@@ -150,10 +155,13 @@ def main(argv) -> int:
   parser.add_argument('--async_factors', default='',
                       help='also EnvPool async mode with FACTOR x envs '
                       'environments of which each step gets envs, e.g. 2')
+  parser.add_argument('--env_threads', type=int, default=1,
+                      help="EnvPool's worker threads in the actor")
   parser.add_argument('--profile', default='')
   args = parser.parse_args(argv)
-  print(f'load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores',
-        flush=True)
+  print(f'load average {os.getloadavg()[0]:.1f}; this process may use '
+        f'{len(os.sched_getaffinity(0))} of {os.cpu_count()} cores; EnvPool '
+        f'worker threads {args.env_threads}', flush=True)
   factors = [int(f) for f in args.async_factors.split(',') if f]
   for num_envs in [int(n) for n in args.envs.split(',')]:
     for repeat in range(args.repeats):
@@ -170,7 +178,8 @@ def main(argv) -> int:
         profile = (f'{args.profile}.{num_envs}.{factor}.prof'
                    if args.profile and repeat == args.repeats - 1 else '')
         rate = actor_steps_per_second(num_envs, args.seconds, args.backend,
-                                      factor * num_envs, profile)
+                                      factor * num_envs, profile,
+                                      args.env_threads)
         mode = f'async {factor * num_envs} envs' if factor else 'sync'
         print(f'{args.backend} {num_envs} envs a step ({mode}): actor '
               f'{rate:,.0f} env steps/s; ceiling {ceiling:,.0f}: '

@@ -79,11 +79,19 @@ def _assign_cores(node_names: Sequence[str], groups: Sequence[str],
     # The learner first, so that it gets the cores left over next to its own.
     own.sort(key=lambda n: _OWN_CORE_GROUPS.index(groups[n]))
     spare = len(free) - len(own) - (1 if shared and own else 0)
+    # Then a second core for every actor, when there are enough for all:
+    # its environments' worker thread and its loop each keep a core busy
+    # (docs/benchmarks.md, "Core pinning"). The learner gets the rest.
+    actors = sum(groups[n] == 'actor' for n in own)
+    actor_extra = 1 if actors and spare >= actors else 0
+    spare -= actor_extra * actors
     for n in own:
-      take = 1 + (spare if groups[n] == 'learner' and spare > 0 else 0)
+      take = 1
+      if groups[n] == 'actor':
+        take += actor_extra
+      elif groups[n] == 'learner' and spare > 0:
+        take, spare = take + spare, 0
       assigned[n], free = tuple(free[:take]), free[take:]
-      if take > 1:
-        spare = 0
     if shared:
       replay = [assigned[n] for n in own if groups[n] == 'replay']
       core = free[:1] or (replay[0][:1] if replay else assigned[own[0]][:1])

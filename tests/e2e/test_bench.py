@@ -232,7 +232,8 @@ def test_cluster_measures_local_mp_and_ray_side_by_side(tmp_path):
 
 def test_actor_loop_measures_the_loop_against_its_ceiling():
   result = _bench('actor_loop.py', '--envs=4', '--seconds=1',
-                  '--ceiling_seconds=0.5', '--repeats=1')
+                  '--ceiling_seconds=0.5', '--repeats=1', '--env_threads=2')
+  assert 'EnvPool worker threads 2' in result.stdout, result.stdout[-2000:]
   line = [l for l in result.stdout.splitlines() if 'envs a step (sync)' in l]
   assert len(line) == 1, result.stdout[-2000:]
   assert re.search(r'actor [\d,]+ env steps/s; ceiling [\d,]+: \d+%', line[0])

@@ -61,14 +61,31 @@ def test_auto_gives_learner_replay_and_each_actor_their_own_cores():
   assert 'cores: pinned' in p.cpu_note
 
 
-def test_auto_gives_the_learner_the_cores_left_over():
+def test_auto_gives_each_actor_a_second_core_and_the_learner_the_rest():
   by_node = cores(plan(range(16), actors=2))
-  assert by_node['learner/0'] == tuple(range(12))
-  assert by_node['counter/0'] == by_node['evaluator/0']  # Their own core.
-  used = [by_node[n] for n in ('learner/0', 'replay/0', 'counter/0',
-                               'actor/0', 'actor/1')]
+  assert by_node['learner/0'] == tuple(range(10))
+  assert by_node['replay/0'] == (10,)
+  assert by_node['actor/0'] == (11, 12) and by_node['actor/1'] == (13, 14)
+  assert by_node['counter/0'] == by_node['evaluator/0'] == (15,)
+  # Two cores, two threads: EnvPool's worker threads (program/build.py).
+  actor = plan(range(16), actors=2).placement('actor/0')
+  assert actor.threads == 2 and actor.env['OMP_NUM_THREADS'] == '2'
+
+
+def test_actors_keep_one_core_each_unless_every_actor_can_have_two():
+  # 12 cores, 8 actors: 10 own cores and the shared one leave 1 spare,
+  # not enough for every actor: the learner takes it.
+  by_node = cores(plan(range(12), actors=8))
+  assert all(len(by_node[f'actor/{i}']) == 1 for i in range(8))
+  assert len(by_node['learner/0']) == 2
+  used = [by_node[n] for n in ['learner/0', 'replay/0', 'counter/0'] +
+          [f'actor/{i}' for i in range(8)]]
   flat = [c for node_cores in used for c in node_cores]
-  assert sorted(flat) == list(range(16))
+  assert sorted(flat) == list(range(12))  # Disjoint, every core used.
+  # 19 cores: 8 spare, one more for each actor; none left for the learner.
+  by_node = cores(plan(range(19), actors=8))
+  assert all(len(by_node[f'actor/{i}']) == 2 for i in range(8))
+  assert len(by_node['learner/0']) == 1
 
 
 def test_auto_does_not_pin_when_the_host_is_too_small():
