@@ -13,9 +13,9 @@ import os
 os.environ['JAX_PLATFORMS'] = 'cpu'
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # TF's dso-loader lines.
 
-from acme_launch import quiet  # pylint: disable=g-import-not-at-top
+from acme_launch import quiet
 quiet.quiet_third_party()  # Before gym, TF, JAX or Reverb are imported.
-from acme_launch import cli  # pylint: disable=g-import-not-at-top
+from acme_launch import cli
 
 if __name__ == '__main__':
   cli.run()

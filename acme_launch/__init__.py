@@ -5,16 +5,15 @@ The JAX aliases dm-acme 0.4.0 needs (compat.py) are applied by every module
 that imports acme, and first thing in every node process (node/entry.py).
 """
 
-import os as _os
+from acme_launch.paths import ROOT
 
-# The folder that holds this package: node processes' PYTHONPATH and cwd.
-ROOT = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+__all__ = ['ROOT', 'dry_run', 'launch']
 
 
 def __getattr__(name):
   """`acme_launch.launch` and `acme_launch.dry_run` (api.py), imported on first
   use so that `import acme_launch` stays free of side effects."""
   if name in ('launch', 'dry_run'):
-    from acme_launch import api  # pylint: disable=g-import-not-at-top
+    from acme_launch import api
     return getattr(api, name)
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -50,7 +50,7 @@ class DryRun:
 
 
 def _options(config, config_name: str, dry_run: bool, kwargs):
-  from acme_launch.config import options as options_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch.config import options as options_lib
   fields = {f.name for f in dataclasses.fields(options_lib.Options)}
   for name in kwargs:
     if name not in fields or name in _CLI_ONLY:
@@ -75,9 +75,9 @@ def _options(config, config_name: str, dry_run: bool, kwargs):
 
 
 def _prepared(config, config_name, dry_run, kwargs):
-  from acme_launch import prepare  # pylint: disable=g-import-not-at-top
-  from acme_launch import quiet  # pylint: disable=g-import-not-at-top
-  from acme_launch.run import rundir  # pylint: disable=g-import-not-at-top
+  from acme_launch import prepare
+  from acme_launch import quiet
+  from acme_launch.run import rundir
   quiet.quiet_third_party()
   options = _options(config, config_name, dry_run, kwargs)
   try:
@@ -90,29 +90,24 @@ def _prepared(config, config_name, dry_run, kwargs):
 
 def dry_run(config=None, *, config_name: str = '', **options) -> DryRun:
   """The plan of `config` without starting anything (--dry_run's values)."""
-  import contextlib  # pylint: disable=g-import-not-at-top
-  import io  # pylint: disable=g-import-not-at-top
-  from acme_launch import cli  # pylint: disable=g-import-not-at-top
+  from acme_launch import describe
   _, launch = _prepared(config, config_name, True, options)
-  text = io.StringIO()
-  with contextlib.redirect_stdout(text):
-    cli.print_dry_run(launch)
   return DryRun(
       config=launch.config, launch_type=launch.launch_type,
       nodes={label: tuple(names)
              for label, names in launch.built.nodes_by_label.items()},
       plan=launch.plan, environment_spec=launch.built.environment_spec,
       run_dir=launch.run_dir, notes=tuple(launch.notes),
-      text=text.getvalue(), replay=launch.replay,
+      text=describe.dry_run_text(launch) + '\n', replay=launch.replay,
       slurm=launch.slurm)
 
 
 def launch(config=None, *, config_name: str = '',
         **options) -> Dict[str, Any]:
   """Runs `config` to its end as `python launch.py` would; its summary."""
-  from acme_launch import layout  # pylint: disable=g-import-not-at-top
-  from acme_launch.run import rundir  # pylint: disable=g-import-not-at-top
-  from acme_launch.run import driver  # pylint: disable=g-import-not-at-top
+  from acme_launch import layout
+  from acme_launch.run import rundir
+  from acme_launch import driver
   # The run directory is the user's alone: node processes (and the fork
   # server prepare starts) inherit the mask.
   previous = os.umask(0o077)

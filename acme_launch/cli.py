@@ -2,7 +2,7 @@
 
 `main` reads the flags once (acme_launch/config/options.py) and dispatches:
 list configs, sweep (sweep/), dry run, or run and report. prepare.py makes
-every check of user input before any process starts, run/driver.py runs
+every check of user input before any process starts, driver.py runs
 what it prepared; here a bad input prints one line (`acme-launch: error:
 ...`) and exits with code 2.
 """
@@ -15,12 +15,12 @@ from typing import List, Optional
 
 from absl import app
 
+from acme_launch import describe
 from acme_launch import errors
 from acme_launch import prepare as prepare_lib
 from acme_launch.config import options as options_lib
 from acme_launch.config import registry
 from acme_launch.plan import host as host_lib
-from acme_launch.prepare import Launch
 
 EXIT_BAD_INPUT = 2
 
@@ -42,24 +42,14 @@ def parse_flags(argv: List[str]) -> List[str]:
     sys.exit(0 if e.code == 1 else e.code)
 
 
-def _describe_nodes(built, launch_type: str) -> str:
-  process = {'local_mp': 'own process', 'ray': 'own process on a Ray host'
-             }.get(launch_type, 'thread of launcher')
-  lines = [f'{"node":<14} {"group label":<16} process']
-  for label, names in built.nodes_by_label.items():
-    for name in names:
-      lines.append(f'{name:<14} {label:<16} {process}')
-  return '\n'.join(lines)
-
-
 def _is_sweep_resume(options: options_lib.Options) -> bool:
-  from acme_launch.sweep import record as sweep_record  # pylint: disable=g-import-not-at-top
+  from acme_launch.sweep import record as sweep_record
   return bool(options.resume) and sweep_record.is_sweep_dir(options.resume)
 
 
 def _sweep_options(options: options_lib.Options):
-  """The sweep's own options (sweep.SweepOptions); LaunchError if bad."""
-  from acme_launch.sweep import runner as sweep  # pylint: disable=g-import-not-at-top
+  """The sweep's own options (sweep.options.SweepOptions); LaunchError if bad."""
+  from acme_launch.sweep.options import SweepOptions
   if options.debug_node:
     raise errors.LaunchError('--debug_node runs one node in this terminal: '
                              'not with --sweep, whose programs log to files')
@@ -79,7 +69,7 @@ def _sweep_options(options: options_lib.Options):
           f'--resume={options.resume} finishes a sweep with the flags saved '
           f'in its sweep.json; only --max_concurrent, --progress_every and '
           f'--dry_run go with it, not {extra[0]}')
-    return sweep.SweepOptions(
+    return SweepOptions(
         sweep_dir=os.path.abspath(options.resume), resume=True, **common)
   if options.resume:
     raise errors.LaunchError(
@@ -88,7 +78,7 @@ def _sweep_options(options: options_lib.Options):
         'alone')
   run_name = options.run_name or (
       f'{options.config_name}_sweep_{datetime.datetime.now():%Y%m%d-%H%M%S}')
-  return sweep.SweepOptions(
+  return SweepOptions(
       sweep_dir=os.path.abspath(os.path.join(options.workdir, run_name)),
       resume=False, specs=options.sweep, samples=options.sweep_samples,
       sample_seed=options.sweep_seed,
@@ -104,7 +94,7 @@ def _check_sweep_point(argv: List[str],
   `host` (a slot's view; this process's unless given) and, for ray, the
   cluster already connected (`cluster`: (address, hosts)): what it found
   (sweep.points.Checked); LaunchError if bad."""
-  from acme_launch.sweep import points  # pylint: disable=g-import-not-at-top
+  from acme_launch.sweep import points
   launch = prepare_lib.check_arguments(['launch.py', *argv], host, cluster)
   return points.Checked(
       launch.config, bool(launch.plan.gpu_usage),
@@ -115,7 +105,7 @@ def _sweep_cluster(sweep_options):
   """(address, hosts) of the Ray cluster a sweep's points run on, connected
   once, for --launch_type=ray among the points' flags (a resumed sweep's
   saved ones); else None."""
-  from acme_launch.sweep import record as sweep_record  # pylint: disable=g-import-not-at-top
+  from acme_launch.sweep import record as sweep_record
   base_argv = list(sweep_options.base_argv)
   if sweep_options.resume:
     base_argv = list(sweep_record.read_record(sweep_options.sweep_dir).get(
@@ -128,7 +118,7 @@ def _sweep_cluster(sweep_options):
 
 def _sweep_main(options: options_lib.Options) -> int:
   """--sweep, or --resume of a sweep directory: see acme_launch/sweep/runner.py."""
-  from acme_launch.sweep import runner as sweep  # pylint: disable=g-import-not-at-top
+  from acme_launch.sweep import runner as sweep
   cluster = None
   try:
     sweep_options = _sweep_options(options)
@@ -140,7 +130,7 @@ def _sweep_main(options: options_lib.Options) -> int:
     _fail(str(e))
   finally:
     if cluster is not None:  # Each point's launcher joins it on its own.
-      import ray  # pylint: disable=g-import-not-at-top
+      import ray
       ray.shutdown()
   if sweep_options.dry_run:
     print(sweep.describe_dry_run(sweep_options, record, todo, slots))
@@ -149,32 +139,6 @@ def _sweep_main(options: options_lib.Options) -> int:
     return sweep.run(sweep_options, record, todo, slots)
   except errors.LaunchError as e:  # The sweep directory in use.
     _fail(str(e))
-
-
-def print_dry_run(launch: Launch) -> None:
-  from acme_launch.plan import table  # pylint: disable=g-import-not-at-top
-  config = launch.config
-  print(f'config {launch.config_name}: {config.agent} on {config.env_name}, '
-        f'budget {config.max_actor_steps:,} actor steps, '
-        f'launch type {launch.launch_type}\n')
-  from acme_launch.program import build  # pylint: disable=g-import-not-at-top
-  print('environment (as the agent sees it):')
-  print(build.describe_spec(launch.built.environment_spec) + '\n')
-  print(_describe_nodes(launch.built, launch.launch_type))
-  print('\nresource placement:')
-  print(table.format_plan(launch.plan))
-  if launch.replay is not None:
-    from acme_launch.plan import replay_memory  # pylint: disable=g-import-not-at-top
-    print('\n' + replay_memory.format_plan(launch.replay))
-  for note in launch.notes:
-    print(note)
-  if launch.slurm is not None:
-    from acme_launch.plan import slurm as slurm_lib  # pylint: disable=g-import-not-at-top
-    print('\n' + slurm_lib.format_allocation(launch.slurm))
-  if launch.cluster is not None:
-    from acme_launch.run.ray import cluster as ray_cluster  # pylint: disable=g-import-not-at-top
-    print('\n' + ray_cluster.format_fit(launch.cluster))
-  print('\ndry run: nothing was started.')
 
 
 def main(argv: List[str]) -> int:
@@ -194,9 +158,9 @@ def main(argv: List[str]) -> int:
   except errors.LaunchError as e:
     _fail(str(e))
   if options.dry_run:
-    print_dry_run(launch)
+    print(describe.dry_run_text(launch))
     return 0
-  from acme_launch.run import driver  # pylint: disable=g-import-not-at-top
+  from acme_launch import driver
   try:
     return driver.run_and_report(options, launch)
   except errors.LaunchError as e:  # A node Ray could not place, a host

@@ -20,10 +20,10 @@ import warnings
 # own JAX_PLATFORMS from the resource plan before this module runs.
 os.environ.setdefault('JAX_PLATFORMS', 'cpu')
 
-import jax  # pylint: disable=g-import-not-at-top
-import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-from jax.interpreters import pxla as _pxla  # pylint: disable=g-import-not-at-top
-from jax.interpreters import xla as _xla  # pylint: disable=g-import-not-at-top
+import jax
+import jax.numpy as jnp
+from jax.interpreters import pxla as _pxla
+from jax.interpreters import xla as _xla
 
 # Old name -> (module object, attribute, replacement).
 _ALIASES = (
@@ -61,7 +61,7 @@ def import_gym_quietly() -> None:
   # catch_warnings puts the process's filters back afterwards.
   try:
     with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
-      import gym  # pylint: disable=g-import-not-at-top,unused-import
+      import gym  # noqa: F401  (imported for its banner's side effects)
   except ImportError:
     pass
 

@@ -59,7 +59,7 @@ def enable(path: str) -> str:
   path, why = usable(default_dir() if path == 'default' else path)
   if not path:
     return why
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   jax.config.update('jax_compilation_cache_dir', path)
   jax.config.update('jax_compilation_cache_max_size', MAX_BYTES)
   # Small functions too: a node compiles dozens, each well under JAX's

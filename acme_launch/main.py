@@ -11,7 +11,7 @@ import os
 def main() -> None:
   os.environ['JAX_PLATFORMS'] = 'cpu'
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # TF's dso-loader lines.
-  from acme_launch import quiet  # pylint: disable=g-import-not-at-top
+  from acme_launch import quiet
   quiet.quiet_third_party()
-  from acme_launch import cli  # pylint: disable=g-import-not-at-top
+  from acme_launch import cli
   cli.run()

@@ -17,10 +17,10 @@ from typing import Dict, List
 
 import matplotlib
 matplotlib.use('Agg')  # Files only; no display needed.
-import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+import matplotlib.pyplot as plt
 
-from acme_launch.run import summary as summary_lib  # pylint: disable=g-import-not-at-top
-from acme_launch.sweep import record as sweep_record  # pylint: disable=g-import-not-at-top
+from acme_launch.run import summary as summary_lib
+from acme_launch.sweep import record as sweep_record
 
 
 def _read_csv(path: str) -> List[Dict[str, float]]:
@@ -71,7 +71,7 @@ def plot_steps_per_second(run_dir: str, out_path: str) -> None:
 def plot_sweep(sweep_dir: str, out_path: str) -> bool:
   """One curve per setting: mean over seeds, min-max shaded; False if no
   point has an evaluation yet."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
+  import numpy as np
   record = sweep_record.read_record(sweep_dir)
   settings: Dict[str, List] = {}
   for point in record['points']:

@@ -5,7 +5,7 @@ options (config/options.py) -> config loaded and validated -> resource plan
 (plan/) -> program built (program/) -> run directory taken: `prepare` does
 it for the CLI and the Python API, `check_arguments` for a sweep's points.
 Every bad input is a LaunchError (one line, exit 2) raised here, before
-any node runs; run/driver.py then runs the Launch. Only the fork server
+any node runs; driver.py then runs the Launch. Only the fork server
 starts here (local_mp, once the config is checked: its imports overlap
 the program's build), and a LaunchError stops it first.
 """
@@ -47,7 +47,7 @@ def _run_dir_path(options: options_lib.Options, config_name: str) -> str:
 def _load_config(options: options_lib.Options):
   """(config, its name, the folders of the user's code): the --config flag's,
   or with --resume alone the ones saved in the run directory."""
-  from acme_launch import layout  # pylint: disable=g-import-not-at-top
+  from acme_launch import layout
   if options.config is not None:
     return options.config, options.config_name, options.python_path
   saved = layout.read_json(layout.config_path(os.path.abspath(options.resume)))
@@ -121,7 +121,7 @@ def _check_debugging(launch_type: str, debug_node: str, pdb: bool,
 
 def _loopback(launch_type: str, allow_exposed: bool) -> Tuple[str, str]:
   """(shim to preload, '') or, with --allow_exposed_listeners, ('', why not)."""
-  from acme_launch.run import loopback  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import loopback
   try:
     path = loopback.ensure()
     if launch_type != 'local_mp' and not loopback.active_in_this_process():
@@ -146,7 +146,7 @@ def connect_cluster(options: options_lib.Options) -> Tuple[str, Any]:
   Imports only ray: main() calls it before the heavy imports, so that an
   unreachable address is reported within seconds.
   """
-  from acme_launch.run.ray import cluster as ray_cluster  # pylint: disable=g-import-not-at-top
+  from acme_launch.run.ray import cluster as ray_cluster
   address = ray_cluster.resolve_address(options.ray_address)
   hosts = ray_cluster.connect(address)
   ray_cluster.check_addresses(hosts, options.allow_public_cluster_address)
@@ -207,11 +207,11 @@ def _start_fork_server_early(config, host: host_lib.HostSlice,
   """--node_start=fork: the fork server started now, while this process
   imports and builds the program (run/forkserver.py, start_early), with the
   environment that the CPU plan gives its first node; None if none."""
-  from acme_launch import ROOT  # pylint: disable=g-import-not-at-top
-  from acme_launch.plan import resources  # pylint: disable=g-import-not-at-top
-  from acme_launch.plan import topology  # pylint: disable=g-import-not-at-top
-  from acme_launch.run import forkserver  # pylint: disable=g-import-not-at-top
-  from acme_launch.run import process_env  # pylint: disable=g-import-not-at-top
+  from acme_launch.paths import ROOT
+  from acme_launch.plan import resources
+  from acme_launch.plan import topology
+  from acme_launch.run import forkserver
+  from acme_launch.run import process_env
   plan = resources.plan_resources(
       topology.node_list(config.num_actors, config.num_evaluators),
       config.resources, (), 1, list(host.cores))
@@ -228,17 +228,17 @@ def _prepare_program(options: options_lib.Options, config, config_name: str,
   """prepare_launch's checks and decisions from the resource plan on."""
   launch_type, dry_run = options.launch_type, options.dry_run
   # Heavy imports (acme, launchpad, TF) only once the input parsed.
-  from acme_launch import agents  # pylint: disable=g-import-not-at-top
-  from acme_launch.run import resume as resume_lib  # pylint: disable=g-import-not-at-top
-  from acme_launch.run import disk_space  # pylint: disable=g-import-not-at-top
-  from acme_launch.program import build as program_lib  # pylint: disable=g-import-not-at-top
-  from acme_launch.plan import gpu_inventory  # pylint: disable=g-import-not-at-top
-  from acme_launch.plan import resources  # pylint: disable=g-import-not-at-top
+  from acme_launch import agents
+  from acme_launch.run import resume as resume_lib
+  from acme_launch.run import disk_space
+  from acme_launch.program import build as program_lib
+  from acme_launch.plan import gpu_inventory
+  from acme_launch.plan import resources
 
   if launch_type == 'ray':
-    from acme_launch.run.ray import cluster as ray_cluster  # pylint: disable=g-import-not-at-top
+    from acme_launch.run.ray import cluster as ray_cluster
     address, hosts = connected_cluster or connect_cluster(options)
-  inventory = resources.read_inventory(options.gpu_inventory,
+  inventory = gpu_inventory.read_inventory(options.gpu_inventory,
                                        host.visible_gpus)
   adapter = agents.load(config.agent)
   learner_devices = adapter.learner_devices
@@ -307,8 +307,8 @@ def _plan_replay(adapter, config, environment_spec, plan, launch_type: str):
   """The replay node's memory planned from the adapter's tables (None if it
   declares none); LaunchError if it cannot fit: under Ray, the replay
   node's memory reservation; otherwise this host, where it runs."""
-  from acme_launch import agents  # pylint: disable=g-import-not-at-top
-  from acme_launch.plan import replay_memory  # pylint: disable=g-import-not-at-top
+  from acme_launch import agents
+  from acme_launch.plan import replay_memory
   if adapter.replay_tables is None:
     return None
   layouts = agents.call(adapter, 'replay_tables', config, environment_spec)
@@ -370,7 +370,7 @@ def prepare(options: options_lib.Options) -> Launch:
     raise errors.LaunchError(
         '--max_concurrent goes with --sweep (programs of a sweep at once)')
   if options.launch_type in ('local_mt', 'test_mt') and not options.dry_run:
-    from acme_launch.run import loopback  # pylint: disable=g-import-not-at-top
+    from acme_launch.run import loopback
     loopback.reexec_preloaded()  # Its servers are threads of this process.
   connected_cluster = None
   if options.launch_type == 'ray':

@@ -32,22 +32,22 @@ sys.path.insert(0, REPO_ROOT)
 os.environ['JAX_PLATFORMS'] = 'cpu'
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from acme_launch import quiet  # pylint: disable=g-import-not-at-top,unused-import
-from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
-from acme import core  # pylint: disable=g-import-not-at-top
-from acme import specs  # pylint: disable=g-import-not-at-top
-from acme.utils import counting  # pylint: disable=g-import-not-at-top
-from acme.utils import loggers  # pylint: disable=g-import-not-at-top
-import jax  # pylint: disable=g-import-not-at-top
-import launchpad as lp  # pylint: disable=g-import-not-at-top
-import numpy as np  # pylint: disable=g-import-not-at-top
-import reverb  # pylint: disable=g-import-not-at-top
+from acme_launch import quiet
+quiet.quiet_third_party()  # Before TF, JAX or Reverb are imported.
+from acme_launch import compat
+from acme import core
+from acme import specs
+from acme.utils import counting
+from acme.utils import loggers
+import jax
+import launchpad as lp
+import reverb
 
-from acme_launch import agents  # pylint: disable=g-import-not-at-top
-from acme_launch import envs as environments  # pylint: disable=g-import-not-at-top
-from acme_launch.program import batched_actor  # pylint: disable=g-import-not-at-top
-from bench import throughput  # pylint: disable=g-import-not-at-top
-from acme_launch.configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
+from acme_launch import agents
+from acme_launch import envs as environments
+from acme_launch.program import batched_actor
+from bench import throughput
+from acme_launch.configs import ppo_mujoco
 
 ENV_NAME = 'HalfCheetah-v4'
 
@@ -89,7 +89,7 @@ def actor_steps_per_second(num_envs: int, seconds: float, backend: str,
   signature = builder.replay_signature(spec)
   # Room for every sequence of the run: the loop never waits on a learner.
   server = reverb.Server([reverb.Table.queue(
-      builder._config.replay_table_name,  # pylint: disable=protected-access
+      builder._config.replay_table_name,
       max_size=2_000_000, signature=signature)])
   try:
     client = reverb.Client(f'localhost:{server.port}')
@@ -107,26 +107,26 @@ def actor_steps_per_second(num_envs: int, seconds: float, backend: str,
         adder, jax.random.PRNGKey(0),
         counting.Counter(prefix='actor', time_delta=0.), _NullLogger(),
         max_actor_steps=20 * num_envs, policy_returns_extras=True)
-    loop._run()  # pylint: disable=protected-access  (warm-up: jit, writes)
+    loop._run()  # warm-up: jit, writes
     deadline = time.time() + seconds
     steps = [0]
-    counter_increment = loop._counter.increment  # pylint: disable=protected-access
+    counter_increment = loop._counter.increment
 
     def increment(**kwargs):
       steps[0] += kwargs.get('steps', 0)
       counts = counter_increment(**kwargs)
       if time.time() >= deadline:  # Ends the loop: a budget just reached.
-        loop._max_actor_steps = 1  # pylint: disable=protected-access
+        loop._max_actor_steps = 1
       return counts
 
-    loop._counter.increment = increment  # pylint: disable=protected-access
-    loop._max_actor_steps = 0  # pylint: disable=protected-access
+    loop._counter.increment = increment
+    loop._max_actor_steps = 0
     start = time.time()
     cpu, main_cpu = time.process_time(), time.thread_time()
     profiler = cProfile.Profile() if profile else None
     if profiler:
       profiler.enable()
-    loop._run()  # pylint: disable=protected-access
+    loop._run()
     if profiler:
       profiler.disable()
       profiler.dump_stats(profile)

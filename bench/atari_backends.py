@@ -30,8 +30,8 @@ BACKENDS = ('envpool', 'gym')
 def steps_per_second(game: str, backend: str, steps: int, seed: int):
   """(env steps per wall-clock second, per CPU second of this process:
   every thread, EnvPool's included)."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from acme_launch import envs as environments  # pylint: disable=g-import-not-at-top
+  import numpy as np
+  from acme_launch import envs as environments
   environment = environments.make_environment(f'atari:{game}', seed,
                                               backend=backend)
   actions = np.random.default_rng(seed).integers(

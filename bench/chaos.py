@@ -62,7 +62,7 @@ from typing import Dict, List, Optional
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
-from tests import netns_cluster  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tests import netns_cluster
 
 HEAD = 'a'
 WORKERS = ('b', 'c')

@@ -38,8 +38,8 @@ from typing import List
 import throughput  # bench/throughput.py: the same program and rate.
 from throughput import REPO_ROOT
 
-from acme_launch.plan import resources  # pylint: disable=g-import-not-at-top
-from tests import netns_cluster  # pylint: disable=g-import-not-at-top
+from acme_launch.plan import resources
+from tests import netns_cluster
 
 UNPINNED = tuple(f'--config.resources.{group}.cpus=all'
                  for group in resources.GROUPS)

@@ -32,21 +32,21 @@ sys.path.insert(0, REPO_ROOT)
 
 def _load_config(name: str, overrides: List[str]):
   """The config with its overrides, as `launch.py --dry_run` reads it."""
-  from acme_launch import prepare  # pylint: disable=g-import-not-at-top
+  from acme_launch import prepare
   return prepare.check_arguments(['launch.py', f'--config={name}', *overrides]).config
 
 
 def alone(config, seconds: float, warmup: int = 20) -> Tuple[float, int]:
   """(SGD steps/s, SGD steps) of the config's learner on one in-memory
   batch, after `warmup` learner steps (the first compiles)."""
-  from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
-  from acme import specs, types  # pylint: disable=g-import-not-at-top
-  import jax  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  import reverb  # pylint: disable=g-import-not-at-top
-  from acme.utils import loggers  # pylint: disable=g-import-not-at-top
-  from acme_launch import agents  # pylint: disable=g-import-not-at-top
-  from acme_launch import envs  # pylint: disable=g-import-not-at-top
+  from acme_launch import compat
+  from acme import specs, types
+  import jax
+  import numpy as np
+  import reverb
+  from acme.utils import loggers
+  from acme_launch import agents
+  from acme_launch import envs
 
   spec = specs.make_environment_spec(envs.make_environment(
       config.env_name, seed=0, backend=config.env_backend, config=config))
@@ -97,18 +97,16 @@ def _sequence_sample(agent: str, builder, spec, batch_size: int):
   """One batch of R2D2's or IMPALA's sequences (zeros: actions 0, IMPALA's
   logits uniform), shaped as its replay table's signature, with uniform
   sampling probabilities."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  import reverb  # pylint: disable=g-import-not-at-top
-  import tree  # pylint: disable=g-import-not-at-top
-  from acme.adders import reverb as adders_reverb  # pylint: disable=g-import-not-at-top
-  # pylint: disable=protected-access
+  import numpy as np
+  import reverb
+  import tree
+  from acme.adders import reverb as adders_reverb
   if agent == 'impala':  # As IMPALABuilder.make_replay_tables makes it.
     extra_spec = {'core_state': builder._core_state_spec,
                   'logits': np.zeros((spec.actions.num_values,), np.float32)}
     length = builder._config.sequence_length
   else:  # R2D2.
     extra_spec, length = builder._extra_spec, builder._sequence_length
-  # pylint: enable=protected-access
   signature = adders_reverb.SequenceAdder.signature(spec, extra_spec, length)
   data = tree.map_structure(
       lambda s: np.zeros((batch_size, *s.shape), s.dtype.as_numpy_dtype),
@@ -118,8 +116,8 @@ def _sequence_sample(agent: str, builder, spec, batch_size: int):
 
 def _uniform_info(batch_size: int):
   """Reverb's sample info for a batch: keys, probabilities, ... all 1."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  import reverb  # pylint: disable=g-import-not-at-top
+  import numpy as np
+  import reverb
   return reverb.SampleInfo(*[np.ones((batch_size,), dtype.as_numpy_dtype)
                              for dtype in reverb.SampleInfo.tf_dtypes()])
 
@@ -133,7 +131,7 @@ _COUNTS_LEARNER_STEPS = ('sac', 'td3', 'd4pg')
 def sgd_steps_per_learner_step(config) -> int:
   """The config's num_sgd_steps_per_step, in its agent's section (1 where
   it has none)."""
-  from acme_launch import agents  # pylint: disable=g-import-not-at-top
+  from acme_launch import agents
   section = config.get(agents.load(config.agent).section, {})
   return int(section.get('num_sgd_steps_per_step', 1))
 
@@ -209,7 +207,7 @@ def main(argv: List[str]) -> int:
   parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
   parser.add_argument('extra', nargs='*', help='launch flags after --')
   args = parser.parse_args(argv)
-  from acme_launch import quiet  # pylint: disable=g-import-not-at-top
+  from acme_launch import quiet
   quiet.quiet_third_party()
   if args.seconds <= 0 or args.settle < 0:
     parser.error('--seconds must be positive and --settle not negative')

@@ -43,8 +43,8 @@ def _fail(message: str) -> None:
 
 def _load_config(name: str):
   """The registry config `name`, or a one-line exit 2."""
-  import importlib.util  # pylint: disable=g-import-not-at-top
-  from acme_launch.config import registry  # pylint: disable=g-import-not-at-top
+  import importlib.util
+  from acme_launch.config import registry
   path = registry.resolve(name)
   if path is None:
     _fail(f'unknown config {name!r}; choose from: '
@@ -56,8 +56,8 @@ def _load_config(name: str):
 
 
 def _check_task(config, task: str) -> None:
-  from acme_launch import envs as environments  # pylint: disable=g-import-not-at-top
-  from acme_launch import errors  # pylint: disable=g-import-not-at-top
+  from acme_launch import envs as environments
+  from acme_launch import errors
   try:
     environments.check_task(task, config.get('env_backend', 'gym'))
   except errors.LaunchError as e:
@@ -101,7 +101,7 @@ def run_seed(config_name: str, task: str, seed: int, steps: int,
 
 def evaluation_curve(run: dict) -> Optional[List[List[float]]]:
   """[actor steps, mean evaluation return] pairs, the final one included."""
-  from acme_launch.run import summary as summary_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import summary as summary_lib
   rows = (summary_lib.evaluation_rows(run['run_dir'])
           if run.get('run_dir') else [])
   curve = [[r['actor_steps'], r['episode_return']] for r in rows]
@@ -162,10 +162,10 @@ def summarize_cell(config_name: str, task: str, steps: int,
 
 def plot_task(task: str, cells: List[Dict], path: str) -> None:
   """Each config's mean evaluation curve over its seeds, min-max shaded."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
   matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt
+  import numpy as np
   figure, axes = plt.subplots(figsize=(7, 4))
   for cell in cells:
     curves = [run['curve'] for run in cell['runs'] if run.get('curve')]

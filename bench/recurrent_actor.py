@@ -29,25 +29,26 @@ sys.path.insert(0, REPO_ROOT)
 os.environ['JAX_PLATFORMS'] = 'cpu'
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from acme_launch import quiet  # pylint: disable=g-import-not-at-top,unused-import
-from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
-from acme import core  # pylint: disable=g-import-not-at-top
-from acme import environment_loop  # pylint: disable=g-import-not-at-top
-from acme import specs  # pylint: disable=g-import-not-at-top
-from acme.adders import reverb as adders_reverb  # pylint: disable=g-import-not-at-top
-from acme.utils import counting  # pylint: disable=g-import-not-at-top
-from acme.utils import loggers  # pylint: disable=g-import-not-at-top
-import jax  # pylint: disable=g-import-not-at-top
-import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-import launchpad as lp  # pylint: disable=g-import-not-at-top
-import numpy as np  # pylint: disable=g-import-not-at-top
-import reverb  # pylint: disable=g-import-not-at-top
+from acme_launch import quiet
+quiet.quiet_third_party()  # Before TF, JAX or Reverb are imported.
+from acme_launch import compat
+from acme import core
+from acme import environment_loop
+from acme import specs
+from acme.adders import reverb as adders_reverb
+from acme.utils import counting
+from acme.utils import loggers
+import jax
+import jax.numpy as jnp
+import launchpad as lp
+import numpy as np
+import reverb
 
-from acme_launch import agents  # pylint: disable=g-import-not-at-top
-from acme_launch import envs as environments  # pylint: disable=g-import-not-at-top
-from acme_launch import prepare  # pylint: disable=g-import-not-at-top
-from acme_launch.program import batched_adders  # pylint: disable=g-import-not-at-top
-from acme_launch.program import recurrent_actor  # pylint: disable=g-import-not-at-top
+from acme_launch import agents
+from acme_launch import envs as environments
+from acme_launch import prepare
+from acme_launch.adders import batched as batched_adders
+from acme_launch.program import recurrent_actor
 
 _STOP = threading.Event()
 lp.stop_event = lambda: _STOP  # Outside a program: one of ours.
@@ -152,7 +153,7 @@ def _measure(adapter, config, spec, builder, client, num_envs: int,
           [builder.make_adder(client) for _ in range(num_envs)]),
       np.stack([jax.random.PRNGKey(i) for i in range(num_envs)]),
       clock, loggers.NoOpLogger(), max_actor_steps=10**12)
-  loop._run()  # pylint: disable=protected-access  (until the clock stops)
+  loop._run()  # until the clock stops
   return clock.rate()
 
 

@@ -64,9 +64,9 @@ def _serve(conn, max_size: int, checkpoint_dir: Optional[str]) -> None:
   """The server process: the replay node's imports, one table (and Reverb's
   checkpointer in `checkpoint_dir`, as the replay node makes it), until
   told."""
-  from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
-  import acme  # pylint: disable=g-import-not-at-top,unused-import
-  import reverb  # pylint: disable=g-import-not-at-top
+  from acme_launch import compat
+  import acme  # noqa: F401  (the replay node's imports, for its memory)
+  import reverb
   table = reverb.Table(
       name=TABLE, sampler=reverb.selectors.Uniform(),
       remover=reverb.selectors.Fifo(), max_size=max_size,
@@ -75,7 +75,7 @@ def _serve(conn, max_size: int, checkpoint_dir: Optional[str]) -> None:
                   if checkpoint_dir else None)
   server = reverb.Server([table], checkpointer=checkpointer)
   conn.send(server.port)
-  from acme_launch.node import memory  # pylint: disable=g-import-not-at-top
+  from acme_launch.node import memory
   while conn.recv() == 'release':  # As the replay node after a checkpoint.
     conn.send(memory.release_free_memory())
   server.stop()
@@ -143,7 +143,7 @@ def measure_growth(make_adder: Callable, steps: Iterator, warmup_steps: int,
   episode) into it, after `warmup_steps` of them (gRPC's and the table's
   one-time allocations). Returns steps, items and bytes of the measured
   part, and the server's RSS before any data."""
-  import reverb  # pylint: disable=g-import-not-at-top
+  import reverb
   with server_process(max_size) as (port, pid, _):
     client = reverb.Client(f'localhost:{port}')
     empty = _settled_rss(pid, 0.5)
@@ -153,9 +153,9 @@ def measure_growth(make_adder: Callable, steps: Iterator, warmup_steps: int,
       add_step(adder, *step)
       count += 1
       if count == warmup_steps:
-        adder._writer.flush()  # pylint: disable=protected-access
+        adder._writer.flush()
         before, items0 = _settled_rss(pid), table_size(client)
-    adder._writer.flush()  # pylint: disable=protected-access
+    adder._writer.flush()
     after = _settled_rss(pid)
     items = table_size(client) - items0
     del adder
@@ -176,7 +176,7 @@ def measure_checkpoints(make_adder: Callable, steps: Iterator,
   at the highest while writing it; `room_fraction` and `peak_room_fraction`:
   the highest of those above the full table's RSS, over the table's own
   growth (full - empty)."""
-  import reverb  # pylint: disable=g-import-not-at-top
+  import reverb
   folder = tempfile.mkdtemp(prefix='replay_checkpoints_')
   try:
     with server_process(table_items, folder) as (port, pid, conn):
@@ -184,12 +184,12 @@ def measure_checkpoints(make_adder: Callable, steps: Iterator,
       empty = _settled_rss(pid, 0.5)
       adder = make_adder(client)
 
-      def add_items(count: int) -> None:
+      def add_items(count: int, adder=adder) -> None:
         start = table_inserts(client)
         while table_inserts(client) - start < count:
           for _ in range(1000):
             add_step(adder, *next(steps))
-          adder._writer.flush()  # pylint: disable=protected-access
+          adder._writer.flush()
 
       add_items(table_items)
       full = _settled_rss(pid)
@@ -252,7 +252,7 @@ def env_steps(environment, num_steps: int, seed: int = 0,
   """(action, timestep, extras) of random play, episodes restarted;
   `extras_fn(timestep)`, if given, gives each step's extras from the
   observation its action was chosen on (R2D2's LSTM state before it)."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
+  import numpy as np
   rng = np.random.default_rng(seed)
   spec = environment.action_spec()
   timestep = environment.reset()
@@ -274,9 +274,9 @@ def r2d2_states(config, environment_spec):
   """extras_fn giving R2D2's core state as its actor records it: the
   config's own network (random weights), stepped on each observation, its
   state reset at each episode's start."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from acme_launch.agents.r2d2 import networks as r2d2_networks  # pylint: disable=g-import-not-at-top
+  import jax
+  import numpy as np
+  from acme_launch.agents.r2d2 import networks as r2d2_networks
   networks = r2d2_networks.make_networks(config, environment_spec)
   key = jax.random.PRNGKey(0)
   initial = networks.initial_state.apply(
@@ -298,22 +298,22 @@ def r2d2_states(config, environment_spec):
 
 
 def transitions_adder(n_step: int = 1):
-  from acme.adders import reverb as adders  # pylint: disable=g-import-not-at-top
+  from acme.adders import reverb as adders
   return lambda client: adders.NStepTransitionAdder(
       client, n_step=n_step, discount=0.99, priority_fns={TABLE: None})
 
 
 def sequence_adder(sequence_length: int, period: int):
   """Acme's SequenceAdder as R2D2's builder makes it (delta encoded)."""
-  from acme.adders import reverb as adders  # pylint: disable=g-import-not-at-top
+  from acme.adders import reverb as adders
   return lambda client: adders.SequenceAdder(
       client, sequence_length=sequence_length, period=period,
       delta_encoded=True, priority_fns={TABLE: None})
 
 
 def make_env(name: str, backend: str):
-  from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
-  from acme_launch.envs import factory  # pylint: disable=g-import-not-at-top
+  from acme_launch import compat
+  from acme_launch.envs import factory
   return factory.make_environment(name, seed=0, backend=backend)
 
 
@@ -330,8 +330,8 @@ def main() -> None:
                       '(0: none)')
   parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
   args = parser.parse_args()
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from acme_launch.plan import replay_memory  # pylint: disable=g-import-not-at-top
+  import numpy as np
+  from acme_launch.plan import replay_memory
   warmup = max(100, args.steps // 10)
   total = args.steps + warmup
 
@@ -355,7 +355,7 @@ def main() -> None:
 
   # Pixels: R2D2's sequences of Pong frames (8 + 40 + 1 steps, period 20),
   # without and with the LSTM state of r2d2_atari's network.
-  from acme_launch.config import registry  # pylint: disable=g-import-not-at-top
+  from acme_launch.config import registry
   config = registry.load('r2d2_atari')
   pong = make_env('atari:Pong', 'envpool')
   pong_spec = _spec(pong)
@@ -454,7 +454,7 @@ def main() -> None:
           'replay node hands it back)')
 
 def _spec(environment):
-  from acme import specs  # pylint: disable=g-import-not-at-top
+  from acme import specs
   return specs.make_environment_spec(environment)
 
 

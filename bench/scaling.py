@@ -40,7 +40,7 @@ from typing import Dict, List, Optional
 import throughput  # bench/throughput.py: the same programs and rate.
 from throughput import REPO_ROOT
 
-from acme_launch.plan import resources  # pylint: disable=g-import-not-at-top
+from acme_launch.plan import resources
 
 UNPINNED = tuple(f'--config.resources.{group}.cpus=all'
                  for group in resources.GROUPS)
@@ -177,7 +177,7 @@ def main(argv: List[str]) -> int:
         f'{"eff":>5} {"x":>5} {"unpinned":>8} {"eff":>5} {"x":>5} '
         f'{"auto/unpinned":>13}')
   for n in counts:
-    ratio = lambda a, b: f'{a / b:.2f}x' if a and b else '-'  # pylint: disable=cell-var-from-loop
+    ratio = lambda a, b: f'{a / b:.2f}x' if a and b else '-'
     print(f'{n:>6} {_fmt(stock[n]):>8} {_efficiency(stock, n):>5} '
           f'{_fmt(pinned[n]):>8} {str(was_pinned[n]).lower():>6} '
           f'{_efficiency(pinned, n):>5} {ratio(pinned[n], stock[n]):>5} '

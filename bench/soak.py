@@ -114,9 +114,9 @@ def analyse(samples: List[Dict], settle_seconds: float) -> Dict:
 
 
 def plot(samples: List[Dict], path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
   matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt
   figure, axes = plt.subplots(figsize=(8, 4.5))
   for node in sorted({n for s in samples for n in s['nodes']}):
     points = [(s['seconds'] / 60, s['nodes'][node]['rss_mib'])

@@ -35,7 +35,7 @@ import psutil
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
-from tests.conftest import node_pids  # pylint: disable=g-import-not-at-top
+from tests.conftest import node_pids
 
 
 def _first_time(progress_csv: str, key: str):

@@ -49,7 +49,7 @@ sys.path.insert(0, REPO_ROOT)
 os.environ['JAX_PLATFORMS'] = 'cpu'
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
+from acme_launch import compat
 
 # Light learner so actors are what is measured; same for both sides.
 PPO_OVERRIDES = {'num_epochs': 1, 'num_minibatches': 4}
@@ -59,8 +59,8 @@ STOCK_QUEUE_EXTRA = 1000  # Acme's PPOBuilder: queue of batch_size + 1000.
 def raw_envpool_steps_per_second(seconds: float, num_envs: int = 16) -> float:
   """EnvPool's ceiling: one instance of `num_envs`, one thread, random
   actions through its own dm_env API (nothing of acme-launch)."""
-  import envpool  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
+  import envpool
+  import numpy as np
   pool = envpool.make_dm('HalfCheetah-v4', num_envs=num_envs,
                          batch_size=num_envs, seed=0, num_threads=1)
   shape = (num_envs,) + pool.action_spec().shape
@@ -79,8 +79,8 @@ def raw_envpool_steps_per_second(seconds: float, num_envs: int = 16) -> float:
 
 def raw_env_steps_per_second(seconds: float) -> float:
   """One core's ceiling: env.step() with random actions, nothing else."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from acme_launch import envs as environments  # pylint: disable=g-import-not-at-top
+  import numpy as np
+  from acme_launch import envs as environments
   environment = environments.make_environment('HalfCheetah-v4', seed=0)
   spec = environment.action_spec()
   rng = np.random.default_rng(0)
@@ -115,7 +115,7 @@ def run_acme_launch(workdir: str, actors: int, envs: int, backend: str,
                     run_name: str = '', prefix: Tuple[str, ...] = (),
                     env: Optional[Dict[str, str]] = None) -> Optional[float]:
   """`prefix` and `env`: how bench/cluster.py runs it in a host's namespace."""
-  from acme_launch.configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
+  from acme_launch.configs import ppo_mujoco
   batch_size = ppo_mujoco.get_config().ppo.batch_size
   queue_batches = -(-(batch_size + STOCK_QUEUE_EXTRA) // batch_size)
   run_name = run_name or f'acme_launch_{backend}_a{actors}_e{envs}'
@@ -149,17 +149,17 @@ def run_acme_launch(workdir: str, actors: int, envs: int, backend: str,
 def run_stock_acme(workdir: str, actors: int,
                    args: argparse.Namespace) -> Optional[float]:
   """Acme's own DistributedPPO program, plus a node that reads its counter."""
-  from acme.agents.jax import ppo  # pylint: disable=g-import-not-at-top
-  import launchpad as lp  # pylint: disable=g-import-not-at-top
-  from acme_launch.configs import ppo_mujoco  # pylint: disable=g-import-not-at-top
-  from acme_launch import envs as environments  # pylint: disable=g-import-not-at-top
-  from acme_launch.program import nodes  # pylint: disable=g-import-not-at-top
-  from acme_launch.program import build as program_lib  # pylint: disable=g-import-not-at-top
-  from acme_launch.plan import resources  # pylint: disable=g-import-not-at-top
-  from acme_launch import layout  # pylint: disable=g-import-not-at-top
-  from acme_launch.run import rundir  # pylint: disable=g-import-not-at-top
-  from acme_launch.run import supervisor  # pylint: disable=g-import-not-at-top
-  from acme_launch.agents import ppo as ppo_adapter  # pylint: disable=g-import-not-at-top
+  from acme.agents.jax import ppo
+  import launchpad as lp
+  from acme_launch.configs import ppo_mujoco
+  from acme_launch import envs as environments
+  from acme_launch.program import nodes
+  from acme_launch.program import build as program_lib
+  from acme_launch.plan import resources
+  from acme_launch.plan import specs
+  from acme_launch.run import rundir
+  from acme_launch.run import supervisor
+  from acme_launch.agents import ppo as ppo_adapter
 
   config = ppo_mujoco.get_config()
   config.max_actor_steps = args.steps
@@ -189,7 +189,7 @@ def run_stock_acme(workdir: str, actors: int,
            'monitor': ['monitor/0']}
   plan = resources.plan_resources(
       [('replay', 0), ('counter', 0), ('learner', 0)] +
-      [('actor', i) for i in range(actors)], resources.default_resources_config())
+      [('actor', i) for i in range(actors)], specs.default_resources_config())
   plan = resources.ResourcePlan(plan.placements + (
       resources.NodePlacement('monitor/0', 'counter', 'monitor', (),
                               plan.placement('counter/0').env),))

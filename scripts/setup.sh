@@ -1,12 +1,28 @@
 #!/usr/bin/env bash
 # Creates .venv with CPython 3.10 and installs the locked requirements.
 # Skips the install when the lock files are unchanged since the last success,
-# so a second run takes about a second.
+# so a second run takes about a second. With --dev, also the linters of
+# requirements-dev.txt (scripts/test.sh), under a stamp of their own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=${ACME_LAUNCH_VENV:-.venv}
 STAMP="$VENV/.acme-launch-lock.sha256"
+DEV_STAMP="$VENV/.acme-launch-dev.sha256"
+dev=0
+[ "${1:-}" = --dev ] && dev=1
+
+# requirements-dev.txt into $VENV, unless its stamp says it is there.
+install_dev() {
+  [ "$dev" = 1 ] || return 0
+  local hash
+  hash=$(sha256sum requirements-dev.txt | cut -d' ' -f1)
+  [ -f "$DEV_STAMP" ] && [ "$(cat "$DEV_STAMP")" = "$hash" ] && return 0
+  echo "acme-launch: installing the linters (requirements-dev.txt) into $VENV" >&2
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+    -r requirements-dev.txt -c requirements.txt
+  echo "$hash" > "$DEV_STAMP"
+}
 
 # A venv installed from an offline bundle (scripts/install_bundle.sh) has no
 # package index to install from: it is kept as it is.
@@ -37,6 +53,7 @@ build_loopback_shim() {
 
 if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$lock_hash" ]; then
   build_loopback_shim
+  install_dev
   exit 0
 fi
 
@@ -62,4 +79,6 @@ else
     jax-cuda12-pjrt >/dev/null 2>&1 || true
 fi
 echo "$lock_hash" > "$STAMP"
+rm -f "$DEV_STAMP"  # A new venv, or packages the linters' pins may have moved.
 build_loopback_shim
+install_dev

@@ -74,7 +74,7 @@ def killed_on_exit(launcher: subprocess.Popen):
 
 def wait_for(condition, timeout: float, what: str, interval: float = 0.5):
   """Polls `condition()` until it returns a true value; fails the test after `timeout`."""
-  import time  # pylint: disable=g-import-not-at-top
+  import time
   deadline = time.time() + timeout
   while time.time() < deadline:
     value = condition()
@@ -143,7 +143,7 @@ def node_pids(run_dir: str) -> dict:
 
 def alive(pids) -> list:
   """The pids among `pids` that are still running (zombies count as gone)."""
-  import psutil  # pylint: disable=g-import-not-at-top
+  import psutil
   running = []
   for pid in pids:
     try:

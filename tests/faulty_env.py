@@ -37,7 +37,7 @@ class RaisingHalfCheetah(half_cheetah_v4.HalfCheetahEnv):
   def step(self, action):
     self._steps += 1
     if self._steps == self._breakpoint_at:
-      breakpoint()  # pylint: disable=forgotten-debug-statement
+      breakpoint()
     if self._print_bytes:
       print('x' * (self._print_bytes - 1), flush=True)
     if self._raise_after and self._steps > self._raise_after:

@@ -169,7 +169,7 @@ class NetnsCluster:
   def down(self) -> None:
     try:
       self.kill_hosts(self.names)
-    except Exception:  # pylint: disable=broad-except
+    except Exception:
       pass
     for undo in reversed(self._made):
       _run(*undo, check=False)

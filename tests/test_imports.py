@@ -1,5 +1,6 @@
 """`import acme_launch` and the planning code stay light and side-effect free."""
 
+import ast
 import os
 import subprocess
 import sys
@@ -33,3 +34,34 @@ def test_package_and_planning_code_import_no_stack():
                           env=env, capture_output=True, text=True, check=False)
   assert result.returncode == 0, result.stderr[-2000:]
   assert result.stdout.strip() == 'ok'
+
+
+def _imported_names(path: str):
+  """(module imported from, name) for every `from X import name` in the file
+  at `path`, at any depth (inside functions and TYPE_CHECKING too)."""
+  with open(path) as f:
+    tree = ast.parse(f.read(), path)
+  package = os.path.relpath(os.path.dirname(path), REPO_ROOT).replace(os.sep, '.')
+  for node in ast.walk(tree):
+    if isinstance(node, ast.ImportFrom):
+      module = node.module or ''
+      if node.level:
+        base = package.split('.')[:len(package.split('.')) - node.level + 1]
+        module = '.'.join(base + ([module] if module else []))
+      for alias in node.names:
+        yield module, alias.name
+
+
+def test_no_private_name_is_imported_across_modules():
+  """A name another module needs is public: no `from acme_launch.X import _y`
+  anywhere in the package (tests may reach into a module they test)."""
+  found = []
+  for folder, _, files in os.walk(os.path.join(REPO_ROOT, 'acme_launch')):
+    for name in files:
+      if name.endswith('.py'):
+        path = os.path.join(folder, name)
+        found += [f'{os.path.relpath(path, REPO_ROOT)}: {module}.{imported}'
+                  for module, imported in _imported_names(path)
+                  if module.startswith('acme_launch') and
+                  imported.startswith('_') and not imported.startswith('__')]
+  assert not found, found

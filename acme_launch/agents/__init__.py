@@ -30,7 +30,7 @@ and may declare what its learner and actors need (defaults in brackets):
                          (PPO's log-probs) rather than actions alone
   BATCHED_ADDER          bool [False]: the builder has `make_batched_adder(
                          replay_client, environment_spec, num_envs)` (see
-                         program/batched_adders.py) for actors with
+                         adders/batched.py) for actors with
                          envs_per_actor > 1; otherwise each environment gets
                          its own `builder.make_adder()`
   RECURRENT              bool [False]: the policy keeps state between steps
@@ -125,7 +125,7 @@ def load(agent: str) -> Adapter:
           f'agents: {", ".join(SHIPPED)}; a module of yours must be on '
           'PYTHONPATH or beside the config file)') from None
     raise _import_error(agent, e) from None
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     raise _import_error(agent, e) from None
   missing = [f for f in FUNCTIONS if not callable(getattr(module, f, None))]
   if missing:
@@ -163,7 +163,7 @@ def call(adapter: Adapter, function: str, *args, **kwargs):
     return getattr(adapter, function)(*args, **kwargs)
   except errors.LaunchError:
     raise
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     where = ''
     frames = inspect.trace()
     if frames:
@@ -193,8 +193,8 @@ def make_variable_client(adapter: Adapter, config, variable_source,
   config section when the section sets it, else as often as `builder`'s own
   actors fetch (Acme's R2D2 every 400 updates, IMPALA every 1,000, the
   others on every update)."""
-  from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
-  from acme.jax import variable_utils  # pylint: disable=g-import-not-at-top
+  from acme_launch import compat
+  from acme.jax import variable_utils
   section = config.get(adapter.section) or {}
   period = section.get('variable_update_period') or _builder_update_period(
       builder)
@@ -207,7 +207,6 @@ def _builder_update_period(builder) -> int:
   """How often `builder`'s own actors fetch parameters: the shipped IMPALA
   builder keeps it on itself, Acme's R2D2 and PPO builders in their config,
   Acme's IMPALA builder in its make_actor (1,000); else every update (1)."""
-  # pylint: disable=protected-access
   for holder, name in ((builder, '_variable_update_period'),
                        (getattr(builder, '_config', None),
                         'variable_update_period')):

@@ -2,7 +2,7 @@
 
 from typing import Callable
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 from acme.agents.jax import d4pg
 from acme.utils import loggers

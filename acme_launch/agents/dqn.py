@@ -14,7 +14,7 @@ conv torso comes first when `network.conv_channels` names one
 
 from typing import Callable, Optional
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 from acme.agents.jax import dqn
 from acme.jax import networks as networks_lib

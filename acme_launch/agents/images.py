@@ -14,7 +14,7 @@ refuses, before launch, a torso whose convolutions do not fit the image.
 import dataclasses
 from typing import Optional
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 import haiku as hk
 import jax

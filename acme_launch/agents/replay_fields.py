@@ -18,7 +18,7 @@ from acme_launch import errors
 def check_discrete_actions(agent: str, config: ml_collections.ConfigDict,
                            environment_spec) -> None:
   """Q-learning agents (DQN, R2D2) pick one of N actions."""
-  from acme import specs  # pylint: disable=g-import-not-at-top
+  from acme import specs
   if not isinstance(environment_spec.actions, specs.DiscreteArray):
     raise errors.LaunchError(
         f'agent {agent} needs discrete actions; {config.env_name} has '
@@ -64,7 +64,7 @@ def transition_tables(agent: str, config: ml_collections.ConfigDict,
                       environment_spec, acme_config_class):
   """The one table of Acme's n-step transition agents (DQN, SAC, TD3,
   D4PG): `max_replay_size` transitions of `n_step`, an item per step."""
-  from acme_launch.plan import replay_memory  # pylint: disable=g-import-not-at-top
+  from acme_launch.plan import replay_memory
   section = config[agent]
   return (replay_memory.transition_layout(
       acme_field(section, acme_config_class, 'replay_table_name'),

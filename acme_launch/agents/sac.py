@@ -7,7 +7,7 @@ dimension is Acme's usual heuristic, -|A|).
 
 from typing import Callable
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 from acme.agents.jax import sac
 from acme.utils import loggers

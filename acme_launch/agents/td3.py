@@ -7,7 +7,7 @@ config fields mean what they say.
 
 from typing import Callable
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 from acme.agents.jax import td3
 from acme.utils import loggers

@@ -3,3 +3,5 @@
 Nothing here imports acme, Launchpad, TensorFlow or JAX."""
 
 from acme_launch.config.schema import base_config  # For config files.
+
+__all__ = ['base_config']

@@ -49,8 +49,8 @@ def is_shipped(path: str) -> bool:
 def load(name_or_path: str):
   """The ConfigDict of a registry name or config file path (for the Python
   API); LaunchError if there is none."""
-  import importlib.util  # pylint: disable=g-import-not-at-top
-  from acme_launch import errors  # pylint: disable=g-import-not-at-top
+  import importlib.util
+  from acme_launch import errors
   path = resolve(name_or_path)
   if path is None:
     raise errors.LaunchError(

@@ -103,7 +103,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
         f'envs_per_actor of them (e.g. --config.envpool_async_envs='
         f'{2 * config.envs_per_actor})')
   # Task family, backend and their packages; imported here, not at CLI start.
-  from acme_launch import envs as environments  # pylint: disable=g-import-not-at-top
+  from acme_launch import envs as environments
   environments.check_task(config.env_name, config.get('env_backend', 'gym'))
   if config.seed < 0:
     raise errors.LaunchError(f'config.seed must be >= 0, got {config.seed}')

@@ -35,10 +35,17 @@ discount 1).
 # checking tasks), families.py (gym, Gymnasium, dm_control), atari.py (the
 # Atari protocol; atari_gymnasium.py, imported when a game is made), minatar.py (MinAtar's games), pomdp.py (memory tasks), batched.py (N
 # environments as arrays), envpool_backend.py, factory.py (what callers make).
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
-from acme_launch.envs.batched import PythonEnvironments, TimeSteps  # pylint: disable=unused-import
-from acme_launch.envs.envpool_backend import EnvPoolEnvironment, EnvPoolEnvironments  # pylint: disable=unused-import
-from acme_launch.envs.factory import make_environment, make_environments, node_seed  # pylint: disable=unused-import
-from acme_launch.envs.families import GymnasiumEnvironment  # pylint: disable=unused-import
-from acme_launch.envs.minatar import MinAtarEnvironment  # pylint: disable=unused-import
-from acme_launch.envs.tasks import BACKENDS, FAMILIES, USER, Task, check_task, parse_task  # pylint: disable=unused-import
+from acme_launch import compat  # JAX aliases; before acme
+from acme_launch.envs.batched import PythonEnvironments, TimeSteps
+from acme_launch.envs.envpool_backend import EnvPoolEnvironment, EnvPoolEnvironments
+from acme_launch.envs.factory import make_environment, make_environments, node_seed
+from acme_launch.envs.families import GymnasiumEnvironment
+from acme_launch.envs.minatar import MinAtarEnvironment
+from acme_launch.envs.tasks import BACKENDS, FAMILIES, USER, Task, check_task, parse_task
+
+__all__ = [
+    'BACKENDS', 'FAMILIES', 'USER', 'EnvPoolEnvironment', 'EnvPoolEnvironments',
+    'GymnasiumEnvironment', 'MinAtarEnvironment', 'PythonEnvironments',
+    'Task', 'TimeSteps', 'check_task', 'make_environment', 'make_environments',
+    'node_seed', 'parse_task',
+]

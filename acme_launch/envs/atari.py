@@ -48,7 +48,7 @@ def envpool_options(evaluation: bool) -> Dict[str, object]:
 
 def games() -> List[str]:
   """Every game EnvPool registers, as `atari:` names ('Pong', ...)."""
-  from envpool import registration  # pylint: disable=g-import-not-at-top
+  from envpool import registration
   return sorted(task_id[:-len(_SUFFIX)]
                 for task_id, (module, *_) in registration.registry.specs.items()
                 if module == _MODULE and task_id.endswith(_SUFFIX))
@@ -68,8 +68,8 @@ def envpool_id(name: str) -> str:
 def ale_games() -> List[str]:
   """Every game ale-py registers with Gymnasium ('Pong', ...): the NAME of
   each ALE/NAME-v5."""
-  import gymnasium  # pylint: disable=g-import-not-at-top
-  import ale_py  # pylint: disable=g-import-not-at-top,unused-import  (registers ALE/*)
+  import gymnasium
+  import ale_py  # noqa: F401  (registers ALE/*)
   return sorted(task_id[len(_ALE_PREFIX):-len(_SUFFIX)]
                 for task_id in gymnasium.registry
                 if task_id.startswith(_ALE_PREFIX) and task_id.endswith(_SUFFIX))

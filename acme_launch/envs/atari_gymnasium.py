@@ -48,7 +48,7 @@ class _KeepGame(gymnasium.Wrapper):
     keep, self.keep_game = self.keep_game, False
     self.kept = keep and not self.env.unwrapped.ale.game_over()
     if self.kept:
-      return self.env.unwrapped._get_obs(), {}  # pylint: disable=protected-access
+      return self.env.unwrapped._get_obs(), {}
     return self.env.reset(seed=seed, options=options)
 
 
@@ -100,7 +100,7 @@ class _Episodes(gymnasium.Wrapper):
 
 def quiet_ale() -> None:
   """ALE prints a banner each time an emulator starts: errors only."""
-  import ale_py  # pylint: disable=g-import-not-at-top
+  import ale_py
   ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
 
 

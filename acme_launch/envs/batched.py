@@ -7,7 +7,7 @@ import dm_env
 import numpy as np
 
 _STEP_TYPES = tuple(dm_env.StepType)  # By value: FIRST, MID, LAST.
-_FIRST, _MID, _LAST = (int(t) for t in _STEP_TYPES)
+FIRST, MID, LAST = (int(t) for t in _STEP_TYPES)
 
 
 class TimeSteps(NamedTuple):
@@ -25,10 +25,10 @@ class TimeSteps(NamedTuple):
   env_id: np.ndarray      # [B] int64, which environments these rows are
 
   def first(self) -> np.ndarray:
-    return self.step_type == _FIRST
+    return self.step_type == FIRST
 
   def last(self) -> np.ndarray:
-    return self.step_type == _LAST
+    return self.step_type == LAST
 
   def take(self, rows: np.ndarray) -> 'TimeSteps':
     """These rows only (a boolean mask or row positions)."""

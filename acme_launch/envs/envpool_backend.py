@@ -1,13 +1,13 @@
 """The envpool backend: one EnvPool instance steps an actor's N environments."""
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 import dm_env
 import numpy as np
 
 from acme_launch.envs import atari
-from acme_launch.envs.batched import _FIRST, _LAST, TimeSteps
-from acme_launch.envs.tasks import _envpool_id, parse_task
+from acme_launch.envs.batched import FIRST, LAST, TimeSteps
+from acme_launch.envs.tasks import task_envpool_id, parse_task
 
 
 class EnvPoolEnvironments:
@@ -38,7 +38,7 @@ class EnvPoolEnvironments:
   def __init__(self, env_name: str, num_envs: int, seed: int,
                max_episode_steps: int = 0, num_threads: int = 1,
                batch_size: int = 0, evaluation: bool = False):
-    import envpool  # pylint: disable=g-import-not-at-top
+    import envpool
     task = parse_task(env_name)
     kwargs = (atari.envpool_options(evaluation)
               if task.family == atari.FAMILY else {})
@@ -48,7 +48,7 @@ class EnvPoolEnvironments:
     if not 0 < self._batch_size <= num_envs:
       raise ValueError(f'batch_size {batch_size} not in [1, {num_envs}]')
     self._pool = envpool.make_dm(
-        _envpool_id(task), num_envs=num_envs, batch_size=self._batch_size,
+        task_envpool_id(task), num_envs=num_envs, batch_size=self._batch_size,
         seed=int(seed), num_threads=max(1, int(num_threads)), **kwargs)
     self._num_envs = num_envs
     self._env_ids = np.arange(num_envs, dtype=np.int32)
@@ -145,10 +145,10 @@ class EnvPoolEnvironments:
     """EnvPool's batch as it is, but float32 and discount 1 at time limits."""
     step_types = np.asarray(batch.step_type).astype(np.int8)
     env_id = np.asarray(batch.observation.env_id, np.int64)
-    elapsed = np.where(step_types == _FIRST, 0, self._elapsed[env_id] + 1)
+    elapsed = np.where(step_types == FIRST, 0, self._elapsed[env_id] + 1)
     self._elapsed[env_id] = elapsed
     discounts = np.asarray(batch.discount, np.float32)
-    truncated = (step_types == _LAST) & (elapsed >= self._limit)
+    truncated = (step_types == LAST) & (elapsed >= self._limit)
     if truncated.any():
       discounts = np.where(truncated, np.float32(1.0), discounts)
     return TimeSteps(step_types, np.asarray(batch.reward, np.float32),

@@ -3,7 +3,7 @@ and each node's seed."""
 
 from typing import Sequence
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 from acme import wrappers
 import dm_env
@@ -15,7 +15,7 @@ from acme_launch.envs import pomdp
 from acme_launch.envs import user
 from acme_launch.envs.batched import PythonEnvironments
 from acme_launch.envs.envpool_backend import EnvPoolEnvironment, EnvPoolEnvironments
-from acme_launch.envs.families import _make_dmc, _make_gym, _make_gymnasium
+from acme_launch.envs.families import make_dmc, make_gym, make_gymnasium
 from acme_launch.envs.tasks import USER, parse_task
 
 
@@ -35,12 +35,12 @@ def make_environment(env_name: str, seed: int, max_episode_steps: int = 0,
                             evaluation=evaluation))
   task = parse_task(env_name)
   if task.family == 'gym':
-    environment = _make_gym(task.name, seed, max_episode_steps)
+    environment = make_gym(task.name, seed, max_episode_steps)
   elif task.family == 'gymnasium':
-    environment = _make_gymnasium(task.name, seed, max_episode_steps)
+    environment = make_gymnasium(task.name, seed, max_episode_steps)
   elif task.family == atari.FAMILY:
     # Gymnasium + ale-py, imported only for a game on this backend.
-    from acme_launch.envs import atari_gymnasium  # pylint: disable=g-import-not-at-top
+    from acme_launch.envs import atari_gymnasium
     environment = atari_gymnasium.make(task.name, seed, max_episode_steps,
                                        evaluation)
   elif task.family == minatar.FAMILY:
@@ -53,7 +53,7 @@ def make_environment(env_name: str, seed: int, max_episode_steps: int = 0,
     if max_episode_steps:
       environment = wrappers.StepLimitWrapper(environment, max_episode_steps)
   else:
-    environment = _make_dmc(task.name, seed, max_episode_steps)
+    environment = make_dmc(task.name, seed, max_episode_steps)
   if isinstance(environment.action_spec(), specs.BoundedArray) and not (
       isinstance(environment.action_spec(), specs.DiscreteArray)):
     environment = wrappers.CanonicalSpecWrapper(environment, clip=True)

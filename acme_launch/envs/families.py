@@ -5,7 +5,7 @@ import os
 from typing import Optional
 
 from absl import logging
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 from acme import wrappers
 import dm_env
@@ -13,14 +13,14 @@ import dm_env
 from acme_launch.envs import user
 
 
-def _dmc_domain_task(name: str):
+def dmc_domain_task(name: str):
   domain, _, task = name.partition('-')
   return domain, task.replace('-', '_')
 
 
-def _make_gym(name: str, seed: int, max_episode_steps: int):
-  import warnings  # pylint: disable=g-import-not-at-top
-  import gym  # pylint: disable=g-import-not-at-top
+def make_gym(name: str, seed: int, max_episode_steps: int):
+  import warnings
+  import gym
   kwargs = {'max_episode_steps': max_episode_steps} if max_episode_steps else {}
   with warnings.catch_warnings():
     # gym 0.25 warns about its own step API on every make().
@@ -31,8 +31,8 @@ def _make_gym(name: str, seed: int, max_episode_steps: int):
   return wrappers.GymWrapper(gym_env)
 
 
-def _make_gymnasium(name: str, seed: int, max_episode_steps: int):
-  import gymnasium  # pylint: disable=g-import-not-at-top
+def make_gymnasium(name: str, seed: int, max_episode_steps: int):
+  import gymnasium
   kwargs = {'max_episode_steps': max_episode_steps} if max_episode_steps else {}
   cls = user.gymnasium_class(name) if ':' in name else None
   if cls is not None:
@@ -43,22 +43,22 @@ def _make_gymnasium(name: str, seed: int, max_episode_steps: int):
   return GymnasiumEnvironment(gymnasium.make(name, **kwargs), seed)
 
 
-def _dmc_suite():
+def dmc_suite():
   # Physics only: no OpenGL context (and no GLFW warning without a display).
   os.environ.setdefault('MUJOCO_GL', 'disable')
   # dm_control logs its renderer choice at INFO on import: not for the user.
   verbosity = logging.get_verbosity()
   logging.set_verbosity(logging.WARNING)
   try:
-    from dm_control import suite  # pylint: disable=g-import-not-at-top
+    from dm_control import suite
   finally:
     logging.set_verbosity(verbosity)
   return suite
 
 
-def _make_dmc(name: str, seed: int, max_episode_steps: int):
-  domain, task = _dmc_domain_task(name)
-  environment = _dmc_suite().load(domain, task, task_kwargs={'random': int(seed)})
+def make_dmc(name: str, seed: int, max_episode_steps: int):
+  domain, task = dmc_domain_task(name)
+  environment = dmc_suite().load(domain, task, task_kwargs={'random': int(seed)})
   # The suite's observations are a dict of arrays: one vector for the agents.
   environment = wrappers.ConcatObservationWrapper(environment)
   if max_episode_steps:
@@ -69,7 +69,7 @@ def _make_dmc(name: str, seed: int, max_episode_steps: int):
 
 def _space_spec(space, name: str):
   """A gymnasium Box or Discrete space as the dm_env spec Acme would build."""
-  import gymnasium  # pylint: disable=g-import-not-at-top
+  import gymnasium
   if isinstance(space, gymnasium.spaces.Discrete):
     return specs.DiscreteArray(int(space.n), name=name)
   if isinstance(space, gymnasium.spaces.Box):

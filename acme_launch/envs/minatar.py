@@ -66,7 +66,7 @@ class MinAtarEnvironment(dm_env.Environment):
   MinAtar's own step."""
 
   def __init__(self, game: str, seed: int, max_episode_steps: int = 0):
-    import minatar  # pylint: disable=g-import-not-at-top
+    import minatar
     self._game = minatar.Environment(game, **PROTOCOL)
     self._game.seed(int(seed))
     self._actions = list(self._game.minimal_action_set())

@@ -30,9 +30,9 @@ def unknown_task_message(env_name: str) -> str:
 
 def make(name: str, seed: int, max_episode_steps: int):
   """The task as a dm_env environment (envs/families.py's adapter)."""
-  import gymnasium  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from acme_launch.envs import families  # pylint: disable=g-import-not-at-top
+  import gymnasium
+  import numpy as np
+  from acme_launch.envs import families
 
   kept = np.asarray(KEPT[name])
   kwargs = {'max_episode_steps': max_episode_steps} if max_episode_steps else {}

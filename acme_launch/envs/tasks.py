@@ -11,7 +11,7 @@ from acme_launch.envs import atari
 from acme_launch.envs import minatar
 from acme_launch.envs import pomdp
 from acme_launch.envs import user
-from acme_launch.envs.families import _dmc_domain_task, _dmc_suite
+from acme_launch.envs.families import dmc_domain_task, dmc_suite
 
 FAMILIES = ('gym', 'gymnasium', 'dmc', atari.FAMILY, minatar.FAMILY,
             pomdp.FAMILY)
@@ -55,12 +55,12 @@ def parse_task(env_name: str) -> Task:
 def _has_attr(module: str, name: str) -> bool:
   try:
     return hasattr(importlib.import_module(module), name)
-  except Exception:  # pylint: disable=broad-except
+  except Exception:
     return False  # check_task reports the import error.
 
 
 def _gym_registered(name: str) -> bool:
-  import gym  # pylint: disable=g-import-not-at-top
+  import gym
   return name in gym.envs.registry
 
 
@@ -74,20 +74,20 @@ def _is_module(name: str) -> bool:
 def _family_tasks(family: str) -> List[str]:
   """Every task name a family's library registers, for error messages."""
   if family == 'gym':
-    import gym  # pylint: disable=g-import-not-at-top
+    import gym
     return sorted(gym.envs.registry.keys())
   if family == 'gymnasium':
-    import gymnasium  # pylint: disable=g-import-not-at-top
+    import gymnasium
     return sorted(gymnasium.registry.keys())
-  return [f'{d}-{t.replace("_", "-")}' for d, t in _dmc_suite().ALL_TASKS]
+  return [f'{d}-{t.replace("_", "-")}' for d, t in dmc_suite().ALL_TASKS]
 
 
 def _envpool_tasks() -> List[str]:
-  import envpool  # pylint: disable=g-import-not-at-top
+  import envpool
   return envpool.list_all_envs()
 
 
-def _envpool_id(task: Task) -> str:
+def task_envpool_id(task: Task) -> str:
   """EnvPool's name for a task ('' where it has none): gym ids as they are,
   dm_control's `walker-walk` as `WalkerWalk-v1`."""
   if task.family == 'gym':
@@ -95,7 +95,7 @@ def _envpool_id(task: Task) -> str:
   elif task.family == atari.FAMILY:
     return atari.envpool_id(task.name)
   elif task.family == 'dmc':
-    domain, task_name = _dmc_domain_task(task.name)
+    domain, task_name = dmc_domain_task(task.name)
     name = ''.join(part[:1].upper() + part[1:]
                    for part in f'{domain}_{task_name}'.split('_')) + '-v1'
   else:
@@ -166,7 +166,7 @@ def check_task(env_name: str, backend: str) -> Task:
     module, _, name = name.partition(':')
     try:
       importlib.import_module(module)
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:
       raise errors.LaunchError(
           f'config.env_name {env_name!r}: importing {module} failed: '
           f'{type(e).__name__}: {" ".join(str(e).split())[:200]}') from None
@@ -175,10 +175,10 @@ def check_task(env_name: str, backend: str) -> Task:
     raise errors.LaunchError(
         f'config.env_name {env_name!r}: unknown {task.family} task; known: '
         f'{", ".join(known)}')
-  if backend == 'envpool' and not _envpool_id(task):
+  if backend == 'envpool' and not task_envpool_id(task):
     gym_tasks = [t for t in _envpool_tasks() if t in _family_tasks('gym')]
     dmc_tasks = [t for t in _family_tasks('dmc')
-                 if _envpool_id(Task('dmc', t))]
+                 if task_envpool_id(Task('dmc', t))]
     raise errors.LaunchError(
         f'config.env_backend envpool does not run {env_name!r}; it runs '
         f'these gym tasks: {", ".join(sorted(gym_tasks))}; and these dmc '

@@ -35,7 +35,7 @@ def import_attr(env_name: str, what: str) -> Optional[Any]:
   module_name, attr = split(env_name)
   try:
     module = importlib.import_module(module_name)
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     raise errors.LaunchError(
         f'config.env_name {what!r}: importing {module_name} failed: '
         f'{type(e).__name__}: {" ".join(str(e).split())[:200]}') from None
@@ -56,7 +56,7 @@ def factory(env_name: str) -> Callable:
 
 def make(env_name: str, seed: int, config=None):
   """The factory's environment for `seed`, checked to be a dm_env one."""
-  import dm_env  # pylint: disable=g-import-not-at-top
+  import dm_env
   function = factory(env_name)
   try:
     wants_config = 'config' in inspect.signature(function).parameters
@@ -65,7 +65,7 @@ def make(env_name: str, seed: int, config=None):
   try:
     environment = (function(int(seed), config=config) if wants_config
                    else function(int(seed)))
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     raise errors.LaunchError(
         f'config.env_name {env_name!r}: the factory raised '
         f'{type(e).__name__}: {" ".join(str(e).split())[:200]}') from e
@@ -81,7 +81,7 @@ def make(env_name: str, seed: int, config=None):
 def gymnasium_class(name: str):
   """For gymnasium:MODULE:ATTR: the gymnasium.Env subclass ATTR names, or
   None when ATTR is an id the module registers."""
-  import gymnasium  # pylint: disable=g-import-not-at-top
+  import gymnasium
   target = import_attr(name, f'gymnasium:{name}')
   if inspect.isclass(target) and issubclass(target, gymnasium.Env):
     return target

@@ -64,7 +64,7 @@ def configure_process(settings: node_env.NodeEnv) -> None:
   pin_cores(settings.cpus)
   mode = settings.tf_gpu or 'none'
   intra, inter = settings.tf_intra_op_threads, settings.tf_inter_op_threads
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   try:
     if mode == 'none':
       tf.config.set_visible_devices([], 'GPU')
@@ -87,8 +87,8 @@ def configure_process(settings: node_env.NodeEnv) -> None:
 
 def record_received(settings: node_env.NodeEnv) -> None:
   """Writes nodes/<node>.json: the env, JAX devices and TF devices it got."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import jax
+  import tensorflow as tf
   layout.write_json_atomic(
       os.path.join(layout.nodes_dir(settings.run_dir),
                    topology.file_stem(settings.node) + '.json'),
@@ -129,10 +129,10 @@ def main() -> None:
   if settings.run_dir and node:
     record_received(settings)
 
-  from absl import app  # pylint: disable=g-import-not-at-top
-  from launchpad.nodes.python import process_entry  # pylint: disable=g-import-not-at-top
+  from absl import app
+  from launchpad.nodes.python import process_entry
   sys.argv[0] = process_entry.__file__
-  process_entry._populate_flags()  # pylint: disable=protected-access
+  process_entry._populate_flags()
   entry = process_entry.main
   if settings.pdb:
     entry = _with_post_mortem(entry, node or 'this node')
@@ -148,7 +148,7 @@ def _with_post_mortem(entry, node: str):
   def run(argv):
     try:
       return entry(argv)
-    except Exception:  # pylint: disable=broad-except
+    except Exception:
       traceback.print_exc()
       print(f'acme-launch: post-mortem debugger in {node} (q ends it, and '
             'with it the run)', flush=True)

@@ -45,9 +45,8 @@ MAX_MESSAGE = 1 << 20
 
 def _import_heavy_modules() -> None:
   """What every node imports anyway, node-independent; nothing started."""
-  from acme_launch import quiet  # pylint: disable=g-import-not-at-top
+  from acme_launch import quiet
   quiet.quiet_third_party()
-  # pylint: disable=g-import-not-at-top,unused-import,import-outside-toplevel
   from acme_launch import compat  # noqa: F401
   import tensorflow  # noqa: F401
   import jax  # noqa: F401
@@ -58,7 +57,6 @@ def _import_heavy_modules() -> None:
   import envpool  # noqa: F401
   from acme.agents.jax import d4pg, dqn, impala, ppo, r2d2, sac, td3  # noqa: F401
   from acme_launch.node import entry  # noqa: F401
-  # pylint: enable=g-import-not-at-top,unused-import,import-outside-toplevel
 
 
 def _die_with_parent() -> None:
@@ -87,10 +85,10 @@ def _run_child(request: dict, out_fd: int, sock: socket.socket) -> None:
     os.environ.update(request['env'])
     # ps, top and psutil show the command an exec'd node would have had.
     setproctitle.setproctitle(' '.join(request['argv']))
-    from acme_launch.node import entry  # pylint: disable=g-import-not-at-top
+    from acme_launch.node import entry
     # `python -m acme_launch.node.entry ARGS` has sys.argv [entry.py, ARGS].
     sys.argv = [entry.__file__, *request['argv'][3:]]
-    from acme_launch import quiet  # pylint: disable=g-import-not-at-top
+    from acme_launch import quiet
     quiet.quiet_third_party()
     try:
       entry.main()
@@ -101,7 +99,7 @@ def _run_child(request: dict, out_fd: int, sock: socket.socket) -> None:
         print(e.code, file=sys.stderr)
     except KeyboardInterrupt:
       code = 128 + signal.SIGINT
-  except BaseException:  # pylint: disable=broad-except
+  except BaseException:
     traceback.print_exc()
     code = 1
   finally:
@@ -109,7 +107,7 @@ def _run_child(request: dict, out_fd: int, sock: socket.socket) -> None:
       sys.stdout.flush()
       sys.stderr.flush()
     finally:
-      os._exit(code)  # pylint: disable=protected-access
+      os._exit(code)
 
 
 def _send(sock: socket.socket, message: dict) -> None:

@@ -3,7 +3,7 @@
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from acme_launch.plan.node_env import format_cores
-from acme_launch.plan.specs import _NodeSpec, _fail
+from acme_launch.plan.specs import NodeSpec, fail
 
 # 'auto' nodes with a core of their own; the others share one.
 _OWN_CORE_GROUPS = ('learner', 'replay', 'actor')
@@ -24,11 +24,11 @@ def _claim_explicit_cores(node_names, specs, host: Tuple[int, ...],
       continue
     missing = [c for c in spec.cpu_list if c not in host]
     if missing:
-      _fail(f'{node} asks for cores {format_cores(spec.cpu_list)}, but {have} '
+      fail(f'{node} asks for cores {format_cores(spec.cpu_list)}, but {have} '
             f'(os.sched_getaffinity); core {missing[0]} is not among them')
     for core in spec.cpu_list:
       if core in claimed and not oversubscribe:
-        _fail(f'{node} and {claimed[core]} both ask for core {core}; give them '
+        fail(f'{node} and {claimed[core]} both ask for core {core}; give them '
               'disjoint core lists or set '
               'config.resources.oversubscribe_cpus=true')
       claimed.setdefault(core, node)
@@ -39,7 +39,7 @@ def _claim_explicit_cores(node_names, specs, host: Tuple[int, ...],
     if not spec.cpu_count:
       continue
     if spec.cpu_count > len(host):
-      _fail(f'{node} asks for {spec.cpu_count} cores, but {have}')
+      fail(f'{node} asks for {spec.cpu_count} cores, but {have}')
     if len(free) >= spec.cpu_count:
       cores = tuple(free[:spec.cpu_count])
       free = free[spec.cpu_count:]
@@ -49,7 +49,7 @@ def _claim_explicit_cores(node_names, specs, host: Tuple[int, ...],
       free = [c for c in free if c not in cores]
     else:
       wanted = sum(s.cpu_count + len(s.cpu_list) for s in specs)
-      _fail(f'the CPU plan asks for {wanted} cores (counts and core lists '
+      fail(f'the CPU plan asks for {wanted} cores (counts and core lists '
             f'of config.resources), but {have}; ask for fewer or set '
             'config.resources.oversubscribe_cpus=true')
     for core in cores:
@@ -58,15 +58,15 @@ def _claim_explicit_cores(node_names, specs, host: Tuple[int, ...],
   return assigned, free
 
 
-def _assign_cores(node_names: Sequence[str], groups: Sequence[str],
-                  specs: Sequence[_NodeSpec],
+def assign_cores(node_names: Sequence[str], groups: Sequence[str],
+                  specs: Sequence[NodeSpec],
                   host_cores: Optional[Sequence[int]], oversubscribe: bool
                   ) -> Tuple[List[Tuple[int, ...]], str]:
   """Each node's cores (empty: not pinned) and a line saying how."""
   if host_cores is None:
     for node, spec in zip(node_names, specs):
       if spec.cpus not in ('auto', 'all'):
-        _fail(f'{node} has cpus={spec.cpus.replace("list:", "")!r}: only '
+        fail(f'{node} has cpus={spec.cpus.replace("list:", "")!r}: only '
               "--launch_type=local_mp pins cores; use 'auto' or 'all'")
     return [()] * len(specs), 'cores: not pinned (local_mp pins them)'
   host = tuple(sorted(host_cores))

@@ -104,7 +104,7 @@ def _from_file(path: str) -> Tuple[GpuInfo, ...]:
 def _from_nvml() -> Optional[Tuple[GpuInfo, ...]]:
   """None when NVML is unusable (no library or driver): try nvidia-smi."""
   try:
-    import pynvml  # pylint: disable=g-import-not-at-top
+    import pynvml
   except ImportError:
     return None
   try:

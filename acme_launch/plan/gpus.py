@@ -4,7 +4,7 @@ import dataclasses
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from acme_launch.plan.gpu_inventory import GpuInfo
-from acme_launch.plan.specs import _NodeSpec, _fail
+from acme_launch.plan.specs import NodeSpec, fail
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,7 +19,7 @@ def _describe(gpus: Sequence[GpuInfo]) -> str:
   return ', '.join(f'{g.index} ({g.name})' for g in gpus)
 
 
-def _describe_by_model(gpus: Sequence[GpuInfo]) -> str:
+def describe_by_model(gpus: Sequence[GpuInfo]) -> str:
   by_model: Dict[str, List[int]] = {}
   for gpu in gpus:
     by_model.setdefault(gpu.name, []).append(gpu.index)
@@ -49,17 +49,17 @@ def _explicit_gpus(node: str, text: str, by_index: Mapping[int, GpuInfo]
       have = (f'GPUs {", ".join(map(str, sorted(by_index)))}' if by_index
               else 'no GPUs (none found; plan another machine with '
               '--gpu_inventory=FILE)')
-      _fail(f'{node} asks for GPU {index}, which this machine does not have; '
+      fail(f'{node} asks for GPU {index}, which this machine does not have; '
             f'it has {have}')
   models = {by_index[i].name for i in indices}
   if len(models) > 1:
-    _fail(f'{node} would see GPUs {_describe([by_index[i] for i in indices])}: '
+    fail(f'{node} would see GPUs {_describe([by_index[i] for i in indices])}: '
           'one JAX process cannot use two GPU models; give it GPUs of one model')
   return indices
 
 
-def _assign_gpus(node_names: Sequence[str], groups: Sequence[str],
-                 specs: Sequence[_NodeSpec], inventory: Sequence[GpuInfo],
+def assign_gpus(node_names: Sequence[str], groups: Sequence[str],
+                 specs: Sequence[NodeSpec], inventory: Sequence[GpuInfo],
                  learner_devices: int) -> List[Tuple[int, ...]]:
   by_index = {g.index: g for g in inventory}
   assigned: List[Optional[Tuple[int, ...]]] = []
@@ -83,23 +83,23 @@ def _assign_gpus(node_names: Sequence[str], groups: Sequence[str],
   return assigned
 
 
-def _planned_mb(spec: _NodeSpec, gpu: GpuInfo, overhead_mb: int) -> int:
+def node_planned_mb(spec: NodeSpec, gpu: GpuInfo, overhead_mb: int) -> int:
   return (int(round(spec.jax_mem_fraction * gpu.memory_mb)) + overhead_mb +
           spec.tf_limit_mb)
 
 
-def _gpu_usage(node_names, specs, assigned, inventory, overhead_mb
+def plan_gpu_usage(node_names, specs, assigned, inventory, overhead_mb
                ) -> Tuple[GpuUsage, ...]:
   """Per GPU, the planned memory; refuses a GPU that would overflow."""
   usage = []
   for gpu in inventory:
-    on_it = [(node, _planned_mb(spec, gpu, overhead_mb))
+    on_it = [(node, node_planned_mb(spec, gpu, overhead_mb))
              for node, spec, gpus in zip(node_names, specs, assigned)
              if gpu.index in gpus]
     total = sum(mb for _, mb in on_it)
     if total > gpu.memory_mb:
       parts = ' + '.join(f'{node} {mb}' for node, mb in on_it)
-      _fail(f'GPU {gpu.index} ({gpu.name}, {gpu.memory_mb} MB) is '
+      fail(f'GPU {gpu.index} ({gpu.name}, {gpu.memory_mb} MB) is '
             f'over-committed: {parts} = {total} MB (JAX fraction of the GPU + '
             f'{overhead_mb} MB CUDA context + TF limit per process); lower '
             'jax_mem_fraction or place fewer nodes on it')

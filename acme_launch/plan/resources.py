@@ -23,13 +23,11 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import ml_collections
 
 from acme_launch.plan import node_env
-from acme_launch.plan.cores import _assign_cores
-from acme_launch.plan.gpu_inventory import GpuInfo, read_inventory  # pylint: disable=unused-import
-from acme_launch.plan.gpus import GpuUsage, _assign_gpus, _gpu_usage, _planned_mb
-from acme_launch.plan.node_env import format_cores, parse_core_list  # pylint: disable=unused-import
-from acme_launch.plan.specs import GROUPS, _NodeSpec, _fail, _node_specs
-from acme_launch.plan.specs import default_resources_config  # pylint: disable=unused-import
-from acme_launch.plan.table import format_plan  # pylint: disable=unused-import
+from acme_launch.plan.cores import assign_cores
+from acme_launch.plan.gpu_inventory import GpuInfo
+from acme_launch.plan.gpus import GpuUsage, assign_gpus, plan_gpu_usage, node_planned_mb
+from acme_launch.plan.node_env import format_cores
+from acme_launch.plan.specs import GROUPS, NodeSpec, fail, node_specs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +69,7 @@ class ResourcePlan:
 # Environment and labels ---------------------------------------------------------
 
 
-def _settings(spec: _NodeSpec, cores: Tuple[int, ...]) -> node_env.NodeEnv:
+def _settings(spec: NodeSpec, cores: Tuple[int, ...]) -> node_env.NodeEnv:
   return node_env.NodeEnv(
       cpus=tuple(cores), tf_gpu=spec.tf_gpu,
       # Pinned: as many threads as its cores, unless the config says.
@@ -79,7 +77,7 @@ def _settings(spec: _NodeSpec, cores: Tuple[int, ...]) -> node_env.NodeEnv:
       tf_inter_op_threads=spec.inter_op_threads or len(cores))
 
 
-def _env(spec: _NodeSpec, gpus: Tuple[int, ...], cores: Tuple[int, ...],
+def _env(spec: NodeSpec, gpus: Tuple[int, ...], cores: Tuple[int, ...],
          settings: node_env.NodeEnv) -> Dict[str, str]:
   env = {
       'CUDA_DEVICE_ORDER': 'PCI_BUS_ID',
@@ -146,16 +144,16 @@ def plan_resources(nodes: Sequence[Tuple[str, int]],
   node_names = [f'{group}/{index}' for group, index in nodes]
   for group in groups:
     if group not in GROUPS:
-      _fail(f'unknown node group {group!r}; groups: {", ".join(GROUPS)}')
+      fail(f'unknown node group {group!r}; groups: {", ".join(GROUPS)}')
   overhead_mb = int(resources_config.get('cuda_context_overhead_mb', 500))
   if overhead_mb < 0:
-    _fail('config.resources.cuda_context_overhead_mb must be >= 0, '
+    fail('config.resources.cuda_context_overhead_mb must be >= 0, '
           f'got {overhead_mb}')
-  specs = _node_specs(node_names, groups, resources_config)
-  assigned = _assign_gpus(node_names, groups, specs, inventory,
+  specs = node_specs(node_names, groups, resources_config)
+  assigned = assign_gpus(node_names, groups, specs, inventory,
                           learner_devices)
-  usage = _gpu_usage(node_names, specs, assigned, inventory, overhead_mb)
-  cores, cpu_note = _assign_cores(
+  usage = plan_gpu_usage(node_names, specs, assigned, inventory, overhead_mb)
+  cores, cpu_note = assign_cores(
       node_names, groups, specs, host_cores,
       bool(resources_config.get('oversubscribe_cpus', False)))
   settings = [_settings(spec, node_cores)
@@ -168,7 +166,7 @@ def plan_resources(nodes: Sequence[Tuple[str, int]],
   placements = tuple(
       NodePlacement(
           node=node, group=group, label=label, gpus=gpus, env=env,
-          gpu_memory_mb=(_planned_mb(spec, by_index[gpus[0]], overhead_mb)
+          gpu_memory_mb=(node_planned_mb(spec, by_index[gpus[0]], overhead_mb)
                          if gpus else 0),
           ray_cpus=spec.ray_cpus, ray_memory_mb=spec.ray_memory_mb,
           ray_resources=spec.ray_resources, cores=node_cores,

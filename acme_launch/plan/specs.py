@@ -1,7 +1,7 @@
 """The `resources` config: its defaults and its parsing into per-node specs.
 
 Reads each group's fields and the node overrides, checks them and gives one
-validated `_NodeSpec` per node; bad input raises `LaunchError` with one line.
+validated `NodeSpec` per node; bad input raises `LaunchError` with one line.
 """
 
 import dataclasses
@@ -24,7 +24,7 @@ _PLANNER_OWNED_PREFIXES = ('XLA_PYTHON_CLIENT_', node_env.PREFIX)
 _ENV_NAME = r'[A-Za-z_][A-Za-z0-9_]*'
 
 
-_DEFAULT_ACTOR_FRACTION = 0.1   # JAX's GPU memory cap, every group but the learner.
+DEFAULT_ACTOR_FRACTION = 0.1   # JAX's GPU memory cap, every group but the learner.
 
 
 def _group_defaults(gpus: str, jax_mem_fraction: float) -> ml_collections.ConfigDict:
@@ -51,7 +51,7 @@ def default_resources_config() -> ml_collections.ConfigDict:
   for group in GROUPS:
     learner = group == 'learner'
     config[group] = _group_defaults('auto' if learner else 'none',
-                                    0.75 if learner else _DEFAULT_ACTOR_FRACTION)
+                                    0.75 if learner else DEFAULT_ACTOR_FRACTION)
   config.node_overrides = ''
   config.cuda_context_overhead_mb = 500
   config.oversubscribe_cpus = False
@@ -64,7 +64,7 @@ _TOP_LEVEL = ('node_overrides', 'cuda_context_overhead_mb',
 
 
 @dataclasses.dataclass(frozen=True)
-class _NodeSpec:
+class NodeSpec:
   """One node's validated settings, before GPUs are resolved."""
   gpus: str                       # 'auto', 'none' or '0,1'.
   jax_preallocate: bool
@@ -84,7 +84,7 @@ class _NodeSpec:
   cpu_list: Tuple[int, ...] = ()  # The cores, when cpus is a list.
 
 
-def _fail(message: str) -> None:
+def fail(message: str) -> None:
   raise errors.LaunchError(message)
 
 
@@ -96,11 +96,11 @@ def _parse_value(raw: str, default, where: str):
       return True
     if lowered in ('false', '0', 'no'):
       return False
-    _fail(f'{where}: expected true or false, got {raw!r}')
+    fail(f'{where}: expected true or false, got {raw!r}')
   try:
     return type(default)(raw)
   except ValueError:
-    _fail(f'{where}: expected {type(default).__name__}, got {raw!r}')
+    fail(f'{where}: expected {type(default).__name__}, got {raw!r}')
 
 
 def _parse_node_overrides(text: str, nodes: Sequence[str]
@@ -110,23 +110,23 @@ def _parse_node_overrides(text: str, nodes: Sequence[str]
   for entry in filter(None, (e.strip() for e in text.split(';'))):
     match = re.fullmatch(r'([^:\s]+)\s*:\s*(\w+)\s*=(.*)', entry)
     if not match:
-      _fail(f'config.resources.node_overrides: cannot read {entry!r}; '
+      fail(f'config.resources.node_overrides: cannot read {entry!r}; '
             "expected NODE:FIELD=VALUE entries separated by ';', "
             "e.g. 'actor/3:gpus=1;actor/0:gpus=none'")
     node, field, value = match.group(1), match.group(2), match.group(3).strip()
     where = f'config.resources.node_overrides {node}:{field}'
     group = node.split('/')[0]
     if group not in GROUPS:
-      _fail(f'config.resources.node_overrides: unknown group {group!r} in '
+      fail(f'config.resources.node_overrides: unknown group {group!r} in '
             f'{entry!r}; groups: {", ".join(GROUPS)}')
     if node not in nodes:
-      _fail(f'config.resources.node_overrides: unknown node {node!r}; this '
+      fail(f'config.resources.node_overrides: unknown node {node!r}; this '
             f'config has nodes {", ".join(nodes)}')
     if field not in _FIELDS:
-      _fail(f'config.resources.node_overrides: unknown field {field!r} in '
+      fail(f'config.resources.node_overrides: unknown field {field!r} in '
             f'{entry!r}; fields: {", ".join(_FIELDS)}')
     if field in overrides.setdefault(node, {}):
-      _fail(f'config.resources.node_overrides sets {node}:{field} twice')
+      fail(f'config.resources.node_overrides sets {node}:{field} twice')
     overrides[node][field] = (value, where)
   return overrides
 
@@ -139,10 +139,10 @@ def _parse_extra_env(text: str, where: str) -> Tuple[Tuple[str, str], ...]:
   for item in re.split(rf',(?=\s*{_ENV_NAME}=)', text):
     match = re.fullmatch(rf'\s*({_ENV_NAME})=(.*)', item, re.DOTALL)
     if not match:
-      _fail(f"{where}: cannot read {item!r}; expected 'KEY=VALUE,KEY2=VALUE2'")
+      fail(f"{where}: cannot read {item!r}; expected 'KEY=VALUE,KEY2=VALUE2'")
     key, value = match.group(1), match.group(2)
     if key in _PLANNER_OWNED or key.startswith(_PLANNER_OWNED_PREFIXES):
-      _fail(f'{where} sets {key}, which the resource planner sets; use the '
+      fail(f'{where} sets {key}, which the resource planner sets; use the '
             'gpus, jax_*, tf_gpu and *_threads fields instead')
     pairs.append((key, value))
   return tuple(pairs)
@@ -160,13 +160,13 @@ def _parse_ray_resources(text: str, where: str) -> Tuple[Tuple[str, float], ...]
       except ValueError:
         pass
     if amount is None or not 0 < amount < float('inf'):
-      _fail(f"{where}: cannot read {item!r}; expected 'NAME:AMOUNT' entries "
+      fail(f"{where}: cannot read {item!r}; expected 'NAME:AMOUNT' entries "
             "separated by ',' with AMOUNT > 0, e.g. 'gpu_host:1'")
     if match.group(1) in ('CPU', 'GPU', 'memory', 'object_store_memory'):
-      _fail(f'{where} names {match.group(1)!r}, a resource Ray sets itself; '
+      fail(f'{where} names {match.group(1)!r}, a resource Ray sets itself; '
             'use ray_cpus, gpus or ray_memory_mb')
     if match.group(1) in dict(pairs):
-      _fail(f'{where} names {match.group(1)!r} twice')
+      fail(f'{where} names {match.group(1)!r} twice')
     pairs.append((match.group(1), amount))
   return tuple(pairs)
 
@@ -178,7 +178,7 @@ def parse_tf_gpu(value: str, where: str) -> Tuple[str, int]:
   number = text[len('limit:'):] if text.startswith('limit:') else text
   if number.isdigit() and int(number) > 0:
     return f'limit:{int(number)}', int(number)
-  _fail(f"{where} must be 'none', 'growth' or a memory limit in MB such as "
+  fail(f"{where} must be 'none', 'growth' or a memory limit in MB such as "
         f"'2048' or 'limit:2048', got {value!r}")
 
 
@@ -188,10 +188,10 @@ def _check_gpus_field(value: str, where: str) -> str:
     return text
   indices = text.split(',')
   if not all(i.isdigit() for i in indices):
-    _fail(f"{where} must be 'auto', 'none' or GPU indices like '0,1', "
+    fail(f"{where} must be 'auto', 'none' or GPU indices like '0,1', "
           f'got {value!r}')
   if len(set(indices)) != len(indices):
-    _fail(f'{where} lists a GPU twice: {value!r}')
+    fail(f'{where} lists a GPU twice: {value!r}')
   return ','.join(str(int(i)) for i in indices)
 
 
@@ -202,42 +202,42 @@ def _parse_cpus(value, where: str) -> Tuple[str, int, Tuple[int, ...]]:
     return text, 0, ()
   if text.isdigit() and '-' not in text and ',' not in text:
     if int(text) < 1:
-      _fail(f"{where} must be 'auto', 'all', a count >= 1 or a core list "
+      fail(f"{where} must be 'auto', 'all', a count >= 1 or a core list "
             f"like '0-3,8' (core 0 alone: '0-0'; '5-5' for core 5), "
             f'got {value!r}')
     return text, int(text), ()
   try:
     cores = parse_core_list(text)
   except ValueError:
-    _fail(f"{where} must be 'auto', 'all', a count like '2' or a core list "
+    fail(f"{where} must be 'auto', 'all', a count like '2' or a core list "
           f"like '0-3,8' (each core once; one core as '5-5'), got {value!r}")
   return 'list:' + format_cores(cores), 0, cores
 
 
-def _node_spec(fields: Mapping[str, Tuple[object, str]]) -> _NodeSpec:
+def _node_spec(fields: Mapping[str, Tuple[object, str]]) -> NodeSpec:
   """Validates one node's settings; fields map to (value, where)."""
   value = {name: v for name, (v, _) in fields.items()}
   where = {name: w for name, (_, w) in fields.items()}
   fraction = float(value['jax_mem_fraction'])
   if not 0.0 < fraction <= 1.0:
-    _fail(f'{where["jax_mem_fraction"]} must be in (0, 1], got {fraction:g}')
+    fail(f'{where["jax_mem_fraction"]} must be in (0, 1], got {fraction:g}')
   allocator = str(value['jax_allocator']).strip().lower()
   if allocator not in ALLOCATORS:
-    _fail(f'{where["jax_allocator"]} must be one of {", ".join(ALLOCATORS)}, '
+    fail(f'{where["jax_allocator"]} must be one of {", ".join(ALLOCATORS)}, '
           f'got {value["jax_allocator"]!r}')
   for name in ('intra_op_threads', 'inter_op_threads', 'omp_threads'):
     if int(value[name]) < 0:
-      _fail(f'{where[name]} must be >= 0 (0 = library default), '
+      fail(f'{where[name]} must be >= 0 (0 = library default), '
             f'got {value[name]}')
   tf_gpu, tf_limit_mb = parse_tf_gpu(value['tf_gpu'], where['tf_gpu'])
   cpus, cpu_count, cpu_list = _parse_cpus(value['cpus'], where['cpus'])
   ray_cpus = float(value['ray_cpus'])
   if not 0 <= ray_cpus < float('inf'):
-    _fail(f'{where["ray_cpus"]} must be >= 0 and finite, got {ray_cpus:g}')
+    fail(f'{where["ray_cpus"]} must be >= 0 and finite, got {ray_cpus:g}')
   if int(value['ray_memory_mb']) < 0:
-    _fail(f'{where["ray_memory_mb"]} must be >= 0 (0 = none), '
+    fail(f'{where["ray_memory_mb"]} must be >= 0 (0 = none), '
           f'got {value["ray_memory_mb"]}')
-  return _NodeSpec(
+  return NodeSpec(
       gpus=_check_gpus_field(value['gpus'], where['gpus']),
       jax_preallocate=bool(value['jax_preallocate']),
       jax_mem_fraction=fraction,
@@ -255,12 +255,12 @@ def _node_spec(fields: Mapping[str, Tuple[object, str]]) -> _NodeSpec:
       cpus=cpus, cpu_count=cpu_count, cpu_list=cpu_list)
 
 
-def _node_specs(node_names: Sequence[str], groups: Sequence[str],
-                config: ml_collections.ConfigDict) -> List[_NodeSpec]:
+def node_specs(node_names: Sequence[str], groups: Sequence[str],
+                config: ml_collections.ConfigDict) -> List[NodeSpec]:
   """Group settings, then node overrides, validated, for every node."""
   unknown = sorted(set(config.keys()) - set(GROUPS) - set(_TOP_LEVEL))
   if unknown:
-    _fail(f'config.resources has unknown entries {", ".join(unknown)}; '
+    fail(f'config.resources has unknown entries {", ".join(unknown)}; '
           f'known: {", ".join(GROUPS + _TOP_LEVEL)}')
   defaults = default_resources_config()
   group_fields = {}
@@ -268,7 +268,7 @@ def _node_specs(node_names: Sequence[str], groups: Sequence[str],
     section = config[group] if group in config else defaults[group]
     unknown = sorted(set(section.keys()) - set(_FIELDS))
     if unknown:
-      _fail(f'config.resources.{group} has unknown fields '
+      fail(f'config.resources.{group} has unknown fields '
             f'{", ".join(unknown)}; fields: {", ".join(_FIELDS)}')
     group_fields[group] = {
         name: (section[name] if name in section else defaults[group][name],

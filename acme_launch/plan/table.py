@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Dict, List, Tuple
+from typing import Dict, List, Tuple
 
-from acme_launch.plan.gpus import _describe_by_model
+from acme_launch.plan.gpus import describe_by_model
 from acme_launch.plan.node_env import format_cores
-from acme_launch.plan.specs import _DEFAULT_ACTOR_FRACTION
-
-if TYPE_CHECKING:
-  from acme_launch.plan.resources import NodePlacement, ResourcePlan
+from acme_launch.plan.resources import NodePlacement, ResourcePlan
+from acme_launch.plan.specs import DEFAULT_ACTOR_FRACTION
 
 
 def _columns(p: NodePlacement) -> Tuple[str, ...]:
@@ -52,11 +50,11 @@ def format_plan(plan: ResourcePlan) -> str:
     lines.append('\nno GPU used: every node runs on the CPU.')
   if plan.idle_gpus:
     lines.append(
-        f'idle GPUs: {_describe_by_model(plan.idle_gpus)}. The learner gets '
+        f'idle GPUs: {describe_by_model(plan.idle_gpus)}. The learner gets '
         'the devices its learner uses (its adapter\'s LEARNER_DEVICES, 1 for '
         'every shipped agent); to run the actors\' batched policy on the idle '
         'ones: --config.resources.actor.gpus=auto (one GPU each, round-robin, '
-        f'jax_mem_fraction {_DEFAULT_ACTOR_FRACTION:g} each).')
+        f'jax_mem_fraction {DEFAULT_ACTOR_FRACTION:g} each).')
   lines.append('\nenvironment per label:')
   nodes_by_label: Dict[str, List[str]] = {}
   for p in plan.placements:

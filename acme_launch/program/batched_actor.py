@@ -16,7 +16,7 @@ thread while this one writes the step before (`send` returns at once; the
 writer's work overlaps the environments').
 
 Each environment's trajectory is written exactly as a separate actor's would
-be (see program/batched_adders.py): the learner sees the same data. Metrics rows are
+be (see adders/batched.py): the learner sees the same data. Metrics rows are
 per episode, as in Acme's EnvironmentLoop; steps reach the counter every
 second and at every episode end.
 """
@@ -24,7 +24,7 @@ second and at every episode end.
 import time
 from typing import Callable, Union
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import core
 from acme.jax import variable_utils
 from acme.utils import counting
@@ -36,7 +36,7 @@ import numpy as np
 import tree
 
 from acme_launch import envs
-from acme_launch.program import batched_adders
+from acme_launch.adders import batched as batched_adders
 
 # (params, key, batched observations) -> actions, or (actions, extras).
 BatchedPolicy = Callable
@@ -140,7 +140,7 @@ class BatchedEnvironmentLoop(core.Worker):
       if not whole:
         ids = timesteps.env_id
         previous = (sent_actions[ids], None if extras is None else
-                    tree.map_structure(lambda buf: buf[ids], sent_extras))
+                    tree.map_structure(lambda buf, ids=ids: buf[ids], sent_extras))
       if pipelined:  # The environments step while this step is written.
         actions, extras = self._select_actions(timesteps)
         environments.send(actions, timesteps.env_id)

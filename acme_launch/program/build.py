@@ -11,8 +11,7 @@ import functools
 import json
 from typing import Any, Dict, List, Tuple
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
-from acme import environment_loop
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 from acme.utils import counting
 from acme.utils import loggers
@@ -24,7 +23,7 @@ import tree
 
 from acme_launch import agents
 from acme_launch.program import batched_actor
-from acme_launch.program import batched_adders
+from acme_launch.adders import batched as batched_adders
 from acme_launch.program import checkpointing
 from acme_launch.program import recurrent_actor
 from acme_launch import envs as environments
@@ -96,7 +95,7 @@ def make_program(config: ml_collections.ConfigDict,
     environment_spec = specs.make_environment_spec(make_env(seed=0))
   except errors.LaunchError:
     raise
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     # gym raises many types for an unknown or broken task: report it as input.
     message = ' '.join(str(e).split())[:300]
     raise errors.LaunchError(

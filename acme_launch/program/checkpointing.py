@@ -21,7 +21,6 @@ processes. The launcher half, run/resume.py, reads every checkpoint a run
 may restore before any process starts.
 """
 
-import dataclasses
 import errno
 import hashlib
 import os
@@ -32,11 +31,10 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from absl import logging
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import core
 from acme.tf import savers as tf_savers
 from acme.utils import counting
-from acme.utils import signals
 import jax
 import launchpad as lp
 from launchpad import address as lp_address
@@ -45,7 +43,6 @@ import numpy as np
 import reverb
 import tensorflow as tf
 
-from acme_launch import errors
 from acme_launch import layout
 from acme_launch.node import memory
 
@@ -213,7 +210,7 @@ class CheckpointedLearner(core.Worker, core.VariableSource):
         self._learner.step()
         with self._save_lock:
           self._checkpointer.save()
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:
       self._step_error = e
 
   def run(self) -> None:
@@ -312,7 +309,7 @@ class ReplayNode(lp.ReverbNode):
   def _checkpoint(self, client: reverb.Client, replay_dir: str) -> None:
     try:
       path = client.checkpoint()
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:
       # Reverb reports a failed write as RuntimeError or a TF error.
       kept = layout.complete_replay_checkpoints(replay_dir)
       raise CheckpointWriteError(

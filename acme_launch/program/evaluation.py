@@ -20,7 +20,7 @@ the budget).
 
 from typing import Callable, Dict, List, Optional, Sequence
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 import acme
 from acme.jax import variable_utils
 from acme.utils import loggers

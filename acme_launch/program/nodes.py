@@ -10,7 +10,7 @@ import os
 import time
 from typing import Optional
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import core
 from acme import environment_loop
 from acme.utils import counting

@@ -29,7 +29,7 @@ a separate Acme actor over the same core would write
 
 from typing import Any
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme.agents.jax import actor_core as actor_core_lib
 from acme.jax import variable_utils
 from acme.utils import counting

@@ -56,7 +56,7 @@ def node_commands(built: program_lib.BuiltProgram,
     launch_config = local_multi_processing.PythonProcess(
         env=env_by_label.get(label, {}))
     for node in lp_nodes:
-      node._initialize_context(  # pylint: disable=protected-access
+      node._initialize_context(
           lp_context.LaunchType.LOCAL_MULTI_PROCESSING,
           launch_config=launch_config)
       if program_stopper is not None:
@@ -143,7 +143,7 @@ class SupervisorCore:
       if self._interrupts >= 2:
         print('acme-launch: second Ctrl-C: killing every node now.', flush=True)
         self._kill_all()
-        os._exit(EXIT_INTERRUPTED)  # pylint: disable=protected-access
+        os._exit(EXIT_INTERRUPTED)
       print('acme-launch: stopping (checkpoints are being saved); '
             'Ctrl-C again to kill.', flush=True)
     if self._stop_signal is None:

@@ -208,7 +208,7 @@ class ForkServer:
       if pid is None:
         os.close(read_fd)
         return None
-    stdout = open(read_fd, 'r', errors='replace')  # pylint: disable=consider-using-with
+    stdout = open(read_fd, 'r', errors='replace')
     return ForkedProcess(self, pid, stdout)
 
   def status_of(self, pid: int) -> Optional[int]:

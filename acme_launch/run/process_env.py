@@ -8,7 +8,7 @@ which must see the environment those processes will get.
 import os
 from typing import Dict, Mapping, Sequence
 
-import acme_launch
+from acme_launch import paths
 from acme_launch.plan import node_env
 from acme_launch.run import loopback
 
@@ -25,7 +25,7 @@ def node_process_env(node: str, overrides: Mapping[str, str], *,
                          run_dir=run_dir, compilation_cache=compilation_cache,
                          pdb=pdb)
   env['PYTHONPATH'] = os.pathsep.join(
-      p for p in (*python_path, acme_launch.ROOT, env.get('PYTHONPATH', ''))
+      p for p in (*python_path, paths.ROOT, env.get('PYTHONPATH', ''))
       if p)
   env['PYTHONUNBUFFERED'] = '1'
   if preload:

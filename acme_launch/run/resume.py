@@ -90,7 +90,7 @@ def _verify_tf_component(directory: str, component: str):
   for prefix in reversed(candidates):
     try:
       tensors = _read_whole_checkpoint(prefix)
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:
       # TF's reader raises OpError, IndexError, ValueError... for damage.
       problems.append(f'{prefix}: {" ".join(str(e).split())[:160]}')
       continue

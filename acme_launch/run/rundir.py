@@ -9,8 +9,7 @@ import os
 from typing import Any, Dict
 
 from acme_launch import errors
-from acme_launch import layout
-from acme_launch.layout import (checkpoints_dir, config_path, final_eval_path,  # pylint: disable=g-importing-member
+from acme_launch.layout import (checkpoints_dir, config_path, final_eval_path,
                                 logs_dir, nodes_dir, progress_path, read_json,
                                 stop_request_path, summary_path)
 

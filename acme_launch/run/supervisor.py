@@ -33,7 +33,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from absl import flags
 import launchpad as lp
 
-import acme_launch
+from acme_launch import paths
 from acme_launch.run import core
 from acme_launch.run import disk_space
 from acme_launch.run import forkserver
@@ -45,7 +45,7 @@ from acme_launch.plan import resources
 from acme_launch import layout
 from acme_launch.plan import topology
 
-_REPO_ROOT = acme_launch.ROOT
+_REPO_ROOT = paths.ROOT
 NODE_LOG_BACKUPS = 3   # Rotated node logs kept: log.1 ... log.3.
 
 # What every supervisor returns, also named here.
@@ -439,7 +439,7 @@ class Supervisor(core.SupervisorCore):
         break
       try:
         manager.check_for_thread_worker_exception()
-      except Exception as e:  # pylint: disable=broad-except
+      except Exception as e:
         failure = f'{type(e).__name__}: {e}'
         if self._pdb:
           # The node thread's own frames: `up`/`down` walk its stack while

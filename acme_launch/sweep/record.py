@@ -6,14 +6,12 @@ from __future__ import annotations
 import datetime
 import os
 import statistics
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from acme_launch import errors
 from acme_launch import layout
+from acme_launch.sweep.options import SweepOptions
 from acme_launch.sweep.points import SEED_FIELD, Point
-
-if TYPE_CHECKING:
-  from acme_launch.sweep.runner import SweepOptions
 
 
 def record_path(sweep_dir: str) -> str:

@@ -50,18 +50,19 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-import acme_launch
+from acme_launch import paths
 from acme_launch import errors
 from acme_launch import layout
 from acme_launch.run import rundir
 from acme_launch.sweep import sample
+from acme_launch.sweep.options import SweepOptions
 from acme_launch.sweep.points import (
     Checked, Point, check_fields, grid, make_points, parse_specs)
 from acme_launch.sweep.record import (
     final_return, format_table, is_sweep_dir, log_path, new_record, point_args,
     point_state, points_of, read_record, record_path, summarize, summary_path)
 from acme_launch.sweep.slots import (
-    Slot, _host_cores, _host_gpus, _preexec, _seen_from, choose_concurrency,
+    Slot, host_cores_now, host_gpus_now, pinned_preexec, slot_view, choose_concurrency,
     cluster_concurrency, cluster_slots, describe_slot, make_slots)
 
 # A point's launcher: `python -m acme_launch`, which works from a checkout
@@ -71,23 +72,6 @@ STOP_GRACE_SECONDS = 60.0   # A child launcher stops its nodes within 30 s.
 
 EXIT_OK = 0
 EXIT_FAILED = 1
-
-
-@dataclasses.dataclass(frozen=True)
-class SweepOptions:
-  """What the sweep launcher was asked, as plain values (made in cli.py)."""
-  sweep_dir: str                  # Absolute.
-  resume: bool                    # sweep_dir holds a sweep.json to finish.
-  specs: Tuple[str, ...] = ()     # --sweep values as given (new sweep only).
-  base_argv: Tuple[str, ...] = ()  # launch.py flags for every point.
-  config_name: str = ''
-  max_concurrent: int = 0         # 0: as many as the host can place.
-  gpu_inventory: str = ''         # --gpu_inventory: a JSON file, or ask the driver.
-  progress_every: float = 10.0
-  dry_run: bool = False
-  cwd: str = ''                   # Where the children run (relative paths).
-  samples: int = 0                # --sweep_samples; 0: a grid.
-  sample_seed: int = 0            # --sweep_seed: what the draws come from.
 
 
 @dataclasses.dataclass
@@ -142,7 +126,7 @@ class SweepRunner:
   def run(self, todo: List[Tuple[Point, str]], slots: List[Slot]) -> int:
     """Runs `todo` ((point, state) pairs); returns the signal that stopped
     the sweep, or 0."""
-    from acme_launch.run import progress as progress_lib  # pylint: disable=g-import-not-at-top
+    from acme_launch.run import progress as progress_lib
     queue = collections.deque(todo)
     free = list(slots)
     previous = {s: signal.signal(s, self._on_signal)
@@ -183,19 +167,19 @@ class SweepRunner:
             *point_args(self._dir, self._record, point, state)]
     env = dict(os.environ)
     env['PYTHONPATH'] = os.pathsep.join(
-        p for p in (acme_launch.ROOT, env.get('PYTHONPATH', '')) if p)
+        p for p in (paths.ROOT, env.get('PYTHONPATH', '')) if p)
     if slot.gpus:
       env['CUDA_VISIBLE_DEVICES'] = ','.join(map(str, slot.gpus))
       env['CUDA_DEVICE_ORDER'] = 'PCI_BUS_ID'  # nvidia-smi's numbering.
     path = log_path(self._dir, point.name)
-    log = open(path, 'a')  # pylint: disable=consider-using-with
+    log = open(path, 'a')
     log.write(f'acme-launch sweep: {" ".join(argv)} ({describe_slot(slot)})\n')
     log.flush()
     popen = subprocess.Popen(
         argv, cwd=self._record.get('cwd') or None, env=env,
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         # Our signals reach it once, forwarded; a terminal's Ctrl-C not twice.
-        start_new_session=True, preexec_fn=_preexec(slot.cores))
+        start_new_session=True, preexec_fn=pinned_preexec(slot.cores))
     launch = {'slot': slot.index, 'cores': list(slot.cores),
               'gpus': list(slot.gpus), 'pid': popen.pid,
               'resumed': state == 'started', 'started': time.time(),
@@ -235,7 +219,7 @@ class SweepRunner:
             f'{log_path(self._dir, child.point.name)}', flush=True)
 
   def _progress_line(self, child: _Child) -> str:
-    from acme_launch.run import summary as summary_lib  # pylint: disable=g-import-not-at-top
+    from acme_launch.run import summary as summary_lib
     run_dir = os.path.join(self._dir, child.point.name)
     progress = layout.read_json(layout.progress_path(run_dir))
     if progress is None:
@@ -312,16 +296,16 @@ def prepare(options: SweepOptions,
     return record, todo, _cluster_slots(options, validate, record, todo,
                                         cluster)
   if not todo:
-    choose_concurrency(options.max_concurrent, 1, _host_cores(), (), False)
+    choose_concurrency(options.max_concurrent, 1, host_cores_now(), (), False)
     return record, todo, []
   uses_gpus = any(p.uses_gpus for p, _ in todo)
-  gpus = _host_gpus(options.gpu_inventory) if uses_gpus else ()
-  cores = _host_cores()
+  gpus = host_gpus_now(options.gpu_inventory) if uses_gpus else ()
+  cores = host_cores_now()
   count = choose_concurrency(options.max_concurrent, len(todo), cores, gpus,
                              uses_gpus)
   slots = make_slots(count, cores, gpus, uses_gpus)
   smallest = min(slots, key=lambda s: (len(s.cores), len(s.gpus)))
-  seen_from = _seen_from(smallest, record.get('cwd'))
+  seen_from = slot_view(smallest, record.get('cwd'))
   for point, state in todo:
     try:
       validate(point_args(options.sweep_dir, record, point, state), seen_from)
@@ -338,9 +322,9 @@ def _cluster_slots(options: SweepOptions, validate: Callable[..., Checked],
   """Points on a Ray cluster: each checked as its child launcher will be
   (the cluster must hold its plan), then as many slots as the cluster
   holds points at once; record['ray_cluster'] says why."""
-  from acme_launch.run.ray import cluster as ray_cluster  # pylint: disable=g-import-not-at-top
+  from acme_launch.run.ray import cluster as ray_cluster
   address, hosts = cluster
-  seen_from = _seen_from(cluster_slots(1, address)[0], record.get('cwd'))
+  seen_from = slot_view(cluster_slots(1, address)[0], record.get('cwd'))
   plans = []
   for point, state in todo:
     try:

@@ -10,7 +10,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 from acme_launch import errors
 from acme_launch.plan import host as host_lib
-from acme_launch.plan import resources
+from acme_launch.plan import node_env
 
 _PR_SET_PDEATHSIG = 1
 
@@ -64,7 +64,7 @@ def cluster_concurrency(requested: int, plans: Sequence[Sequence],
   """(programs at once, how many the cluster holds) for points that run on
   the Ray cluster at `address`: --max_concurrent, checked against what the
   hosts hold (`plans`: each point's ray_cluster.Demand list)."""
-  from acme_launch.run.ray import cluster as ray_cluster  # pylint: disable=g-import-not-at-top
+  from acme_launch.run.ray import cluster as ray_cluster
   capacity = ray_cluster.copies_that_fit(plans, hosts, max(requested,
                                                            len(plans)))
   if requested > capacity:
@@ -78,7 +78,7 @@ def cluster_concurrency(requested: int, plans: Sequence[Sequence],
 def cluster_slots(count: int, address: str) -> List[Slot]:
   """`count` shares of the cluster; each child launcher may use this
   launcher's cores (it only supervises: its nodes run on the cluster)."""
-  cores = tuple(sorted(_host_cores()))
+  cores = tuple(sorted(host_cores_now()))
   return [Slot(i, cores, (), address) for i in range(count)]
 
 
@@ -86,10 +86,10 @@ def describe_slot(slot: Slot) -> str:
   if slot.cluster:
     return f'the Ray cluster at {slot.cluster}'
   gpus = ','.join(map(str, slot.gpus)) if slot.gpus else 'none'
-  return f'cores {resources.format_cores(slot.cores)}, GPUs {gpus}'
+  return f'cores {node_env.format_cores(slot.cores)}, GPUs {gpus}'
 
 
-def _preexec(cores: Tuple[int, ...]) -> Callable[[], None]:
+def pinned_preexec(cores: Tuple[int, ...]) -> Callable[[], None]:
   """Runs in the child before exec: its cores; SIGKILL if we die."""
   def setup() -> None:
     os.sched_setaffinity(0, cores)
@@ -98,18 +98,18 @@ def _preexec(cores: Tuple[int, ...]) -> Callable[[], None]:
   return setup
 
 
-def _host_cores() -> List[int]:
+def host_cores_now() -> List[int]:
   return list(host_lib.HostSlice.of_this_process().cores)
 
 
-def _host_gpus(inventory_path: str) -> Tuple[int, ...]:
-  from acme_launch.plan import gpu_inventory  # pylint: disable=g-import-not-at-top
+def host_gpus_now(inventory_path: str) -> Tuple[int, ...]:
+  from acme_launch.plan import gpu_inventory
   visible = host_lib.HostSlice.of_this_process().visible_gpus
   return tuple(g.index for g in gpu_inventory.read_inventory(inventory_path,
                                                              visible))
 
 
-def _seen_from(slot: Slot, cwd: Optional[str]) -> host_lib.HostSlice:
+def slot_view(slot: Slot, cwd: Optional[str]) -> host_lib.HostSlice:
   """The host as a child in `slot` will see it: the slot's cores, its GPUs
   (or the launcher's own visible ones), and the sweep's working directory."""
   own = host_lib.HostSlice.of_this_process()

@@ -60,7 +60,7 @@ class MlflowBackend:
     self._uri = uri
     if _is_file_store(uri) and not os.environ.get('MLFLOW_ALLOW_FILE_STORE'):
       os.environ['MLFLOW_ALLOW_FILE_STORE'] = 'true'
-    from mlflow import tracking  # pylint: disable=g-import-not-at-top
+    from mlflow import tracking
     self._client = tracking.MlflowClient(tracking_uri=uri)
     saved = saved or {}
     if saved.get('run_id'):
@@ -88,7 +88,7 @@ class MlflowBackend:
       return experiment.experiment_id
     try:
       return self._client.create_experiment(project)
-    except Exception:  # pylint: disable=broad-except
+    except Exception:
       # Made meanwhile by another launcher (a sweep's points).
       return self._client.get_experiment_by_name(project).experiment_id
 
@@ -96,7 +96,7 @@ class MlflowBackend:
     """The sweep's parent run (named after the sweep directory), made by
     the first of its points; the points hold a lock in the sweep directory
     while they look for it, so that they all find the same one."""
-    import fcntl  # pylint: disable=g-import-not-at-top
+    import fcntl
     lock_path = os.path.join(os.path.dirname(run_dir), '.mlflow-parent.lock')
     with open(lock_path, 'a') as lock:
       fcntl.flock(lock, fcntl.LOCK_EX)
@@ -114,7 +114,7 @@ class MlflowBackend:
       return parent.info.run_id
 
   def _log_params(self, params: Dict[str, object]) -> None:
-    from mlflow import entities  # pylint: disable=g-import-not-at-top
+    from mlflow import entities
     items = [entities.Param(_name(k), str(v)[:_PARAM_LENGTH])
              for k, v in sorted(params.items())]
     for i in range(0, len(items), _PARAM_BATCH):
@@ -132,7 +132,7 @@ class MlflowBackend:
     return f'mlflow run {self._run_id} ({self._uri})'
 
   def log_rows(self, rows: Iterable[follower.Row]) -> None:
-    from mlflow import entities  # pylint: disable=g-import-not-at-top
+    from mlflow import entities
     now = int(time.time() * 1000)
     metrics = []
     for row in rows:
@@ -145,7 +145,7 @@ class MlflowBackend:
 
   def log_summary(self, summary: Dict[str, object]) -> None:
     """Numbers as metrics summary/<key>; the rest as tags summary.<key>."""
-    from mlflow import entities  # pylint: disable=g-import-not-at-top
+    from mlflow import entities
     now = int(time.time() * 1000)
     step = int(summary.get('actor_steps') or 0)
     metrics, tags = [], []

@@ -1,6 +1,6 @@
 """The launcher's tracker: the run directory's metrics to W&B and MLflow.
 
-Opened by run/driver.py once config.json is written, polled from the
+Opened by driver.py once config.json is written, polled from the
 supervisor's loop (every POLL_SECONDS at most), finished after
 summary.json: rows from metrics/*.csv as they grow, then the summary and
 the plots. tracking.json keeps each backend's run id and how far each CSV
@@ -22,9 +22,9 @@ POLL_SECONDS = 5.0
 
 def _backend(name: str, choice: tracking.Choice):
   if name == 'wandb':
-    from acme_launch.tracking import wandb_backend  # pylint: disable=g-import-not-at-top
+    from acme_launch.tracking import wandb_backend
     return wandb_backend.WandbBackend()
-  from acme_launch.tracking import mlflow_backend  # pylint: disable=g-import-not-at-top
+  from acme_launch.tracking import mlflow_backend
   return mlflow_backend.MlflowBackend(choice.mlflow_uri)
 
 
@@ -66,7 +66,7 @@ class Tracker:
       try:
         self._state[name] = backend.open(run_dir, run_name, choice.project,
                                          group, params, saved.get(name))
-      except Exception as e:  # pylint: disable=broad-except
+      except Exception as e:
         _warn(f'--tracking={name}: cannot open its run, so nothing goes '
               f'there ({type(e).__name__}: {" ".join(str(e).split())[:300]})')
         continue
@@ -87,7 +87,7 @@ class Tracker:
     for backend in list(self._backends):
       try:
         call(backend)
-      except Exception as e:  # pylint: disable=broad-except
+      except Exception as e:
         _warn(f'--tracking={backend.name}: {what} failed, so nothing more '
               f'goes there ({type(e).__name__}: '
               f'{" ".join(str(e).split())[:300]})')

@@ -26,7 +26,7 @@ class WandbBackend:
 
   def open(self, run_dir: str, run_name: str, project: str, group: str,
            params: Dict[str, object], saved: Optional[dict]) -> dict:
-    import wandb  # pylint: disable=g-import-not-at-top
+    import wandb
     saved = saved or {}
     settings = wandb.Settings(console='off', save_code=False,
                               disable_git=True, x_disable_stats=True,
@@ -77,7 +77,7 @@ class WandbBackend:
     seen holding only its header), and W&B's own wait at exit never runs
     where the launcher ends with os._exit (local_mt, test_mt)."""
     if self._run is not None:
-      import wandb  # pylint: disable=g-import-not-at-top
+      import wandb
       self._run.finish(exit_code=exit_code)
       self._run = None
       wandb.teardown(exit_code=exit_code)

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 
 # compat first: it applies the JAX aliases dm-acme 0.4.0 needs.
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme_launch import agents
 from acme_launch.program import batched_actor
 from acme_launch import envs as environments
 from acme_launch.config import registry
-from acme import core  # pylint: disable=g-bad-import-order
-from acme import specs  # pylint: disable=g-bad-import-order
+from acme import core
+from acme import specs
 from tests.conftest import read_json, run_launcher
 
 BUDGET = 3000
@@ -157,7 +157,7 @@ def test_sac_target_entropy_is_derived_from_the_action_spec(env_name,
       environments.make_environment(env_name, seed=0))
   builder = agents.load('sac').make_builder(
       config, learner_logger_fn=lambda: None, environment_spec=spec)
-  assert builder._config.target_entropy == -action_dims  # pylint: disable=protected-access
+  assert builder._config.target_entropy == -action_dims
   assert builder._config.entropy_coefficient is None  # Adaptive by default.
 
 
@@ -252,7 +252,7 @@ def test_batched_actors_fetch_parameters_as_the_builders_own_actor_does(
     own = builder.make_actor(jax.random.PRNGKey(0), policy,
                              variable_source=_Params(None))
     client = agents.make_variable_client(adapter, config, None, builder)
-    return client._update_period, own._variable_client._update_period  # pylint: disable=protected-access
+    return client._update_period, own._variable_client._update_period
 
   if section_period:  # The config's own setting.
     assert periods() == (section_period, section_period)
@@ -268,7 +268,7 @@ def test_ppo_learning_rate_anneals_to_zero_at_the_step_budget():
   spec = specs.make_environment_spec(environment)
   builder = agents.load('ppo').make_builder(
       config, learner_logger_fn=lambda: None, environment_spec=spec)
-  schedule = builder._config.learning_rate  # pylint: disable=protected-access
+  schedule = builder._config.learning_rate
   updates = 100 * config.ppo.num_epochs * config.ppo.num_minibatches
   assert float(schedule(0)) == pytest.approx(config.ppo.learning_rate)
   assert float(schedule(updates // 2)) == pytest.approx(
@@ -277,4 +277,4 @@ def test_ppo_learning_rate_anneals_to_zero_at_the_step_budget():
   config.ppo.anneal_learning_rate = False
   builder = agents.load('ppo').make_builder(
       config, learner_logger_fn=lambda: None, environment_spec=spec)
-  assert builder._config.learning_rate == config.ppo.learning_rate  # pylint: disable=protected-access
+  assert builder._config.learning_rate == config.ppo.learning_rate

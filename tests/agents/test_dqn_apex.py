@@ -2,7 +2,7 @@
 its own fixed epsilon, and the batched policy explores with it. In process,
 on CartPole-v1's spec with a real network."""
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 import jax
 import numpy as np

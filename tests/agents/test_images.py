@@ -2,7 +2,7 @@
 observations are images, their scale and layout, the conv torso, and torsos
 that cannot fit refused before launch. In process."""
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 import haiku as hk
 import jax

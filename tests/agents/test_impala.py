@@ -8,13 +8,13 @@ import jax
 import numpy as np
 import pytest
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme_launch import agents
 from acme_launch import envs as environments
 from acme_launch import errors
 from acme_launch.config import registry
-from acme import core  # pylint: disable=g-bad-import-order
-from acme import specs  # pylint: disable=g-bad-import-order
+from acme import core
+from acme import specs
 
 
 def _tiny():

@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 import jax
 import jax.numpy as jnp
@@ -75,7 +75,7 @@ def test_the_optimizer_leaves_the_statistics_as_they_are():
 
 
 def _normalizer_of_newest_learner_checkpoint(run_dir):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   newest = sorted(glob.glob(os.path.join(
       run_dir, 'checkpoints', 'learner', 'ckpt-*.index')))[-1][:-len('.index')]
   state = pickle.loads(tf.train.load_checkpoint(newest).get_tensor(

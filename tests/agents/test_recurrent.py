@@ -11,9 +11,9 @@ import sys
 import jax
 import numpy as np
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme_launch.agents.recurrent import unroll_lstm
-import haiku as hk  # pylint: disable=g-bad-import-order
+import haiku as hk
 
 from tests.conftest import REPO_ROOT
 

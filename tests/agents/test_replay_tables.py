@@ -3,12 +3,12 @@ its shipped config."""
 
 import pytest
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme_launch import agents
 from acme_launch import envs as environments
 from acme_launch.config import registry
 from acme_launch.plan import replay_memory
-from acme import specs  # pylint: disable=g-bad-import-order
+from acme import specs
 
 CONFIGS = {'ppo': 'ppo_mujoco', 'sac': 'sac_mujoco', 'td3': 'td3_mujoco',
            'd4pg': 'd4pg_mujoco', 'dqn': 'dqn_cartpole', 'r2d2': 'r2d2_atari',
@@ -31,7 +31,7 @@ def test_shipped_agents_declare_their_replay_tables(agent):
   spec = specs.make_environment_spec(environment)
   (layout,) = agents.load(agent).replay_tables(config, spec)
   assert layout.max_size > 0
-  assert layout.fields and all(f.startswith(f'config.') for f in layout.fields)
+  assert layout.fields and all(f.startswith('config.') for f in layout.fields)
   for field in layout.fields:
     _resolve(config, field)  # A KeyError names a field that does not exist.
   size_field = _resolve(config, layout.fields[0])
@@ -61,10 +61,10 @@ def test_shipped_agents_declare_their_replay_tables(agent):
 def test_under_ray_the_replay_nodes_reservation_is_its_limit():
   """The launcher's check: this host's memory under local launch types,
   the replay node's ray_memory_mb under --launch_type=ray."""
-  from acme_launch import errors  # pylint: disable=g-import-not-at-top
-  from acme_launch import prepare  # pylint: disable=g-import-not-at-top
-  from acme_launch.plan import resources  # pylint: disable=g-import-not-at-top
-  from acme_launch.program import build  # pylint: disable=g-import-not-at-top
+  from acme_launch import errors
+  from acme_launch import prepare
+  from acme_launch.plan import resources
+  from acme_launch.program import build
   config = registry.load('r2d2_atari')
   config.r2d2.min_replay_size, config.r2d2.max_replay_size = 1000, 2000
   config.resources.replay.ray_memory_mb = 500  # Less than the process.
@@ -72,13 +72,13 @@ def test_under_ray_the_replay_nodes_reservation_is_its_limit():
       config.env_name, seed=0, backend='envpool'))
   plan = resources.plan_resources(build.node_list(config), config.resources)
   adapter = agents.load('r2d2')
-  local = prepare._plan_replay(adapter, config, spec, plan, 'local_mp')  # pylint: disable=protected-access
+  local = prepare._plan_replay(adapter, config, spec, plan, 'local_mp')
   assert local.limit_mb == 0 and local.host_bytes > local.estimate.bytes
   with pytest.raises(errors.LaunchError) as raised:
-    prepare._plan_replay(adapter, config, spec, plan, 'ray')  # pylint: disable=protected-access
+    prepare._plan_replay(adapter, config, spec, plan, 'ray')
   message = str(raised.value)
   assert '--config.resources.replay.ray_memory_mb=500' in message
   assert message.endswith('or raise --config.resources.replay.ray_memory_mb')
   config.resources.replay.ray_memory_mb = 20_000
   plan = resources.plan_resources(build.node_list(config), config.resources)
-  assert prepare._plan_replay(adapter, config, spec, plan, 'ray').host_bytes is None  # pylint: disable=protected-access
+  assert prepare._plan_replay(adapter, config, spec, plan, 'ray').host_bytes is None

@@ -17,9 +17,9 @@ TASK = '--config.env_name=tests.faulty_env:RaisingHalfCheetah-v4'
 
 
 def _run_with_stdin(stdin, *args, env=None):
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
-  from tests.conftest import REPO_ROOT  # pylint: disable=g-import-not-at-top
+  import subprocess
+  import sys
+  from tests.conftest import REPO_ROOT
   return subprocess.run(
       [sys.executable, os.path.join(REPO_ROOT, 'launch.py'), *args],
       cwd=REPO_ROOT, input=stdin, capture_output=True, text=True, timeout=300,

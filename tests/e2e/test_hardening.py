@@ -342,7 +342,7 @@ def cli_module():
   saved = {k: os.environ.get(k) for k in ('JAX_PLATFORMS', 'TF_CPP_MIN_LOG_LEVEL')}
   os.environ['JAX_PLATFORMS'] = 'cpu'
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-  from acme_launch import prepare  # pylint: disable=g-import-not-at-top
+  from acme_launch import prepare
   yield prepare
   for key, value in saved.items():
     if value is None:
@@ -362,7 +362,7 @@ def test_any_overrides_and_resource_specs_give_exit_0_or_one_line_exit_2(
   (prepare_launch, as for --dry_run); LaunchError is exit 2, a return exit 0,
   anything else would be a traceback.
   """
-  from acme_launch import errors  # pylint: disable=g-import-not-at-top
+  from acme_launch import errors
   overrides, node_overrides, inventory, launch_type, config = arguments
   argv = ['launch.py', f'--config={config}', f'--launch_type={launch_type}']
   argv += [f'--config.{field}={value}' for field, value in overrides]
@@ -424,7 +424,7 @@ def _latest_checkpoint(directory: str) -> str:
 
 
 def _verify_for_resume(run_dir: str):
-  from acme_launch.run import resume as resume_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import resume as resume_lib
   return resume_lib.verify_for_resume(run_dir)
 
 

@@ -88,7 +88,7 @@ def test_run_logs_to_a_tracking_server_and_shows_in_its_ui(mlflow_server,
   assert state['tracking_uri'] == url
 
   # Through the server, with MLflow's own client.
-  from mlflow import tracking as mlflow_tracking  # pylint: disable=g-import-not-at-top
+  from mlflow import tracking as mlflow_tracking
   client = mlflow_tracking.MlflowClient(tracking_uri=url)
   run = client.get_run(state['run_id'])
   assert run.info.status == 'FINISHED' and run.info.run_name == 'served'

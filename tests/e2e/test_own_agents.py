@@ -7,7 +7,6 @@ DQN learner. The adapter defines only the three required functions.
 """
 
 import os
-import textwrap
 
 import pytest
 
@@ -254,9 +253,9 @@ EXAMPLES = os.path.join(REPO_ROOT, 'examples')
 
 @pytest.mark.e2e
 def test_the_example_runs_through_the_python_api_and_resumes(tmp_path):
-  import acme_launch  # pylint: disable=g-import-not-at-top
-  from acme_launch import errors  # pylint: disable=g-import-not-at-top
-  from acme_launch.config import registry  # pylint: disable=g-import-not-at-top
+  import acme_launch
+  from acme_launch import errors
+  from acme_launch.config import registry
   config = registry.load(os.path.join(EXAMPLES, 'dueling_dqn_corridor.py'))
   config.max_actor_steps = 600
   config.num_actors = 1
@@ -305,8 +304,8 @@ def test_own_modules_through_the_python_api_with_a_gymnasium_class(
     project, workdir):
   # The same out-of-tree agent on a Gymnasium class of the user's, launched
   # from Python; the registered id of the same module plans too.
-  import acme_launch  # pylint: disable=g-import-not-at-top
-  from acme_launch.config import registry  # pylint: disable=g-import-not-at-top
+  import acme_launch
+  from acme_launch.config import registry
   root, config_path = project
   config = registry.load(config_path)
   config.env_name = 'gymnasium:user_project.press_env:Press'

@@ -107,7 +107,7 @@ def test_a_dry_run_in_a_job_shows_what_the_job_holds(slurm, tmp_path):
                       'launch.py', '--config=smoke', '--dry_run',
                       f'--workdir={tmp_path}'], cwd=REPO_ROOT, timeout=200)
   assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-  assert (f'Slurm job ' in result.stdout and '(plan, partition test' in
+  assert ('Slurm job ' in result.stdout and '(plan, partition test' in
           result.stdout), result.stdout
   assert '2 nodes, 4 CPUs, 0 GPUs' in result.stdout
   for node in slurm.node_names:

@@ -77,7 +77,8 @@ def test_plot_command_writes_png_files(workdir):
                         f'--workdir={workdir}', '--run_name=plotted')
   assert result.returncode == 0, result.stderr[-2000:]
   run_dir = os.path.join(workdir, 'plotted')
-  import subprocess, sys  # pylint: disable=g-import-not-at-top,multiple-imports
+  import subprocess
+  import sys
   plot = subprocess.run([sys.executable, '-m', 'acme_launch.plot', run_dir],
                         capture_output=True, text=True, check=False)
   assert plot.returncode == 0, plot.stderr

@@ -34,7 +34,7 @@ def _all_csv_rows(run_dir):
 def _mlflow(run_dir):
   """(client, run) of the run directory's MLflow run."""
   os.environ['MLFLOW_ALLOW_FILE_STORE'] = 'true'  # MLflow 3's file store.
-  from mlflow import tracking as mlflow_tracking  # pylint: disable=g-import-not-at-top
+  from mlflow import tracking as mlflow_tracking
   state = read_json(os.path.join(run_dir, 'tracking.json'))
   client = mlflow_tracking.MlflowClient(
       tracking_uri='file:' + os.path.join(run_dir, 'mlruns'))
@@ -44,8 +44,8 @@ def _mlflow(run_dir):
 def _wandb_runs(run_dir):
   """Each offline run folder's records, oldest first: run id, group,
   config keys, history (step, {key: value}), summary, saved files."""
-  from wandb.proto import wandb_internal_pb2  # pylint: disable=g-import-not-at-top
-  from wandb.sdk.internal import datastore  # pylint: disable=g-import-not-at-top
+  from wandb.proto import wandb_internal_pb2
+  from wandb.sdk.internal import datastore
   runs = []
   for path in sorted(glob.glob(os.path.join(run_dir, 'wandb', 'offline-run-*',
                                             '*.wandb'))):

@@ -2,7 +2,7 @@
 ale-py), actors and evaluators differing only in life loss and reward
 clipping. In process, no launch."""
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 import numpy as np
 import pytest
@@ -56,7 +56,7 @@ def test_actors_end_an_episode_at_a_lost_life_evaluators_at_game_over(
         'atari:Breakout', 5, backend=backend, evaluation=evaluation)
     environment.reset()
     actions = np.random.default_rng(0).integers(0, 4, 5000)
-    for step, action in enumerate(actions, 1):
+    for step, action in enumerate(actions, 1):  # noqa: B007  (read after the loop)
       timestep = environment.step(action)
       if timestep.last():
         assert timestep.discount == 0.0
@@ -108,7 +108,7 @@ def _play(environment, actions, ale=None):
 def _ale(environment):
   """The emulator under a gym-backend game (through our dm_env adapters)."""
   while not hasattr(environment, 'unwrapped'):
-    environment = environment._environment  # pylint: disable=protected-access
+    environment = environment._environment
   return environment.unwrapped.ale
 
 

@@ -6,7 +6,7 @@ launch the real program (local_mp) and read its run directory.
 
 import os
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 import dm_env
 import numpy as np
@@ -224,7 +224,7 @@ def cli_module():
   # As launch.py does: the launcher's own JAX stays on the CPU.
   saved = os.environ.get('JAX_PLATFORMS')
   os.environ['JAX_PLATFORMS'] = 'cpu'
-  from acme_launch import prepare  # pylint: disable=g-import-not-at-top
+  from acme_launch import prepare
   yield prepare
   if saved is None:
     os.environ.pop('JAX_PLATFORMS', None)
@@ -280,7 +280,7 @@ def test_atari_configs_plan_on_the_gym_backend(cli_module, config):
     (['--config.env_name=gymnasium:NoSuchTask-v5'], 'unknown gymnasium task'),
 ])
 def test_bad_env_names_are_refused_before_launch(cli_module, args, expected):
-  from acme_launch import errors  # pylint: disable=g-import-not-at-top
+  from acme_launch import errors
   with pytest.raises(errors.LaunchError, match=expected):
     cli_module.check_arguments(['launch.py', '--config=smoke', *args])
 

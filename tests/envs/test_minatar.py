@@ -1,7 +1,7 @@
 """The minatar family: MinAtar's games as dm_env under its own protocol,
 seeded by the launcher, and bad names refused. In process, no launch."""
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 import dm_env
 import numpy as np

@@ -2,7 +2,7 @@
 as dm_env; the kept part equals the full task's, step for step. In
 process, no launch."""
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 import numpy as np
 import pytest
 

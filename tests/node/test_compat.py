@@ -33,8 +33,8 @@ class _ImportsAcmeJax:
     self._out_path = out_path
 
   def run(self):
-    import acme.jax.utils  # pylint: disable=g-import-not-at-top
-    import jax  # pylint: disable=g-import-not-at-top
+    import acme.jax.utils
+    import jax
     with open(self._out_path, 'w') as f:
       json.dump({'pid': os.getpid(), 'module': acme.jax.utils.__name__,
                  'device_array_alias': jax.numpy.DeviceArray is jax.Array}, f)

@@ -14,7 +14,6 @@ import pytest
 from acme_launch import errors
 from acme_launch.plan import gpu_inventory
 from acme_launch.plan import node_env
-from acme_launch.plan import resources
 from tests.conftest import REPO_ROOT, node_records, read_json, run_launcher, user_env
 from tests.plan.test_resources import plan as resource_plan
 
@@ -36,11 +35,11 @@ def cores(p):
 
 
 def test_core_lists_read_and_print_as_linux_writes_them():
-  assert resources.parse_core_list('0-3,8,10-11') == (0, 1, 2, 3, 8, 10, 11)
-  assert resources.format_cores((11, 0, 1, 2, 3, 8, 10)) == '0-3,8,10-11'
+  assert node_env.parse_core_list('0-3,8,10-11') == (0, 1, 2, 3, 8, 10, 11)
+  assert node_env.format_cores((11, 0, 1, 2, 3, 8, 10)) == '0-3,8,10-11'
   for bad in ('3-1', '1,1', 'a', '', '1-'):
     with pytest.raises(ValueError):
-      resources.parse_core_list(bad)
+      node_env.parse_core_list(bad)
 
 
 def test_auto_gives_learner_replay_and_each_actor_their_own_cores():
@@ -55,7 +54,7 @@ def test_auto_gives_learner_replay_and_each_actor_their_own_cores():
   assert by_node['counter/0'] == by_node['evaluator/0'] == by_node['replay/0']
   for placement in p.placements:
     env = placement.env
-    assert env['ACME_LAUNCH_CPUS'] == resources.format_cores(placement.cores)
+    assert env['ACME_LAUNCH_CPUS'] == node_env.format_cores(placement.cores)
     assert env['OMP_NUM_THREADS'] == str(len(placement.cores))
     assert env[node_env.variable('tf_intra_op_threads')] == str(len(placement.cores))
   assert 'cores: pinned' in p.cpu_note
@@ -151,7 +150,7 @@ def test_bad_cpu_input_is_one_clear_line(host, settings, words):
 @pytest.mark.e2e
 def test_a_launcher_sees_only_its_own_cuda_visible_devices(tmp_path):
   inventory_file = os.path.join(REPO_ROOT, 'tests', 'inventories', 'h100x8.json')
-  gpus = resources.read_inventory(inventory_file)
+  gpus = gpu_inventory.read_inventory(inventory_file)
   assert [g.index for g in gpu_inventory.visible_to_launcher(gpus, '2,5')] == [2, 5]
   assert gpu_inventory.visible_to_launcher(gpus, '') == ()
   assert gpu_inventory.visible_to_launcher(gpus, None) == gpus
@@ -183,13 +182,13 @@ def test_pinned_nodes_run_on_their_cores_with_threads_to_match(workdir):
   plan_rows = {p['node']: p for p in
                read_json(os.path.join(run_dir, 'config.json'))['resource_plan']}
   records = node_records(run_dir)
-  launcher_cores = resources.format_cores(os.sched_getaffinity(0))
+  launcher_cores = node_env.format_cores(os.sched_getaffinity(0))
   expected = {'learner/0': '0', 'actor/0': '1', 'replay/0': '1',
               'counter/0': '0-1', 'evaluator/0': launcher_cores}
   for node, affinity in expected.items():
     assert records[node]['cpu_affinity'] == affinity, node
     planned = plan_rows[node]['cores']
-    assert resources.format_cores(planned) == (affinity if planned else '')
+    assert node_env.format_cores(planned) == (affinity if planned else '')
   assert records['learner/0']['tf_intra_op_threads'] == 1
   assert records['learner/0']['env']['OMP_NUM_THREADS'] == '1'
   assert records['counter/0']['tf_inter_op_threads'] == 2

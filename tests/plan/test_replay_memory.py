@@ -180,11 +180,11 @@ def test_the_estimate_matches_a_real_reverb_server_filled_like_r2d2():
   LSTM state of a small R2D2 network: its memory growth against the
   estimate the r2d2 adapter's tables give for the items it holds."""
   sys.path.insert(0, os.path.join(REPO_ROOT, 'bench'))
-  import replay_memory as bench  # pylint: disable=g-import-not-at-top
-  from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
-  from acme import specs  # pylint: disable=g-import-not-at-top
-  from acme_launch import agents  # pylint: disable=g-import-not-at-top
-  from acme_launch.config import registry  # pylint: disable=g-import-not-at-top
+  import replay_memory as bench
+  from acme_launch import compat
+  from acme import specs
+  from acme_launch import agents
+  from acme_launch.config import registry
 
   config = registry.load('r2d2_atari')
   config.r2d2.burn_in_length, config.r2d2.trace_length = 4, 10  # 15 steps
@@ -209,7 +209,7 @@ def test_the_estimate_matches_a_real_reverb_server_filled_like_r2d2():
 
 def test_the_launch_plans_checkpoint_room_only_with_replay_checkpoints(
     tmp_path):
-  from acme_launch import prepare  # pylint: disable=g-import-not-at-top
+  from acme_launch import prepare
   argv = ['launch.py', '--config=dqn_cartpole', f'--workdir={tmp_path}']
   on = prepare.check_arguments(argv).replay.estimate
   off = prepare.check_arguments(
@@ -228,11 +228,11 @@ def test_the_checkpoint_room_covers_a_real_server_checkpointing_pong():
   while writing, and after, stays within the room the dqn adapter's table
   gets for checkpoints."""
   sys.path.insert(0, os.path.join(REPO_ROOT, 'bench'))
-  import replay_memory as bench  # pylint: disable=g-import-not-at-top
-  from acme_launch import compat  # pylint: disable=g-import-not-at-top,unused-import
-  from acme import specs  # pylint: disable=g-import-not-at-top
-  from acme_launch import agents  # pylint: disable=g-import-not-at-top
-  from acme_launch.config import registry  # pylint: disable=g-import-not-at-top
+  import replay_memory as bench
+  from acme_launch import compat
+  from acme import specs
+  from acme_launch import agents
+  from acme_launch.config import registry
 
   items = 10_000
   pong = bench.make_env('atari:Pong', 'envpool')

@@ -13,21 +13,23 @@ import pytest
 from acme_launch import errors
 from acme_launch.plan import gpu_inventory
 from acme_launch.plan import resources
+from acme_launch.plan import specs
+from acme_launch.plan import table
 
-from tests.conftest import REPO_ROOT  # pylint: disable=g-import-not-at-top
+from tests.conftest import REPO_ROOT
 INVENTORIES = os.path.join(REPO_ROOT, 'tests', 'inventories')
 NODES = [('replay', 0), ('counter', 0), ('learner', 0), ('actor', 0),
          ('actor', 1), ('evaluator', 0)]
 
 
 def inventory(name):
-  return resources.read_inventory(os.path.join(INVENTORIES, name + '.json'))
+  return gpu_inventory.read_inventory(os.path.join(INVENTORIES, name + '.json'))
 
 
 def plan(inventory_name=None, nodes=NODES, learner_devices=1, host_cores=None,
          **settings):
   """A plan for the default config with `group__field=value` settings."""
-  config = resources.default_resources_config()
+  config = specs.default_resources_config()
   for key, value in settings.items():
     if '__' in key:
       group, field = key.split('__')
@@ -63,13 +65,13 @@ def test_3080_and_3080ti_learner_gets_one_gpu_the_larger():
 
 
 def test_every_shipped_learner_gets_one_h100_and_seven_stay_idle():
-  from acme_launch import agents  # pylint: disable=g-import-not-at-top
+  from acme_launch import agents
   for agent in agents.SHIPPED:
     assert agents.load(agent).learner_devices == 1, agent
   p = plan('h100x8')
   assert p.placement('learner/0').gpus == (0,)
   assert [g.index for g in p.idle_gpus] == list(range(1, 8))
-  text = resources.format_plan(p)
+  text = table.format_plan(p)
   assert 'idle GPUs: 1, 2, 3, 4, 5, 6, 7 (NVIDIA H100' in text
   assert '--config.resources.actor.gpus=auto' in text
   learner_env = p.placement('learner/0').env
@@ -80,10 +82,10 @@ def test_every_shipped_learner_gets_one_h100_and_seven_stay_idle():
 
 
 def test_a_learner_that_pmaps_gets_that_many_identical_gpus():
-  p = resources.plan_resources(NODES, resources.default_resources_config(),
+  p = resources.plan_resources(NODES, specs.default_resources_config(),
                                inventory('h100x8'), learner_devices=4)
   assert p.placement('learner/0').gpus == (0, 1, 2, 3)
-  p = resources.plan_resources(NODES, resources.default_resources_config(),
+  p = resources.plan_resources(NODES, specs.default_resources_config(),
                                inventory('a100x2_t4'), learner_devices=4)
   assert p.placement('learner/0').gpus == (0, 2)  # No model has 4: both A100s.
 
@@ -248,11 +250,11 @@ def test_bad_input_raises_one_clear_line(inventory_name, settings, words):
 
 
 def test_unknown_group_or_field_in_a_config_file_is_refused():
-  config = resources.default_resources_config()
-  config.workers = resources.default_resources_config().actor
+  config = specs.default_resources_config()
+  config.workers = specs.default_resources_config().actor
   with pytest.raises(errors.LaunchError, match='unknown entries workers'):
     resources.plan_resources(NODES, config)
-  config = resources.default_resources_config()
+  config = specs.default_resources_config()
   config.actor.gpu = '0'
   with pytest.raises(errors.LaunchError, match=r'actor has unknown fields gpu'):
     resources.plan_resources(NODES, config)
@@ -261,29 +263,29 @@ def test_unknown_group_or_field_in_a_config_file_is_refused():
 def test_unknown_node_group_is_refused():
   with pytest.raises(errors.LaunchError, match="unknown node group 'learners'"):
     resources.plan_resources([('learners', 0)],
-                             resources.default_resources_config())
+                             specs.default_resources_config())
 
 
 def test_format_plan_lists_every_node_label_gpu_and_env():
   p = plan('a100x2_t4', actor__gpus='auto', node_overrides='actor/1:gpus=none')
-  text = resources.format_plan(p)
+  text = table.format_plan(p)
   for placement in p.placements:
     assert placement.node in text and placement.label in text
   assert 'Tesla T4' in text and 'CUDA_VISIBLE_DEVICES=0 ' in text
   assert "CUDA_VISIBLE_DEVICES=''" in text
   assert 'XLA_PYTHON_CLIENT_MEM_FRACTION=0.75' in text
-  assert 'no GPU used' in resources.format_plan(plan())
+  assert 'no GPU used' in table.format_plan(plan())
 
 
 def test_every_field_is_overridable_from_the_command_line(tmp_path):
   config_file = tmp_path / 'resources_config.py'
   config_file.write_text(textwrap.dedent('''
       import ml_collections
-      from acme_launch.plan import resources
+      from acme_launch.plan import specs
 
       def get_config():
         config = ml_collections.ConfigDict()
-        config.resources = resources.default_resources_config()
+        config.resources = specs.default_resources_config()
         return config
   '''))
   argv = [
@@ -326,14 +328,14 @@ def test_inventory_file_errors(tmp_path):
       ('not json', 'not JSON')]:
     bad.write_text(content)
     with pytest.raises(errors.LaunchError, match=words):
-      resources.read_inventory(str(bad))
+      gpu_inventory.read_inventory(str(bad))
   with pytest.raises(errors.LaunchError, match='cannot read GPU inventory'):
-    resources.read_inventory(str(tmp_path / 'missing.json'))
+    gpu_inventory.read_inventory(str(tmp_path / 'missing.json'))
 
 
 @pytest.mark.e2e
 def test_nvidia_smi_fallback_when_nvml_is_unusable(monkeypatch):
-  import pynvml  # pylint: disable=g-import-not-at-top
+  import pynvml
 
   def no_driver():
     raise pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
@@ -347,26 +349,26 @@ def test_nvidia_smi_fallback_when_nvml_is_unusable(monkeypatch):
 
   monkeypatch.setattr(pynvml, 'nvmlInit', no_driver)
   monkeypatch.setattr(gpu_inventory.subprocess, 'run', fake_smi)
-  assert resources.read_inventory() == inventory('rtx3080_3080ti')
+  assert gpu_inventory.read_inventory() == inventory('rtx3080_3080ti')
 
   def missing_smi(argv, **kwargs):
     raise FileNotFoundError(argv[0])
 
   monkeypatch.setattr(gpu_inventory.subprocess, 'run', missing_smi)
-  assert resources.read_inventory() == ()
+  assert gpu_inventory.read_inventory() == ()
 
 
 def test_nvidia_smi_output_parsing():
   assert gpu_inventory.parse_nvidia_smi(
       '0, Tesla T4, 15360\n\n1, Odd, Name, 80\n2, Broken, [N/A]\n') == (
-          resources.GpuInfo(0, 'Tesla T4', 15360),
-          resources.GpuInfo(1, 'Odd, Name', 80))
+          gpu_inventory.GpuInfo(0, 'Tesla T4', 15360),
+          gpu_inventory.GpuInfo(1, 'Odd, Name', 80))
 
 
 def test_read_inventory_on_this_machine_returns_gpu_infos():
-  gpus = resources.read_inventory()
+  gpus = gpu_inventory.read_inventory()
   assert isinstance(gpus, tuple)
-  assert all(isinstance(g, resources.GpuInfo) for g in gpus)
+  assert all(isinstance(g, gpu_inventory.GpuInfo) for g in gpus)
 
 
 def _run_node_process(env, code):
@@ -440,7 +442,7 @@ def test_gpus_this_jaxlib_cannot_open_give_a_warning_and_a_cpu_run(workdir):
   # The lock's jaxlib is CPU-only: an 8 x H100 inventory (as nvidia-smi would
   # report on a GPU host set up without ACME_LAUNCH_JAX=cuda12) must not put
   # the learner on a GPU it would die opening.
-  from tests.conftest import read_json, run_launcher  # pylint: disable=g-import-not-at-top
+  from tests.conftest import read_json, run_launcher
   result = run_launcher('--config=smoke', '--config.max_actor_steps=2000',
                         '--gpu_inventory=tests/inventories/h100x8.json',
                         f'--workdir={workdir}', '--run_name=gpu')

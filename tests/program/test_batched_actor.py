@@ -12,7 +12,7 @@ transitions (`PerEnvAdders` of Acme's NStepTransitionAdder).
 
 import threading
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 from acme.adders import reverb as adders_reverb
 from acme.utils import counting
@@ -28,8 +28,8 @@ import reverb
 
 from acme_launch import envs as environments
 from acme_launch.program import batched_actor
-from acme_launch.program import batched_adders
-from tests.program import test_batched_adders
+from acme_launch.adders import batched as batched_adders
+from tests.adders import test_batched as test_batched_adders
 
 ENV = 'Hopper-v4'
 NUM_ENVS = 3
@@ -80,7 +80,7 @@ def _run_loop(envs, adder, weights, iterations, monkeypatch):
       envs, _policy(weights), _Client(iterations, stop), adder,
       np.zeros(2, np.uint32), counting.Counter(prefix='actor'),
       loggers.NoOpLogger(), policy_returns_extras=True)
-  loop._run()  # pylint: disable=protected-access
+  loop._run()
   if hasattr(adder, 'close'):  # Waits for the server to confirm each item.
     adder.close()
   else:
@@ -88,8 +88,8 @@ def _run_loop(envs, adder, weights, iterations, monkeypatch):
 
 
 def _flush_all(per_env):
-  for adder in per_env._adders:  # pylint: disable=protected-access
-    adder._writer.flush()  # pylint: disable=protected-access
+  for adder in per_env._adders:
+    adder._writer.flush()
 
 
 def _reference(backend, num_envs, weights, iterations, adders):
@@ -142,7 +142,7 @@ def _reference(backend, num_envs, weights, iterations, adders):
 @pytest.fixture(name='ppo')
 def _ppo():
   spec = specs.make_environment_spec(environments.make_environment(ENV, 0))
-  _, builder = test_batched_adders._ppo_builder(spec)  # pylint: disable=protected-access
+  _, builder = test_batched_adders._ppo_builder(spec)
   table = builder.make_replay_tables(spec)[0]
   servers = [reverb.Server(builder.make_replay_tables(spec)) for _ in range(2)]
   clients = [reverb.Client(f'localhost:{s.port}') for s in servers]
@@ -152,8 +152,8 @@ def _ppo():
 
 
 def _items(client, table):
-  read = test_batched_adders._read_all  # pylint: disable=protected-access
-  return sorted(read(client, table), key=test_batched_adders._key)  # pylint: disable=protected-access
+  read = test_batched_adders._read_all
+  return sorted(read(client, table), key=test_batched_adders._key)
 
 
 def _assert_same(mine, theirs):
@@ -189,7 +189,7 @@ def test_loop_writes_acme_sequence_adder_items(ppo, backend, writer,
   reference = [builder.make_adder(clients[1]) for _ in range(NUM_ENVS)]
   _reference(backend, NUM_ENVS, weights, ITERATIONS, reference)
   for adder in reference:
-    adder._writer.flush()  # pylint: disable=protected-access
+    adder._writer.flush()
   mine, theirs = (_items(c, table.name) for c in clients)
   # Episodes of a few tens of steps: many ends and restarts in the items.
   starts = sum(int(np.sum(item[4])) for item in theirs)
@@ -212,11 +212,11 @@ def test_async_envpool_streams_are_the_sync_streams(ppo, monkeypatch):
   reference = [builder.make_adder(clients[1]) for _ in range(2 * NUM_ENVS)]
   _reference('envpool', 2 * NUM_ENVS, weights, ITERATIONS, reference)
   for adder in reference:
-    adder._writer.flush()  # pylint: disable=protected-access
+    adder._writer.flush()
   mine, theirs = (_items(c, table.name) for c in clients)
-  keys = {test_batched_adders._key(item) for item in theirs}  # pylint: disable=protected-access
+  keys = {test_batched_adders._key(item) for item in theirs}
   assert len(mine) >= NUM_ENVS * ITERATIONS // 16
-  assert all(test_batched_adders._key(item) in keys for item in mine)  # pylint: disable=protected-access
+  assert all(test_batched_adders._key(item) in keys for item in mine)
 
 
 @pytest.mark.parametrize('backend', ['envpool', 'gym'])
@@ -241,7 +241,7 @@ def test_loop_writes_acme_transition_adder_items(backend, monkeypatch):
     reference = [make(clients[1]) for _ in range(NUM_ENVS)]
     _reference(backend, NUM_ENVS, weights, ITERATIONS, reference)
     for each in reference:
-      each._writer.flush()  # pylint: disable=protected-access
+      each._writer.flush()
     mine, theirs = (_items(c, 't') for c in clients)
     assert len(theirs) >= NUM_ENVS * (ITERATIONS - 10)
     _assert_same(mine, theirs)

@@ -1,6 +1,6 @@
 """Evaluations' batched episodes equal episodes played one by one."""
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import core
 from acme.jax import variable_utils
 import jax

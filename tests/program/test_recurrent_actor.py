@@ -18,7 +18,7 @@ async mode against its sync mode).
 
 import threading
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 from acme.adders import reverb as adders_reverb
 from acme.agents.jax import actors
@@ -37,10 +37,10 @@ from acme_launch import agents
 from acme_launch import envs as environments
 from acme_launch.configs import impala_minatar
 from acme_launch.configs import r2d2_minatar
-from acme_launch.program import batched_adders
+from acme_launch.adders import batched as batched_adders
 from acme_launch.program import recurrent_actor
 from tests.program import test_batched_actor
-from tests.program import test_batched_adders
+from tests.adders import test_batched as test_batched_adders
 
 LENGTHS = (3, 7, 5)  # Episode lengths of the three small tasks.
 # Steps of each environment: CartPole's episodes last tens of steps.
@@ -177,13 +177,13 @@ def _run_ours(agent, backend, config, adapter, builder, networks, params,
   adder = batched_adders.PerEnvAdders(
       [builder.make_adder(client) for _ in range(envs.num_envs)])
   keys = np.stack([_key(agent, SEEDS[0] + i) for i in range(envs.num_envs)])
-  client = test_batched_actor._Client(ITERATIONS[backend], stop)  # pylint: disable=protected-access
+  client = test_batched_actor._Client(ITERATIONS[backend], stop)
   client.params = params
   loop = recurrent_actor.RecurrentBatchedEnvironmentLoop(
       envs, adapter.make_actor_core(config, networks, policy), client, adder,
       keys, counting.Counter(prefix='actor'), loggers.NoOpLogger())
-  loop._run()  # pylint: disable=protected-access
-  test_batched_actor._flush_all(adder)  # pylint: disable=protected-access
+  loop._run()
+  test_batched_actor._flush_all(adder)
 
 
 def _run_acme(agent, backend, config, adapter, builder, networks, params,
@@ -217,14 +217,14 @@ def _run_acme(agent, backend, config, adapter, builder, networks, params,
       episodes += timestep.first()
       observations[i] = timestep.observation
   for actor in acme_actors:
-    actor._adder._writer.flush()  # pylint: disable=protected-access
+    actor._adder._writer.flush()
   return episodes
 
 
 def _items(client):
-  read = test_batched_adders._read_all  # pylint: disable=protected-access
+  read = test_batched_adders._read_all
   return sorted(read(client, adders_reverb.DEFAULT_PRIORITY_TABLE),
-                key=test_batched_adders._key)  # pylint: disable=protected-access
+                key=test_batched_adders._key)
 
 
 @pytest.mark.parametrize(
@@ -239,7 +239,7 @@ def test_items_are_those_of_one_acme_actor_per_environment(agent,
   mine, theirs = _items(clients[0]), _items(clients[1])
   # At least one (padded) sequence an episode.
   assert len(theirs) >= episodes
-  test_batched_actor._assert_same(mine, theirs)  # pylint: disable=protected-access
+  test_batched_actor._assert_same(mine, theirs)
 
 
 @pytest.mark.parametrize('agent', ['r2d2/envpool'], indirect=True)
@@ -259,9 +259,9 @@ def test_async_envpool_streams_are_the_sync_streams(agent, monkeypatch):
                 'CartPole-v1', [SEEDS[0] + i for i in range(num_envs)], 0,
                 'envpool'))
   mine, theirs = _items(clients[0]), _items(clients[1])
-  keys = {test_batched_adders._key(item) for item in theirs}  # pylint: disable=protected-access
+  keys = {test_batched_adders._key(item) for item in theirs}
   assert len(mine) >= num_envs
-  assert all(test_batched_adders._key(item) in keys for item in mine)  # pylint: disable=protected-access
+  assert all(test_batched_adders._key(item) in keys for item in mine)
 
 
 @pytest.mark.parametrize('agent', ['r2d2/gym'], indirect=True)
@@ -278,7 +278,7 @@ def test_each_environment_state_restarts_at_its_own_episode_start(
   initial = networks.initial_state.apply(
       networks.initial_state.init(jax.random.PRNGKey(0), 1), None, 1)
   forward = jax.jit(lambda o, s: networks.forward.apply(params, None, o, s)[1])
-  items = test_batched_adders._read_all(  # pylint: disable=protected-access
+  items = test_batched_adders._read_all(
       clients[0], adders_reverb.DEFAULT_PRIORITY_TABLE)
   # Signature order: observation, action, reward, discount,
   # start_of_episode, extras core_state (hidden, cell).
@@ -318,7 +318,7 @@ def test_impala_state_restarts_at_each_environment_episode_start(
   initial = networks.initial_state_fn(
       networks.initial_state_init_fn(jax.random.PRNGKey(0)))
   forward = jax.jit(lambda o, s: networks.forward_fn(params, o, s))
-  items = test_batched_adders._read_all(  # pylint: disable=protected-access
+  items = test_batched_adders._read_all(
       clients[0], adders_reverb.DEFAULT_PRIORITY_TABLE)
   # Signature order: observation, action, reward, discount,
   # start_of_episode, extras core_state (hidden, cell) and logits.

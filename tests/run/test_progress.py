@@ -43,7 +43,7 @@ def test_progress_lines_show_rate_and_eta_from_the_run_directory(tmp_path, capsy
   run_dir = str(tmp_path)
   reporter = progress.ProgressReporter(run_dir, max_actor_steps=10_000,
                                        interactive=False, every_seconds=0)
-  import time  # pylint: disable=g-import-not-at-top
+  import time
   now = time.time()
   for i, steps in enumerate([0, 1000, 2000, 3000]):
     with open(os.path.join(run_dir, 'progress.json'), 'w') as f:

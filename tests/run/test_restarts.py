@@ -191,7 +191,7 @@ def test_chaos_actors_killed_at_random_the_counts_stay_exact(workdir):
   killed = []
   with killed_on_exit(launcher):
     for k in range(4):
-      wait_for(lambda: actor_steps(run_dir) >= budget * (k + 1) // 20 or
+      wait_for(lambda k=k: actor_steps(run_dir) >= budget * (k + 1) // 20 or
                launcher.poll() is not None, 300, 'actor steps')
       # Both actors up again (a restarted one has recorded its new pid; on a
       # loaded machine its imports alone can take a minute).

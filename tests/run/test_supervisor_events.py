@@ -15,7 +15,6 @@ import time
 import pytest
 
 from acme_launch.plan import node_env
-from acme_launch.run import restarts
 from acme_launch import layout
 from acme_launch.run import rundir
 from acme_launch.run import supervisor
@@ -36,7 +35,7 @@ def run(run_dir, commands, **options):
   rundir.create(run_dir)
   runner = supervisor.Supervisor(str(run_dir), **options)
   outcome = runner.run_commands(commands)
-  pids = [child.popen.pid for child in runner._children]  # pylint: disable=protected-access
+  pids = [child.popen.pid for child in runner._children]
   return outcome, pids
 
 

@@ -12,6 +12,7 @@ from acme_launch import layout
 from acme_launch.configs import smoke
 from acme_launch.sweep import points as sweep_points
 from acme_launch.sweep import record as sweep_record
+from acme_launch.sweep import options as sweep_options
 from acme_launch.sweep import runner
 from acme_launch.sweep import sample
 from tests.conftest import REPO_ROOT
@@ -87,7 +88,7 @@ def test_bad_ranges_are_refused(spec, expected):
 
 
 def _options(tmp_path, specs, samples, seed=0, resume=False):
-  return runner.SweepOptions(
+  return sweep_options.SweepOptions(
       sweep_dir=str(tmp_path / 'drawn'), resume=resume, specs=tuple(specs),
       base_argv=('--config=smoke',), config_name='smoke', max_concurrent=1,
       cwd=REPO_ROOT, samples=samples, sample_seed=seed)

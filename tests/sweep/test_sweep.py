@@ -46,7 +46,7 @@ def _cpus_allowed(pid: int) -> set:
 
 def _listening_ports(run_dir: str) -> set:
   """TCP ports the point's live node processes listen on."""
-  import psutil  # pylint: disable=g-import-not-at-top
+  import psutil
   ports = set()
   for pid in node_pids(run_dir).values():
     try:
@@ -424,8 +424,8 @@ def test_a_point_is_checked_on_a_slot_given_as_a_value_not_by_changing_this_proc
   # A sweep checks each point as a child in its smallest slot will see the
   # host: that slot's cores and the sweep's folder for relative paths, handed
   # to the planner as a value; this process keeps its own.
-  from acme_launch import prepare  # pylint: disable=g-import-not-at-top
-  from acme_launch.plan import host as host_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch import prepare
+  from acme_launch.plan import host as host_lib
   (tmp_path / 'mine.py').write_text(
       'from acme_launch.configs import smoke\n'
       'def get_config():\n  return smoke.get_config()\n')
@@ -441,18 +441,18 @@ def test_a_point_is_checked_on_a_slot_given_as_a_value_not_by_changing_this_proc
 
 
 def _demands(cpus, count, memory_mb=0, custom=()):
-  from acme_launch.run.ray import cluster as ray_cluster  # pylint: disable=g-import-not-at-top
+  from acme_launch.run.ray import cluster as ray_cluster
   return tuple(ray_cluster.Demand(f'n/{i}', 'g', cpus, 0, memory_mb, custom)
                for i in range(count))
 
 
 def _host(ip, **resources):
-  from acme_launch.run.ray import cluster as ray_cluster  # pylint: disable=g-import-not-at-top
+  from acme_launch.run.ray import cluster as ray_cluster
   return ray_cluster.Host(ip, ip, resources)
 
 
 def test_cluster_slots_come_from_how_many_points_the_hosts_hold():
-  from acme_launch import errors  # pylint: disable=g-import-not-at-top
+  from acme_launch import errors
   five = _demands(1.0, 5)
   hosts = [_host('10.0.0.1', CPU=0), _host('10.0.0.2', CPU=5),
            _host('10.0.0.3', CPU=5)]

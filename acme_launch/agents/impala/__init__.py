@@ -27,7 +27,7 @@ from the policy too, as the IMPALA paper evaluates.
 import math
 from typing import Callable, NamedTuple
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 from acme.agents.jax import actor_core as actor_core_lib
 from acme.agents.jax import impala
@@ -236,7 +236,7 @@ def replay_tables(config: ml_collections.ConfigDict,
   (`sequence_length - 1` when 0), each step with the LSTM state (hidden and
   cell, `network.lstm_size` float32 each) its actor had before it and the
   policy's logits (float32, one per action)."""
-  from acme_launch.plan import replay_memory  # pylint: disable=g-import-not-at-top
+  from acme_launch.plan import replay_memory
   lstm = (int(config.network.lstm_size),)
   extras = {
       'core_state': {'hidden': replay_memory.Column('', lstm, 'float32'),

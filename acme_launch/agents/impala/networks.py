@@ -25,7 +25,7 @@ LSTM state.
 import dataclasses
 from typing import Optional
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 from acme.agents.jax.impala import networks as impala_networks
 from acme.jax.networks import atari

@@ -2,7 +2,7 @@
 
 from typing import Callable, Iterator, List, Optional
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import core
 from acme import specs
 from acme.adders import reverb as adders_reverb
@@ -18,9 +18,9 @@ import numpy as np
 import optax
 import reverb
 
-from acme_launch.program import batched_adders
+from acme_launch.adders import batched as batched_adders
 from acme_launch import errors
-from acme_launch.program import reward_scaling
+from acme_launch.adders import reward_scaling
 
 # Devices its learner uses: dm-acme 0.4.0's learning.py has no pmap, so one
 # (the resource planner gives the learner this many GPUs, no more).
@@ -297,7 +297,7 @@ def replay_tables(config: ml_collections.ConfigDict,
   steps with their log-probs. Acme's SequenceAdder (one environment per
   actor) starts one every `unroll_length` steps, sharing a step; the
   batched adder writes each sequence whole."""
-  from acme_launch.plan import replay_memory  # pylint: disable=g-import-not-at-top
+  from acme_launch.plan import replay_memory
   section = config.ppo
   length = int(section.unroll_length) + 1
   period = length if config.envs_per_actor > 1 else length - 1

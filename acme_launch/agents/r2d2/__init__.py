@@ -21,7 +21,7 @@ environment, into Acme's SequenceAdder per environment.
 
 from typing import Callable
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 from acme.agents.jax import actor_core as actor_core_lib
 from acme.agents.jax import r2d2
@@ -102,7 +102,7 @@ def replay_tables(config: ml_collections.ConfigDict,
   `burn_in_length + trace_length + 1` steps every `sequence_period` steps,
   each step with the LSTM state (hidden and cell, `network.lstm_size`
   float32 each) its actor had before it."""
-  from acme_launch.plan import replay_memory  # pylint: disable=g-import-not-at-top
+  from acme_launch.plan import replay_memory
   section = config.r2d2
   lstm = (int(config.network.lstm_size),)
   state = {'core_state': {'hidden': replay_memory.Column('', lstm, 'float32'),

@@ -15,7 +15,7 @@ parameters.
 
 from typing import Optional
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 from acme.agents.jax.r2d2 import networks as r2d2_networks
 from acme.jax.networks import duelling

@@ -99,11 +99,11 @@ def connect(address: str) -> Tuple[Host, ...]:
   """Joins the cluster as a driver; its alive hosts. LaunchError if not."""
   if address != 'auto':
     _check_reachable(address)
-  import ray  # pylint: disable=g-import-not-at-top
+  import ray
   try:
     ray.init(address=address, logging_level=logging.ERROR,
              log_to_driver=False, configure_logging=True)
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     # ConnectionError, an authentication error, a version mismatch...
     message = ' '.join(str(e).split())[:300] or type(e).__name__
     raise errors.LaunchError(
@@ -292,7 +292,7 @@ def wait_for_hosts(address: str, hosts: int, timeout_seconds: float) -> int:
       if time.time() >= deadline:
         raise errors.LaunchError(f'after {timeout_seconds:g} s: {e}') from None
       time.sleep(1.0)
-  import ray  # pylint: disable=g-import-not-at-top
+  import ray
   while joined < hosts and time.time() < deadline:
     time.sleep(1.0)
     joined = sum(1 for n in ray.nodes() if n.get('Alive'))
@@ -306,7 +306,7 @@ def wait_for_hosts(address: str, hosts: int, timeout_seconds: float) -> int:
 
 def main(argv: Sequence[str]) -> int:
   """`python -m acme_launch.run.ray.cluster ADDRESS --hosts=N`: wait_for_hosts."""
-  import argparse  # pylint: disable=g-import-not-at-top
+  import argparse
   parser = argparse.ArgumentParser(
       prog='python -m acme_launch.run.ray.cluster',
       description='Waits until a Ray cluster has N alive hosts.')

@@ -214,7 +214,7 @@ class Shipping:
     if shared:
       return (node_env.NodeEnv(run_dir=self._run_dir).to_environ(),
               layout.log_path(self._run_dir, node))
-    import ray  # pylint: disable=g-import-not-at-top
+    import ray
     files = {**csv_headers(self._run_dir),
              **checkpoint_files(self._run_dir, node)}
     root = ray.get(actor.make_mirror.remote(files),
@@ -229,7 +229,7 @@ class Shipping:
 
   def pull(self, last: bool = False) -> None:
     """Pulls every mirror into the run directory; `last` removes them."""
-    import ray  # pylint: disable=g-import-not-at-top
+    import ray
     refs = [actor.pull.remote(last) for actor in self._mirrored.values()]
     for ref in refs:
       try:

@@ -55,7 +55,7 @@ class FixedAddress:
     self._address = address
 
   def build(self) -> str:
-    from acme_launch.plan import node_env  # pylint: disable=g-import-not-at-top
+    from acme_launch.plan import node_env
     for old, new in node_env.NodeEnv.from_environ().moved_addresses:
       if old == self._address and new:
         return new
@@ -74,8 +74,8 @@ class StopRequest:
     self._path = path
 
   def __call__(self) -> None:
-    from acme_launch import layout  # pylint: disable=g-import-not-at-top
-    from acme_launch.plan import node_env  # pylint: disable=g-import-not-at-top
+    from acme_launch import layout
+    from acme_launch.plan import node_env
     path = layout.on_this_host(self._path)  # Shipped from a mirror.
     tmp_path = f'{path}.{os.getpid()}.tmp'
     with open(tmp_path, 'w') as f:
@@ -107,7 +107,7 @@ class NodeHost:
 
   def describe(self) -> Dict[str, object]:
     """Where this actor landed: cluster address, Ray node, GPUs."""
-    import ray  # pylint: disable=g-import-not-at-top
+    import ray
     return {
         'ip': ray.util.get_node_ip_address(),
         'ray_node_id': ray.get_runtime_context().get_node_id(),
@@ -138,7 +138,7 @@ class NodeHost:
         shared = f.read() == marker_text
     except OSError:
       shared = False
-    from acme_launch.run import loopback  # pylint: disable=g-import-not-at-top
+    from acme_launch.run import loopback
     try:
       loopback.ensure(ip)
     except loopback.Unavailable as e:
@@ -149,7 +149,7 @@ class NodeHost:
   def make_mirror(self, files: Dict[str, bytes]) -> str:
     """This node's mirror of the run directory (made once), with `files`
     (relative path -> bytes) from the launcher's; returns its root."""
-    from acme_launch.run.ray import files as ray_files  # pylint: disable=g-import-not-at-top
+    from acme_launch.run.ray import files as ray_files
     if self._mirror is None:
       self._mirror = ray_files.Mirror()
     self._mirror.receive(files)
@@ -175,8 +175,8 @@ class NodeHost:
     command is pointed at it. GPUs: a node planned on GPUs sees the ones
     Ray assigned to this actor.
     """
-    from acme_launch.run import loopback  # pylint: disable=g-import-not-at-top
-    import ray  # pylint: disable=g-import-not-at-top
+    from acme_launch.run import loopback
+    import ray
     self._folder = tempfile.mkdtemp(prefix='acme-launch-node-')
     os.chmod(self._folder, 0o700)
     local_path = os.path.join(self._folder, os.path.basename(program_path))

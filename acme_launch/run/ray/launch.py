@@ -20,7 +20,7 @@ local_mp runs, on its host. This module is the launcher's side:
      new Ray actor, which Ray places on a host that fits its demand, and
      new server addresses there (NodeEnv.moved_addresses); any other
      node's death, or one past its restarts, stops the run naming it
-     (exit 1; run/driver.py's --auto_resume may start it again); the counter's steps
+     (exit 1; driver.py's --auto_resume may start it again); the counter's steps
      limiter's lp.stop() (a stop request file, ray_host.StopRequest) ends it at the
      budget; Ctrl-C / SIGTERM stop gracefully; on the way out every node is
      SIGTERMed, the stateful ones get STOP_TIMEOUT_SECONDS to save, then
@@ -39,7 +39,7 @@ import threading
 import time
 from typing import Dict, List, Optional, Set
 
-import acme_launch
+from acme_launch import paths
 from acme_launch import errors
 from acme_launch.program import build as program_lib
 from acme_launch.run.ray import cluster as ray_cluster
@@ -140,7 +140,7 @@ class RaySupervisor(core.SupervisorCore):
     dies with the host. A label selector on Ray's own node-id label keeps
     the launcher's new actors off every host it has seen lost.
     """
-    import ray  # pylint: disable=g-import-not-at-top
+    import ray
     avoid = ({'label_selector': {
         'ray.io/node-id': f'!in({",".join(sorted(self._lost_hosts))})'}}
              if self._lost_hosts else {})
@@ -160,7 +160,7 @@ class RaySupervisor(core.SupervisorCore):
         name=None).remote(demand.node)
 
   def _place(self, built: program_lib.BuiltProgram) -> None:
-    import ray  # pylint: disable=g-import-not-at-top
+    import ray
     for demand in self._cluster.demands:
       self._actors[demand.node] = self._new_actor(demand)
     pending = {self._actors[n].describe.remote(): n for n in self._actors}
@@ -201,7 +201,7 @@ class RaySupervisor(core.SupervisorCore):
   def _check_hosts(self, nodes: List[str]) -> None:
     """Each new host of `nodes` runs the shim; notes those that do not see
     the run directory (their nodes write into a mirror, run/ray/files.py)."""
-    import ray  # pylint: disable=g-import-not-at-top
+    import ray
     by_host = {}
     for node in nodes:
       where = self._where[node]
@@ -232,7 +232,7 @@ class RaySupervisor(core.SupervisorCore):
 
   def _launch(self, built: program_lib.BuiltProgram,
               plan: resources.ResourcePlan) -> None:
-    import ray  # pylint: disable=g-import-not-at-top
+    import ray
     lp_nodes = {}
     for label, nodes in built.program.groups.items():
       lp_nodes.update(zip(built.nodes_by_label[label], nodes))
@@ -302,7 +302,7 @@ class RaySupervisor(core.SupervisorCore):
       sys.stdout.flush()
 
   def _watch_cluster(self) -> core.Outcome:
-    import ray  # pylint: disable=g-import-not-at-top
+    import ray
     while True:
       self._files.pull()  # Nodes on hosts without the run directory.
       if self._stop_signal is not None:
@@ -351,7 +351,7 @@ class RaySupervisor(core.SupervisorCore):
 
   def _restart_on_host(self, node: str, how: str, attempt: int) -> None:
     """restarts.RestartPolicy's restart, by the node's Ray actor, on its host."""
-    import ray  # pylint: disable=g-import-not-at-top
+    import ray
     line = (f'acme-launch: node {node} {how}; restarting it ({attempt} of at '
             f'most {self._restarts.max_restarts})')
     print(line, flush=True)
@@ -389,7 +389,7 @@ class RaySupervisor(core.SupervisorCore):
 
   def _move(self, node: str, attempt: int) -> None:
     """A new Ray actor for `node`; _advance_move starts it once placed."""
-    import ray  # pylint: disable=g-import-not-at-top
+    import ray
     try:
       ray.kill(self._actors[node])  # If only unreachable: its node dies too.
     except ray.exceptions.RayError:
@@ -411,7 +411,7 @@ class RaySupervisor(core.SupervisorCore):
     """The host Ray chose for a moved node died before the node started
     there: a new actor on a live host, with the whole placement time again.
     Not a restart of the node: it never ran there."""
-    import ray  # pylint: disable=g-import-not-at-top
+    import ray
     move = self._moving[node]
     try:
       ray.kill(self._actors[node])
@@ -435,13 +435,13 @@ class RaySupervisor(core.SupervisorCore):
     """The hosts new actors avoid: those Ray still lists alive whose raylet
     does not answer. Asked again each time, so a host cut off briefly is
     used again once it answers; one Ray has declared dead needs no label."""
-    import ray  # pylint: disable=g-import-not-at-top
+    import ray
     self._lost_hosts = {host['NodeID'] for host in ray.nodes()
                         if host.get('Alive') and not _raylet_answers(host)}
 
   def _advance_move(self, node: str) -> Optional[core.Outcome]:
     """Starts a moved node on its new host once Ray placed its actor."""
-    import ray  # pylint: disable=g-import-not-at-top
+    import ray
     move = self._moving[node]
     ready, _ = ray.wait([move.describe_ref], timeout=0)
     if not ready:
@@ -509,7 +509,7 @@ class RaySupervisor(core.SupervisorCore):
 
   def _stop_cluster(self) -> None:
     """SIGTERM every node; once the saving ones are done, kill them all."""
-    import ray  # pylint: disable=g-import-not-at-top
+    import ray
     for node in self._running():
       self._actors[node].terminate.remote()
     saving = [n for n in self._running() if topology.saves_on_stop(n)]
@@ -526,7 +526,7 @@ class RaySupervisor(core.SupervisorCore):
     self._kill_all()
 
   def _kill_all(self) -> None:
-    import ray  # pylint: disable=g-import-not-at-top
+    import ray
     kills = [self._actors[n].kill.remote() for n in self._running()]
     try:
       ray.wait(kills, num_returns=len(kills), timeout=15)
@@ -551,7 +551,7 @@ class _PlacedOnLostHost(Exception):
 
 def _host_died(error: Exception) -> bool:
   """Whether a Ray error says an actor's host went, not its own code."""
-  import ray  # pylint: disable=g-import-not-at-top
+  import ray
   return (isinstance(error, ray.exceptions.RayActorError) and
           not getattr(error, 'actor_init_failed', False))
 
@@ -575,4 +575,4 @@ def _raylet_answers(host: Dict) -> bool:
 
 
 def _repo_root() -> str:
-  return acme_launch.ROOT
+  return paths.ROOT

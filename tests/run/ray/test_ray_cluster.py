@@ -638,7 +638,7 @@ def test_ray_address_comes_from_the_flag_or_ray_address(monkeypatch):
 
 @pytest.mark.e2e
 def test_bind_shim_puts_wildcard_binds_on_the_given_address_only():
-  from acme_launch.run import loopback  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import loopback
   path = loopback.ensure()
   # 127.0.0.2 is on `lo` (all of 127/8 is): wildcard binds land there.
   loopback.verify(path, '127.0.0.2')

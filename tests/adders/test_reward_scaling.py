@@ -15,14 +15,12 @@ import numpy as np
 import pytest
 import reverb
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
-from acme_launch import agents
-from acme_launch.program import batched_adders
+from acme_launch.adders import batched as batched_adders
 from acme_launch import envs as environments
-from acme_launch.program import reward_scaling
-from acme_launch.configs import ppo_mujoco
-from tests.program import test_batched_adders
+from acme_launch.adders import reward_scaling
+from tests.adders import test_batched as test_batched_adders
 from tests.conftest import read_json, run_launcher
 
 NUM_ENVS = 3
@@ -77,7 +75,7 @@ def _hopper():
   envs = [environments.make_environment('Hopper-v4', seed=s)
           for s in range(NUM_ENVS)]
   spec = specs.make_environment_spec(envs[0])
-  _, builder = test_batched_adders._ppo_builder(spec)  # pylint: disable=protected-access
+  _, builder = test_batched_adders._ppo_builder(spec)
   table = builder.make_replay_tables(spec)[0]
   servers = [reverb.Server(builder.make_replay_tables(spec)) for _ in range(2)]
   clients = [reverb.Client(f'localhost:{s.port}') for s in servers]
@@ -87,8 +85,8 @@ def _hopper():
 
 
 def _same_items(clients, table):
-  read = test_batched_adders._read_all  # pylint: disable=protected-access
-  key = test_batched_adders._key  # pylint: disable=protected-access
+  read = test_batched_adders._read_all
+  key = test_batched_adders._key
   scaled, reference = (sorted(read(c, table.name), key=key) for c in clients)
   assert len(scaled) > NUM_ENVS * NUM_STEPS // 8
   assert len(scaled) == len(reference)
@@ -133,10 +131,10 @@ def test_batched_writer_stores_the_scaled_rewards(hopper):
 def test_acme_adder_wrapped_stores_the_scaled_rewards(hopper):
   envs, spec, builder, table, clients = hopper
   envs = envs[:1]
-  builder._normalize_rewards = True  # pylint: disable=protected-access
+  builder._normalize_rewards = True
   scaled = builder.make_adder(clients[0])
   assert isinstance(scaled, reward_scaling.RewardScalingAdder)
-  builder._normalize_rewards = False  # pylint: disable=protected-access
+  builder._normalize_rewards = False
   reference = builder.make_adder(clients[1])
   twin = reward_scaling.ReturnScaler(1, DISCOUNT)
 
@@ -153,9 +151,9 @@ def test_acme_adder_wrapped_stores_the_scaled_rewards(hopper):
                   extras=extras)
 
   _hopper_steps(envs, spec, on_step)
-  scaled._adder._writer.flush()  # pylint: disable=protected-access
-  reference._writer.flush()  # pylint: disable=protected-access
-  read = test_batched_adders._read_all  # pylint: disable=protected-access
+  scaled._adder._writer.flush()
+  reference._writer.flush()
+  read = test_batched_adders._read_all
   scaled_items, reference_items = (read(c, table.name) for c in clients)
   assert len(scaled_items) == len(reference_items) > NUM_STEPS // 8
   for a, b in zip(scaled_items, reference_items):

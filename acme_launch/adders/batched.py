@@ -17,7 +17,7 @@ observations and the environment ids they belong to). Two kinds:
   window at once is the fewest writer calls that gives Acme's items). Acme's
   adder makes two Reverb appends per env step; profiled in a 32-env actor
   that was about a quarter of its time. The items are the same:
-  `tests/test_batched_adders.py` feeds both the same steps and compares
+  `tests/adders/test_batched.py` feeds both the same steps and compares
   every item.
 
 Both take `add_first(timesteps)` and `add(actions, timesteps, extras)`
@@ -29,7 +29,7 @@ and `extras` row for row), and, as before, `add_first(index, timestep)` and
 import collections
 from typing import Optional, Sequence, Union
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import adders as adders_lib
 from acme import types
 from acme.adders.reverb import base as reverb_base
@@ -39,7 +39,7 @@ import reverb
 import tree
 
 from acme_launch.envs.batched import TimeSteps
-from acme_launch.program import reward_scaling
+from acme_launch.adders import reward_scaling
 
 Steps = Union[TimeSteps, Sequence[dm_env.TimeStep]]
 
@@ -147,7 +147,7 @@ class BatchedSequenceAdder:
     # One writer for all N streams: every item is a single appended step.
     self._writer = client.trajectory_writer(num_keep_alive_refs=1)
     # Its C++ writer, called directly for each window (see _write).
-    self._cpp_writer = self._writer._writer  # pylint: disable=protected-access
+    self._cpp_writer = self._writer._writer
     self._squeeze = [True] * len(self._flat_buffers)
     # Finished windows not yet written, oldest first; each step writes the
     # windows a step finishes on average (N / (sequence_length - 1)), plus

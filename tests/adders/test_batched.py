@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import reverb
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
 from acme_launch import agents
-from acme_launch.program import batched_adders
+from acme_launch.adders import batched as batched_adders
 from acme_launch import envs as environments
 from acme_launch.configs import ppo_mujoco
 
@@ -41,7 +41,7 @@ def _read_all(client, table):
 
 
 def _flatten(data):
-  import tree  # pylint: disable=g-import-not-at-top
+  import tree
   return tree.flatten(data)
 
 
@@ -93,7 +93,7 @@ def test_same_items_as_acme_sequence_adder(servers):
         stock[i].add_first(timesteps[i])
         ours.add_first(i, timesteps[i])
   for adder in stock:
-    adder._writer.flush()  # pylint: disable=protected-access
+    adder._writer.flush()
   ours.close()
 
   # Random Hopper falls within tens of steps: many, unaligned episode ends.

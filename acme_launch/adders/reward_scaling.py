@@ -17,7 +17,7 @@ scale) and start again when an actor restarts or a run resumes.
 
 from typing import Sequence
 
-from acme_launch import compat  # pylint: disable=unused-import  (JAX aliases; before acme)
+from acme_launch import compat  # JAX aliases; before acme
 from acme import adders as adders_lib
 import dm_env
 import numpy as np

@@ -26,7 +26,7 @@ def _package_versions() -> dict:
 
 def _write_run_config(run_dir, config_name, config, built, plan, seeds,
                       launch_type, argv, python_path) -> None:
-  from acme_launch import layout  # pylint: disable=g-import-not-at-top
+  from acme_launch import layout
   layout.write_json_atomic(layout.config_path(run_dir), {
       'config_name': config_name,
       'config': config.to_dict(),
@@ -54,10 +54,10 @@ def run_and_report(options: options_lib.Options, launch: Launch) -> int:
 
 
 def _run_and_report(options: options_lib.Options, launch: Launch) -> int:
-  from acme_launch.run import progress as progress_lib  # pylint: disable=g-import-not-at-top
-  from acme_launch.run import summary as summary_lib  # pylint: disable=g-import-not-at-top
-  from acme_launch import layout  # pylint: disable=g-import-not-at-top
-  from acme_launch.program import build as program_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import progress as progress_lib
+  from acme_launch.run import summary as summary_lib
+  from acme_launch import layout
+  from acme_launch.program import build as program_lib
   launch_type, config, config_name = (launch.launch_type, launch.config,
                                       launch.config_name)
   built, run_dir, resume = launch.built, launch.run_dir, launch.resume
@@ -116,7 +116,7 @@ def _run_and_report(options: options_lib.Options, launch: Launch) -> int:
     # Node threads blocked in C (Reverb, TF) would hold up interpreter exit.
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(outcome.exit_code)  # pylint: disable=protected-access
+    os._exit(outcome.exit_code)
   return outcome.exit_code
 
 
@@ -137,8 +137,8 @@ def _open_tracker(launch: Launch, options: options_lib.Options):
   """--tracking's runs opened (or reopened on resume), or None."""
   if not launch.tracking:
     return None
-  from acme_launch.tracking import run as tracking_run  # pylint: disable=g-import-not-at-top
-  from acme_launch.sweep import record as sweep_record  # pylint: disable=g-import-not-at-top
+  from acme_launch.tracking import run as tracking_run
+  from acme_launch.sweep import record as sweep_record
   parent = os.path.dirname(launch.run_dir)
   group = (os.path.basename(parent) if sweep_record.is_sweep_dir(parent)
            else '')
@@ -156,11 +156,11 @@ def _open_tracker(launch: Launch, options: options_lib.Options):
 def _plots(run_dir: str):
   """The run's plots (plot.py) made into RUN_DIR/plots, and summary.json:
   the files the tracking runs get."""
-  from acme_launch import layout  # pylint: disable=g-import-not-at-top
-  from acme_launch.run import summary as summary_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch import layout
+  from acme_launch.run import summary as summary_lib
   files = [layout.summary_path(run_dir)]
   try:
-    from acme_launch import plot  # pylint: disable=g-import-not-at-top
+    from acme_launch import plot
     out = os.path.join(run_dir, 'plots')
     os.makedirs(out, exist_ok=True)
     if summary_lib.evaluation_rows(run_dir):
@@ -169,7 +169,7 @@ def _plots(run_dir: str):
     if os.path.isfile(os.path.join(run_dir, 'metrics', 'progress.csv')):
       files.append(os.path.join(out, 'steps_per_second.png'))
       plot.plot_steps_per_second(run_dir, files[-1])
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     print(f'acme-launch: warning: no plots for the tracking runs '
           f'({type(e).__name__}: {e})', file=sys.stderr)
   return [path for path in files if os.path.isfile(path)]
@@ -178,14 +178,14 @@ def _plots(run_dir: str):
 def _run_once(options: options_lib.Options, launch: Launch, built, reporter,
               max_wall_time: float):
   """One run of `built` by the launch type's supervisor: its Outcome."""
-  from acme_launch.run import supervisor  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import supervisor
   common = dict(show_output=options.show_output, reporter=reporter,
                 max_wall_time=max_wall_time,
                 max_node_restarts=options.max_node_restarts,
                 python_path=launch.python_path,
                 compilation_cache=launch.compilation_cache)
   if launch.launch_type == 'ray':
-    from acme_launch.run.ray import launch as ray_launch  # pylint: disable=g-import-not-at-top
+    from acme_launch.run.ray import launch as ray_launch
     runner = ray_launch.RaySupervisor(
         launch.run_dir, launch.cluster,
         allow_public_address=options.allow_public_cluster_address, **common)
@@ -208,8 +208,8 @@ def _run_until_done(options: options_lib.Options, launch: Launch, reporter):
   """Runs the program; with --auto_resume, again from its checkpoints after
   a stateful node's failure. Returns (outcome, auto resumes made); the
   outcome's wall time and node restarts cover every attempt."""
-  from acme_launch.run import resume as resume_lib  # pylint: disable=g-import-not-at-top
-  from acme_launch.program import build as program_lib  # pylint: disable=g-import-not-at-top
+  from acme_launch.run import resume as resume_lib
+  from acme_launch.program import build as program_lib
   built = launch.built
   wall_time, node_restarts, resumes = 0.0, collections.Counter(), 0
   while True:
