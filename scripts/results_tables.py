@@ -298,8 +298,9 @@ def render(page: str, results: str) -> str:
     if end is None:
       raise BadInput(f'table {begin["name"]}: no {_END} after its marker '
                      f'(line {i})')
-    out.extend(render_table(begin['name'], results))
-    out.append(_END)
+    # Blank lines around the table: Markdown renderers that read blocks
+    # (mkdocs' Python-Markdown) take a table only as a block of its own.
+    out.extend(['', *render_table(begin['name'], results), '', _END])
     i = end + 1
   return '\n'.join(out)
 
