@@ -1,0 +1,340 @@
+"""The tables of docs/results.md, generated from the matrices in docs/results/.
+
+    .venv/bin/python scripts/results_tables.py           # rewrite the tables
+    .venv/bin/python scripts/results_tables.py --check   # exit 1 if the page differs
+
+`bench/learning.py` writes each matrix as NAME.json (its runs' final
+evaluations, speeds and evaluation curves; `--merge` pools seeds run apart).
+A table on the page sits between `<!-- results-table: TABLE -->` and
+`<!-- end -->`, TABLE one of `TABLES` below; this script writes what is
+between the two markers from the JSON files that TABLE names, and nothing
+else on the page. So a figure in those tables cannot differ from its data:
+a new or merged matrix is copied into docs/results/ and this script run,
+and the test suite runs `--check`. Text outside the markers (the command,
+the measured-on line, the discussion) is written by hand.
+
+Rounding is half up on the decimal figure (51.05 s is 51.1), as a reader
+rounds. A marker naming no table here, or one left open, is one line and
+exit 2.
+"""
+
+import argparse
+import decimal
+import difflib
+import importlib.util
+import json
+import os
+import re
+import statistics
+import sys
+from typing import Callable, Dict, List, Optional, Sequence
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGE = os.path.join(REPO_ROOT, 'docs', 'results.md')
+RESULTS = os.path.join(REPO_ROOT, 'docs', 'results')
+EXIT_DIFFERS, EXIT_BAD_INPUT = 1, 2
+
+_BEGIN = re.compile(r'^<!-- results-table: (?P<name>[\w-]+) -->$')
+_END = '<!-- end -->'
+
+
+def _learning():
+  """bench/learning.py, whose "evaluations from half the budget on" the
+  tables show, so that they read as the bench printed them."""
+  path = os.path.join(REPO_ROOT, 'bench', 'learning.py')
+  spec = importlib.util.spec_from_file_location('bench_learning', path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+late_evaluations = _learning().late_evaluations
+
+
+def fmt(value: Optional[float], decimals: int = 0) -> str:
+  """`value` rounded half up, thousands separated: 4,806; 51.1."""
+  if value is None:
+    return '-'
+  quantum = decimal.Decimal(1).scaleb(-decimals)
+  rounded = decimal.Decimal(repr(float(value))).quantize(
+      quantum, rounding=decimal.ROUND_HALF_UP)
+  return f'{rounded:,}'
+
+
+def steps_k(steps: float, grid: int) -> str:
+  """Actor steps on the evaluation grid, as 350k or 1.5M."""
+  at = round(steps / grid) * grid
+  return f'{fmt(at / 1e6, 2).rstrip("0").rstrip(".")}M' if at >= 1e6 else (
+      f'{at // 1000}k')
+
+
+def _row(cells: Sequence[str]) -> str:
+  return '|' + '|'.join(f' {c} ' if c else ' ' for c in cells) + '|'
+
+
+def _table(header: Sequence[str], rows: List[Sequence[str]]) -> List[str]:
+  return [_row(header), _row(['---'] * len(header)), *map(_row, rows)]
+
+
+def _runs(cell: dict) -> List[dict]:
+  return sorted(cell['runs'], key=lambda r: r['seed'])
+
+
+def _sgd_per_second(run: dict) -> float:
+  return run['learner_steps'] / run['wall_time_seconds']
+
+
+def _final(run: dict, decimals: int = 1) -> str:
+  return (f'{fmt(run["final_eval_return_mean"], decimals)} +- '
+          f'{fmt(run["final_eval_return_std"], decimals)}')
+
+
+def _mean_std(cell: dict, decimals: int) -> str:
+  return (f'{fmt(cell["final_return_mean"], decimals)} +- '
+          f'{fmt(cell["final_return_std"], decimals)}')
+
+
+def _per_seed(cell: dict, decimals: int) -> str:
+  return ' / '.join(fmt(r['final_eval_return_mean'], decimals)
+                    for r in _runs(cell))
+
+
+def _seed_range(seeds: Sequence[int]) -> str:
+  seeds = sorted(seeds)
+  if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+    return f'{seeds[0]}-{seeds[-1]}'
+  return ', '.join(map(str, seeds))
+
+
+def _flags(matrix: dict) -> str:
+  return ' '.join(f'`{f}`' for f in matrix['launch_flags']) or 'none'
+
+
+# ---- the tables ----
+
+def ppo_1m(matrices: Dict[str, dict]) -> List[str]:
+  """`ppo_mujoco` on HalfCheetah-v4, async (shipped) against sync mode."""
+  rows = []
+  for name, mode in (('ppo_1m_async', 'async (shipped)'),
+                     ('ppo_1m_sync', 'sync')):
+    (cell,) = matrices[name]['cells']
+    walls = [r['wall_time_seconds'] for r in _runs(cell)]
+    rows.append([
+        mode, _per_seed(cell, 0), _mean_std(cell, 0),
+        f'{" / ".join(fmt(w, 1) for w in walls)} s '
+        f'(mean {fmt(statistics.fmean(walls), 1)})',
+        fmt(cell['env_steps_per_second'])])
+  seeds = _seed_range(matrices['ppo_1m_async']['cells'][0]['seeds'])
+  return _table(['mode', f'final return per seed ({seeds})', 'mean +- std',
+                 'wall time from launch to summary, per seed',
+                 'env steps/s over the run'], rows)
+
+
+def ppo_hopper_variants(matrices: Dict[str, dict]) -> List[str]:
+  """`ppo_mujoco` on Hopper-v4 with one setting changed."""
+  rows = []
+  for name in ('ppo_rewnorm', 'ppo_nofinalrows'):
+    (cell,) = matrices[name]['cells']
+    rows.append([_flags(matrices[name]), _per_seed(cell, 0),
+                 _mean_std(cell, 0)])
+  return _table(['launch flags', 'final return per seed (0, 1, 2)',
+                 'mean +- std'], rows)
+
+
+def _per_seed_rows(matrix: dict, sgd_decimals: int,
+                   speed_seeds: Optional[Sequence[int]] = None) -> List[str]:
+  """A row per (game, seed): final evaluation, the evaluations from half
+  the budget on, wall time and rates (of `speed_seeds` only, if given)."""
+  cells = matrix['cells']
+  half = steps_k(cells[0]['steps'] / 2, 50_000)
+  rows = []
+  for cell in cells:
+    for run in _runs(cell):
+      late = late_evaluations(run, cell['steps'])
+      speed = '-'
+      if speed_seeds is None or run['seed'] in speed_seeds:
+        speed = (f'{fmt(run["wall_time_seconds"] / 60, 1)} min, '
+                 f'{fmt(run["env_steps_per_second"])}, '
+                 f'{fmt(_sgd_per_second(run), sgd_decimals)}')
+      rows.append([
+          f'`{cell["env"]}`, seed {run["seed"]}', _final(run),
+          f'{fmt(late[0], 1)} to {fmt(late[1], 1)}, mean {fmt(late[2], 1)}',
+          speed])
+  return _table(['game, seed', 'final return (10 games)',
+                 f'evaluations from {half} steps on',
+                 'wall time, env steps/s, SGD steps/s'], rows)
+
+
+def minatar_dqn(matrices: Dict[str, dict]) -> List[str]:
+  return _per_seed_rows(matrices['minatar_dqn'], sgd_decimals=0)
+
+
+def minatar_r2d2(matrices: Dict[str, dict]) -> List[str]:
+  # Seeds 1 and 2 ran one at a time with the learner's LSTM loop; seed 0's
+  # speeds are of an earlier learner and two runs at once.
+  return _per_seed_rows(matrices['minatar_r2d2'], sgd_decimals=1,
+                        speed_seeds=(1, 2))
+
+
+def minatar_impala(matrices: Dict[str, dict]) -> List[str]:
+  """Final returns per seed, and the evaluations' mean over seeds by band."""
+  # Seed 0's speeds are of an earlier learner, beside other runs.
+  speed_seeds = (1, 2)
+  bands = [(50_000, 450_000), (500_000, 950_000), (1_000_000, 1_450_000),
+           (1_500_000, 1_950_000)]
+  rows = []
+  for cell in matrices['minatar_impala']['cells']:
+    band_means = []
+    for low, high in bands:
+      per_seed = []
+      for run in _runs(cell):
+        curve = run['curve'][:-1]  # The final evaluation, at the budget.
+        values = [value for at, value in curve
+                  if low <= round(at / 50_000) * 50_000 <= high]
+        per_seed.append(statistics.fmean(values))
+      band_means.append(fmt(statistics.fmean(per_seed), 1))
+    fast = [r for r in _runs(cell) if r['seed'] in speed_seeds]
+    join = lambda xs: ' and '.join(xs)
+    rows.append([
+        f'`{cell["env"]}`', ', '.join(band_means), _per_seed(cell, 1),
+        _mean_std(cell, 1),
+        f'{join(fmt(r["wall_time_seconds"] / 60, 1) for r in fast)} min, '
+        f'{join(fmt(r["env_steps_per_second"]) for r in fast)}, '
+        f'{join(fmt(_sgd_per_second(r), 1) for r in fast)}'])
+  band_names = ', '.join(f'{steps_k(a, 50_000)}-{steps_k(b, 50_000)}'
+                         for a, b in bands)
+  return _table([
+      'game', f'evaluations, mean of the seeds by band: {band_names}',
+      'final return at 2M (10 games), seeds 0 / 1 / 2', 'mean +- std',
+      'wall time, env steps/s, SGD steps/s (seeds '
+      f'{" and ".join(map(str, speed_seeds))})'], rows)
+
+
+def minatar_summary(matrices: Dict[str, dict]) -> List[str]:
+  """Mean +- std over seeds of the final returns, per agent and game."""
+  names = ('minatar_dqn', 'minatar_r2d2', 'minatar_impala')
+  columns = []
+  for name in names:
+    cells = matrices[name]['cells']
+    columns.append({c['env']: c for c in cells})
+  games = list(columns[0])
+  header = ['game'] + [
+      f'`{cells[games[0]]["config"]}`, '
+      f'{steps_k(cells[games[0]]["steps"], 50_000)} steps, '
+      f'{len(cells[games[0]]["seeds"])} seeds' for cells in columns]
+  rows = [[f'`{game}`'] + [_mean_std(cells[game], 1) for cells in columns]
+          for game in games]
+  return _table(header, rows)
+
+
+def atari_pong_dqn_cpu(matrices: Dict[str, dict]) -> List[str]:
+  (cell,) = matrices['atari_pong_dqn_cpu']['cells']
+  (run,) = cell['runs']
+  curve = run['curve'][:-1]
+  late = late_evaluations(run, cell['steps'])
+  above_0 = next((at, v) for at, v in curve if v > 0)
+  at_20 = next((at, v) for at, v in curve if v >= 20)
+  return _table(['', ''], [
+      [f'final return (10 whole games at {steps_k(cell["steps"], 50_000)} '
+       'steps)', _final(run)],
+      [f'evaluations (3 games every 25k steps) from '
+       f'{steps_k(cell["steps"] / 2, 25_000)} steps on',
+       f'{fmt(late[0], 1)} to {fmt(late[1], 1)}, mean {fmt(late[2], 1)}'],
+      ['first evaluation above 0; at 20 or more',
+       f'{steps_k(above_0[0], 25_000)} steps ({fmt(above_0[1], 1)}); '
+       f'{steps_k(at_20[0], 25_000)} ({fmt(at_20[1], 1)})'],
+      ['wall time, env steps/s, SGD steps/s',
+       f'{fmt(run["wall_time_seconds"] / 60)} min, '
+       f'{fmt(run["env_steps_per_second"])}, '
+       f'{fmt(_sgd_per_second(run), 1)}'],
+  ])
+
+
+# TABLE: (the matrices it reads, by file name without .json; the writer).
+TABLES: Dict[str, tuple] = {
+    'ppo_1m': (('ppo_1m_async', 'ppo_1m_sync'), ppo_1m),
+    'ppo_hopper_variants': (('ppo_rewnorm', 'ppo_nofinalrows'),
+                            ppo_hopper_variants),
+    'minatar_summary': (('minatar_dqn', 'minatar_r2d2', 'minatar_impala'),
+                        minatar_summary),
+    'minatar_impala': (('minatar_impala',), minatar_impala),
+    'minatar_dqn': (('minatar_dqn',), minatar_dqn),
+    'minatar_r2d2': (('minatar_r2d2',), minatar_r2d2),
+    'atari_pong_dqn_cpu': (('atari_pong_dqn_cpu',), atari_pong_dqn_cpu),
+}
+
+
+class BadInput(Exception):
+  pass
+
+
+def render_table(name: str, results: str) -> List[str]:
+  if name not in TABLES:
+    raise BadInput(f'unknown table {name!r}; tables: {", ".join(TABLES)}')
+  files, write = TABLES[name]
+  matrices = {}
+  for file in files:
+    path = os.path.join(results, f'{file}.json')
+    try:
+      with open(path) as f:
+        matrices[file] = json.load(f)
+    except (OSError, ValueError) as e:
+      raise BadInput(f'table {name}: cannot read {path}: {e}') from e
+  return write(matrices)
+
+
+def render(page: str, results: str) -> str:
+  """`page` with every marked table rewritten from `results`."""
+  out: List[str] = []
+  lines = page.split('\n')
+  i = 0
+  while i < len(lines):
+    out.append(lines[i])
+    begin = _BEGIN.match(lines[i])
+    i += 1
+    if not begin:
+      continue
+    end = next((j for j in range(i, len(lines)) if lines[j] == _END), None)
+    if end is None:
+      raise BadInput(f'table {begin["name"]}: no {_END} after its marker '
+                     f'(line {i})')
+    # Blank lines around the table: Markdown renderers that read blocks
+    # (mkdocs' Python-Markdown) take a table only as a block of its own.
+    out.extend(['', *render_table(begin['name'], results), '', _END])
+    i = end + 1
+  return '\n'.join(out)
+
+
+def main(argv: List[str], write: Callable[[str], None] = print) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--check', action='store_true',
+                      help='change nothing; exit 1 if the page differs from '
+                      'what the JSON gives')
+  parser.add_argument('--page', default=PAGE)
+  parser.add_argument('--results', default=RESULTS,
+                      help='the folder of the JSON matrices')
+  args = parser.parse_args(argv)
+  with open(args.page) as f:
+    page = f.read()
+  try:
+    generated = render(page, args.results)
+  except BadInput as e:
+    print(f'results_tables.py: error: {e}', file=sys.stderr)
+    return EXIT_BAD_INPUT
+  if generated == page:
+    return 0
+  if args.check:
+    write(''.join(difflib.unified_diff(
+        page.splitlines(True), generated.splitlines(True),
+        args.page, 'from the JSON')))
+    write(f'{args.page} differs from its JSON: run '
+          '.venv/bin/python scripts/results_tables.py')
+    return EXIT_DIFFERS
+  with open(args.page, 'w') as f:
+    f.write(generated)
+  write(f'rewrote the tables of {args.page}')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main(sys.argv[1:]))
