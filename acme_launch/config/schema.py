@@ -25,8 +25,11 @@ def base_config(*, agent: str, env_name: str, max_actor_steps: int,
   config = ml_collections.ConfigDict()
   config.agent = agent                      # Adapter in acme_launch/agents/.
   config.env_name = env_name                # TASK (gym), gymnasium:TASK,
-                                            # dmc:DOMAIN-TASK, atari:GAME or
-                                            # minatar:GAME (envs/tasks.py).
+                                            # dmc:DOMAIN-TASK, atari:GAME,
+                                            # FAMILY:NAME (envs/registry.py).
+  config.env_modules = ()                   # Modules imported first, in the
+                                            # launcher and every node: they
+                                            # register families of yours.
   config.env_backend = 'gym'                # gym: a Python env object per
                                             # env; envpool: one EnvPool per actor.
   config.env_max_episode_steps = 0          # 0 keeps the task's own limit.
@@ -104,7 +107,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
         f'{2 * config.envs_per_actor})')
   # Task family, backend and their packages; imported here, not at CLI start.
   from acme_launch import envs as environments
-  environments.check_task(config.env_name, config.get('env_backend', 'gym'))
+  environments.check_task(config.env_name, config.get('env_backend', 'gym'),
+                          config.get('env_modules', ()))
   if config.seed < 0:
     raise errors.LaunchError(f'config.seed must be >= 0, got {config.seed}')
   if config.env_max_episode_steps < 0:

@@ -1,6 +1,8 @@
-"""Environment factories: tasks of six families on two backends, as dm_env.
+"""Environment factories: tasks of registered families on two backends, as
+dm_env.
 
-A task is named `FAMILY:NAME`, the family prefix optional for gym:
+A task is named `FAMILY:NAME`, the family prefix optional for gym. Each
+family is one registered value (`Family`, registry.py); these ship:
 
   family      example                   library
   gym         HalfCheetah-v4            gym 0.25 (v4 tasks, as published results;
@@ -15,6 +17,10 @@ A task is named `FAMILY:NAME`, the family prefix optional for gym:
   pomdp       pomdp:CartPole-v1         Gymnasium control tasks with their
                                         velocities hidden: memory tasks (gym
                                         backend only; pomdp.py)
+  user        my_project.envs:make_env  a factory of the user's (user.py)
+
+and a user adds their own with `register_family`, from a module that
+`config.env_modules` names.
 
 `env_backend` says what steps them:
 
@@ -31,21 +37,29 @@ clipped), discount 0 only on a true termination (a time limit keeps
 discount 1).
 """
 
-# The public names, from the modules that hold them: tasks.py (naming and
-# checking tasks), families.py (gym, Gymnasium, dm_control), atari.py (the
-# Atari protocol; atari_gymnasium.py, imported when a game is made), minatar.py (MinAtar's games), pomdp.py (memory tasks), batched.py (N
-# environments as arrays), envpool_backend.py, factory.py (what callers make).
+# The public names, from the modules that hold them: registry.py (families,
+# naming and checking tasks), families.py (gym, Gymnasium, dm_control),
+# atari.py (the Atari protocol; atari_gymnasium.py, imported when a game is
+# made), minatar.py (MinAtar's games), pomdp.py (memory tasks), user.py (the
+# user's factories), batched.py (N environments as arrays),
+# envpool_backend.py, factory.py (what callers make). Importing a family's
+# module registers it: all of them are imported here.
 from acme_launch import compat  # JAX aliases; before acme
+# In the order the unknown-family line names them.
+from acme_launch.envs import families, atari, minatar, pomdp, user  # noqa: F401
 from acme_launch.envs.batched import PythonEnvironments, TimeSteps
 from acme_launch.envs.envpool_backend import EnvPoolEnvironment, EnvPoolEnvironments
 from acme_launch.envs.factory import make_environment, make_environments, node_seed
 from acme_launch.envs.families import GymnasiumEnvironment
 from acme_launch.envs.minatar import MinAtarEnvironment
-from acme_launch.envs.tasks import BACKENDS, FAMILIES, USER, Task, check_task, parse_task
+from acme_launch.envs.registry import (
+    BACKENDS, Family, Task, all_families, check_task, family, parse_task,
+    register_family)
 
 __all__ = [
-    'BACKENDS', 'FAMILIES', 'USER', 'EnvPoolEnvironment', 'EnvPoolEnvironments',
+    'BACKENDS', 'EnvPoolEnvironment', 'EnvPoolEnvironments', 'Family',
     'GymnasiumEnvironment', 'MinAtarEnvironment', 'PythonEnvironments',
-    'Task', 'TimeSteps', 'check_task', 'make_environment', 'make_environments',
-    'node_seed', 'parse_task',
+    'Task', 'TimeSteps', 'all_families', 'check_task', 'family',
+    'make_environment', 'make_environments', 'node_seed', 'parse_task',
+    'register_family',
 ]

@@ -18,6 +18,9 @@ Nothing here imports EnvPool or ale-py until a game is made or checked.
 
 from typing import Dict, List
 
+from acme_launch import errors
+from acme_launch.envs import registry
+
 FAMILY = 'atari'
 _SUFFIX = '-v5'  # EnvPool 0.8.4 registers every game once, as NAME-v5.
 _MODULE = 'envpool.atari'  # Registry entries of Atari games import this.
@@ -97,3 +100,25 @@ def unknown_game_message(env_name: str, backend: str = 'envpool') -> str:
   return (f'config.env_name {env_name!r}: unknown atari game; {library} has '
           f'{len(known)} games, e.g. {", ".join(f"atari:{g}" for g in examples)} '
           f'(all: {where})')
+
+
+def check(name: str, env_name: str, backend: str) -> None:
+  known = envpool_id if backend == 'envpool' else ale_id
+  if not known(name):
+    raise errors.LaunchError(unknown_game_message(env_name, backend))
+
+
+def make(name: str, seed: int, max_episode_steps: int, evaluation: bool):
+  """A game on the gym backend: Gymnasium + ale-py, imported only here."""
+  from acme_launch.envs import atari_gymnasium
+  return atari_gymnasium.make(ale_id(name), PROTOCOL, seed, max_episode_steps,
+                              evaluation)
+
+
+# EnvPool's own ALE on the envpool backend; on gym, Gymnasium's wrappers
+# (which resize with OpenCV) over ale-py's.
+ATARI = registry.register_family(registry.Family(
+    FAMILY, registry.BACKENDS, (), check, make,
+    backend_packages={'gym': ('gymnasium', 'ale_py', 'cv2')},
+    envpool_id=envpool_id, envpool_options=envpool_options,
+    example='atari:GAME'))

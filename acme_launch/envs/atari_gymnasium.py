@@ -31,7 +31,6 @@ stack). `_Episodes` and `_KeepGame` do it EnvPool's way.
 import gymnasium
 import numpy as np
 
-from acme_launch.envs import atari
 from acme_launch.envs.families import GymnasiumEnvironment
 
 
@@ -104,14 +103,14 @@ def quiet_ale() -> None:
   ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
 
 
-def make_gymnasium_game(name: str, max_episode_steps: int = 0,
+def make_gymnasium_game(ale_id: str, protocol, max_episode_steps: int = 0,
                         evaluation: bool = False):
-  """The game as a Gymnasium environment under the protocol (reads
-  atari.PROTOCOL when called). `evaluation`: whole games, real scores."""
+  """The game ale-py registers as `ale_id` ('ALE/Pong-v5'), as a Gymnasium
+  environment under `protocol` (atari.PROTOCOL, read when called; atari.py
+  passes both). `evaluation`: whole games, real scores."""
   quiet_ale()
-  protocol = atari.PROTOCOL
   environment = gymnasium.make(
-      atari.ale_id(name), frameskip=1,
+      ale_id, frameskip=1,
       repeat_action_probability=protocol['repeat_action_probability'],
       full_action_space=protocol['full_action_space'],
       max_num_frames_per_episode=0,  # _Episodes counts agent steps instead.
@@ -134,9 +133,10 @@ def make_gymnasium_game(name: str, max_episode_steps: int = 0,
       episodic_life=not evaluation)
 
 
-def make(name: str, seed: int, max_episode_steps: int = 0,
+def make(ale_id: str, protocol, seed: int, max_episode_steps: int = 0,
          evaluation: bool = False) -> GymnasiumEnvironment:
   """One game as dm_env (Gymnasium's terminated: discount 0, truncated:
   discount 1), seeded once: ALE's and the no-ops' streams."""
   return GymnasiumEnvironment(
-      make_gymnasium_game(name, max_episode_steps, evaluation), seed)
+      make_gymnasium_game(ale_id, protocol, max_episode_steps, evaluation),
+      seed)

@@ -5,9 +5,8 @@ from acme import specs
 import dm_env
 import numpy as np
 
-from acme_launch.envs import atari
+from acme_launch.envs import registry
 from acme_launch.envs.batched import FIRST, LAST, TimeSteps
-from acme_launch.envs.tasks import task_envpool_id, parse_task
 
 
 class EnvPoolEnvironments:
@@ -39,16 +38,18 @@ class EnvPoolEnvironments:
                max_episode_steps: int = 0, num_threads: int = 1,
                batch_size: int = 0, evaluation: bool = False):
     import envpool
-    task = parse_task(env_name)
-    kwargs = (atari.envpool_options(evaluation)
-              if task.family == atari.FAMILY else {})
+    task = registry.parse_task(env_name)
+    family = registry.family(task.family)
+    kwargs = (dict(family.envpool_options(evaluation))
+              if family.envpool_options is not None else {})
     if max_episode_steps:
       kwargs['max_episode_steps'] = max_episode_steps
     self._batch_size = int(batch_size) or num_envs
     if not 0 < self._batch_size <= num_envs:
       raise ValueError(f'batch_size {batch_size} not in [1, {num_envs}]')
     self._pool = envpool.make_dm(
-        task_envpool_id(task), num_envs=num_envs, batch_size=self._batch_size,
+        family.envpool_id(task.name), num_envs=num_envs,
+        batch_size=self._batch_size,
         seed=int(seed), num_threads=max(1, int(num_threads)), **kwargs)
     self._num_envs = num_envs
     self._env_ids = np.arange(num_envs, dtype=np.int32)
@@ -56,7 +57,7 @@ class EnvPoolEnvironments:
     self._elapsed = np.zeros(num_envs, np.int64)
     self._pending = 0  # Environments sent actions and not yet received.
     observation_spec = self._pool.observation_spec()
-    if task.family == 'dmc':
+    if 'obs' not in observation_spec._fields:  # dm_control's named fields.
       # One vector, as the gym backend's ConcatObservationWrapper makes it.
       self._fields = sorted(f for f in observation_spec._fields
                             if f not in ('env_id', 'players'))
@@ -68,7 +69,7 @@ class EnvPoolEnvironments:
       self._fields = None
       obs = observation_spec.obs
       # Frames stay uint8 (a quarter of the replay's memory); the rest float32.
-      dtype = np.uint8 if task.family == atari.FAMILY else np.float32
+      dtype = np.uint8 if obs.dtype == np.uint8 else np.float32
       self._observation_spec = specs.BoundedArray(
           obs.shape, dtype,
           np.broadcast_to(obs.minimum, obs.shape).astype(dtype),
@@ -82,7 +83,7 @@ class EnvPoolEnvironments:
       self._action_spec = specs.BoundedArray(
           action.shape, np.float32, -np.ones(action.shape, np.float32),
           np.ones(action.shape, np.float32),
-          name=None if task.family == 'dmc' else 'action')
+          name=None if self._fields is not None else 'action')
       self._low = np.broadcast_to(action.minimum, action.shape)
       self._high = np.broadcast_to(action.maximum, action.shape)
       self._half_range = 0.5 * (self._high - self._low)

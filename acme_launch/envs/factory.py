@@ -1,6 +1,7 @@
 """The factories callers use: one environment, an actor's N environments,
 and each node's seed."""
 
+import inspect
 from typing import Sequence
 
 from acme_launch import compat  # JAX aliases; before acme
@@ -9,14 +10,16 @@ from acme import wrappers
 import dm_env
 import numpy as np
 
-from acme_launch.envs import atari
-from acme_launch.envs import minatar
-from acme_launch.envs import pomdp
-from acme_launch.envs import user
+from acme_launch.envs import registry
 from acme_launch.envs.batched import PythonEnvironments
 from acme_launch.envs.envpool_backend import EnvPoolEnvironment, EnvPoolEnvironments
-from acme_launch.envs.families import make_dmc, make_gym, make_gymnasium
-from acme_launch.envs.tasks import USER, parse_task
+
+
+def _import_env_modules(config) -> None:
+  """config.env_modules, whose import registers the user's families: in a
+  node process, before its first environment is made."""
+  if config is not None:
+    registry.import_modules(config.get('env_modules', ()))
 
 
 def make_environment(env_name: str, seed: int, max_episode_steps: int = 0,
@@ -25,35 +28,31 @@ def make_environment(env_name: str, seed: int, max_episode_steps: int = 0,
   """One environment of the task, wrapped for Acme, seeded once.
 
   Evaluators and single-environment actors use this; `max_episode_steps`
-  0 keeps the task's own limit. `config` goes to a user's factory that asks
-  for it. `evaluation`: the evaluators' version of a task where it differs
-  from the actors' (Atari: whole games, real scores).
+  0 keeps the task's own limit (or the family's). `config` goes to a
+  family's maker that asks for it (a user's factory). `evaluation`: the
+  evaluators' version of a task where it differs from the actors' (Atari:
+  whole games, real scores).
   """
+  _import_env_modules(config)
   if backend == 'envpool':
     return EnvPoolEnvironment(
         EnvPoolEnvironments(env_name, 1, seed, max_episode_steps,
                             evaluation=evaluation))
-  task = parse_task(env_name)
-  if task.family == 'gym':
-    environment = make_gym(task.name, seed, max_episode_steps)
-  elif task.family == 'gymnasium':
-    environment = make_gymnasium(task.name, seed, max_episode_steps)
-  elif task.family == atari.FAMILY:
-    # Gymnasium + ale-py, imported only for a game on this backend.
-    from acme_launch.envs import atari_gymnasium
-    environment = atari_gymnasium.make(task.name, seed, max_episode_steps,
-                                       evaluation)
-  elif task.family == minatar.FAMILY:
-    # Discrete actions and float32 already: no wrapper.
-    return minatar.MinAtarEnvironment(task.name, seed, max_episode_steps)
-  elif task.family == pomdp.FAMILY:
-    environment = pomdp.make(task.name, seed, max_episode_steps)
-  elif task.family == USER:
-    environment = user.make(env_name, seed, config)
-    if max_episode_steps:
-      environment = wrappers.StepLimitWrapper(environment, max_episode_steps)
-  else:
-    environment = make_dmc(task.name, seed, max_episode_steps)
+  task = registry.parse_task(env_name)
+  family = registry.family(task.family)
+  limit = max_episode_steps or family.max_episode_steps
+  offered = {'max_episode_steps': limit, 'evaluation': evaluation,
+             'config': config}
+  try:
+    parameters = inspect.signature(family.make).parameters
+  except (TypeError, ValueError):  # A builtin or C callable: name, seed.
+    parameters = {}
+  environment = family.make(task.name, int(seed), **{
+      key: value for key, value in offered.items() if key in parameters})
+  if limit and 'max_episode_steps' not in parameters:
+    environment = wrappers.StepLimitWrapper(environment, limit)
+  if not family.wrap:
+    return environment
   if isinstance(environment.action_spec(), specs.BoundedArray) and not (
       isinstance(environment.action_spec(), specs.DiscreteArray)):
     environment = wrappers.CanonicalSpecWrapper(environment, clip=True)
@@ -72,6 +71,7 @@ def make_environments(env_name: str, seeds: Sequence[int],
   len(seeds): EnvPool's async mode, that many environments of which each
   step receives len(seeds).
   """
+  _import_env_modules(config)
   if backend == 'envpool':
     if async_envs > len(seeds):
       return EnvPoolEnvironments(env_name, async_envs, seeds[0],

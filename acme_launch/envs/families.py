@@ -1,8 +1,10 @@
-"""The families' own libraries: gym, Gymnasium (our dm_env adapter) and the
-dm_control suite, one environment each."""
+"""The gym, gymnasium and dmc families: their libraries' tasks, checked
+against what each library (and EnvPool) registers, one environment each
+(Gymnasium through our dm_env adapter)."""
 
+import importlib
 import os
-from typing import Optional
+from typing import List, Optional
 
 from absl import logging
 from acme_launch import compat  # JAX aliases; before acme
@@ -10,6 +12,8 @@ from acme import specs
 from acme import wrappers
 import dm_env
 
+from acme_launch import errors
+from acme_launch.envs import registry
 from acme_launch.envs import user
 
 
@@ -116,3 +120,107 @@ class GymnasiumEnvironment(dm_env.Environment):
 
   def close(self) -> None:
     self._environment.close()
+
+
+def gym_tasks() -> List[str]:
+  import gym
+  return sorted(gym.envs.registry.keys())
+
+
+def gymnasium_tasks() -> List[str]:
+  import gymnasium
+  return sorted(gymnasium.registry.keys())
+
+
+def dmc_tasks() -> List[str]:
+  return [f'{d}-{t.replace("_", "-")}' for d, t in dmc_suite().ALL_TASKS]
+
+
+def envpool_tasks() -> List[str]:
+  import envpool
+  return envpool.list_all_envs()
+
+
+def gym_envpool_id(name: str) -> str:
+  """EnvPool's name for a gym task: its own id ('' where EnvPool has none)."""
+  return name if name in envpool_tasks() else ''
+
+
+def dmc_envpool_id(name: str) -> str:
+  """EnvPool's name for a dm_control task: `walker-walk` as `WalkerWalk-v1`
+  ('' where EnvPool has none)."""
+  domain, task_name = dmc_domain_task(name)
+  name = ''.join(part[:1].upper() + part[1:]
+                 for part in f'{domain}_{task_name}'.split('_')) + '-v1'
+  return name if name in envpool_tasks() else ''
+
+
+def _unknown(env_name: str, family: str, name: str, known: List[str]) -> None:
+  if name not in known:
+    raise errors.LaunchError(
+        f'config.env_name {env_name!r}: unknown {family} task; known: '
+        f'{", ".join(known)}')
+
+
+def _not_on_envpool(env_name: str) -> errors.LaunchError:
+  gym_names = [t for t in envpool_tasks() if t in gym_tasks()]
+  dmc_names = [t for t in dmc_tasks() if dmc_envpool_id(t)]
+  return errors.LaunchError(
+      f'config.env_backend envpool does not run {env_name!r}; it runs '
+      f'these gym tasks: {", ".join(sorted(gym_names))}; and these dmc '
+      f'tasks: {", ".join(f"dmc:{t}" for t in dmc_names)} (other tasks: '
+      'config.env_backend=gym)')
+
+
+def check_gym(name: str, env_name: str, backend: str) -> None:
+  task = name
+  if ':' in name:
+    # gym's MODULE:ID: importing the module registers ID, as gym.make does.
+    module, _, task = name.partition(':')
+    try:
+      importlib.import_module(module)
+    except Exception as e:
+      raise errors.LaunchError(
+          f'config.env_name {env_name!r}: importing {module} failed: '
+          f'{type(e).__name__}: {" ".join(str(e).split())[:200]}') from None
+  _unknown(env_name, 'gym', task, gym_tasks())
+  if backend == 'envpool' and not gym_envpool_id(name):
+    raise _not_on_envpool(env_name)
+
+
+def check_gymnasium(name: str, env_name: str, backend: str) -> None:
+  if ':' in name:
+    # Gymnasium's MODULE:ID, or MODULE:CLASS of the user's (envs/user.py).
+    if user.gymnasium_class(name) is not None:
+      if backend == 'envpool':
+        raise errors.LaunchError(
+            f'config.env_backend envpool runs EnvPool\'s own tasks, not '
+            f'{env_name!r}: use config.env_backend=gym')
+      return
+    name = user.split(name)[1]
+  _unknown(env_name, 'gymnasium', name, gymnasium_tasks())
+  if backend == 'envpool':  # EnvPool runs gym's ids, none of Gymnasium's.
+    raise _not_on_envpool(env_name)
+
+
+def check_dmc(name: str, env_name: str, backend: str) -> None:
+  _unknown(env_name, 'dmc', name, dmc_tasks())
+  if backend == 'envpool' and not dmc_envpool_id(name):
+    raise _not_on_envpool(env_name)
+
+
+def _claims_gym(env_name: str) -> bool:
+  """TASK, and gym's MODULE:ID where MODULE:FN is no factory of the user's."""
+  module, sep, _ = env_name.partition(':')
+  return not sep or (user.is_module(module) and not user.claims(env_name))
+
+
+GYM = registry.register_family(registry.Family(
+    'gym', registry.BACKENDS, ('gym',), check_gym, make_gym,
+    envpool_id=gym_envpool_id, example='TASK (gym)', claims=_claims_gym))
+GYMNASIUM = registry.register_family(registry.Family(
+    'gymnasium', registry.BACKENDS, ('gymnasium',), check_gymnasium,
+    make_gymnasium, envpool_id=lambda name: '', example='gymnasium:TASK'))
+DMC = registry.register_family(registry.Family(
+    'dmc', registry.BACKENDS, ('dm_control',), check_dmc, make_dmc,
+    envpool_id=dmc_envpool_id, example='dmc:DOMAIN-TASK'))

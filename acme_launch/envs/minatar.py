@@ -29,6 +29,9 @@ import dm_env
 from dm_env import specs
 import numpy as np
 
+from acme_launch import errors
+from acme_launch.envs import registry
+
 FAMILY = 'minatar'
 # MinAtar's own defaults, as in the paper (Young & Tian, 2019).
 PROTOCOL = {'sticky_action_prob': 0.1, 'difficulty_ramping': True}
@@ -114,3 +117,16 @@ class MinAtarEnvironment(dm_env.Environment):
 
   def discount_spec(self) -> specs.BoundedArray:
     return specs.BoundedArray((), np.float32, 0.0, 1.0, name='discount')
+
+
+def check(name: str, env_name: str, backend: str) -> None:
+  if name not in games():
+    raise errors.LaunchError(unknown_game_message(env_name))
+
+
+# Discrete actions and float32 already: no wrappers.
+MINATAR = registry.register_family(registry.Family(
+    FAMILY, ('gym',), ('minatar',), check, MinAtarEnvironment,
+    max_episode_steps=MAX_EPISODE_STEPS, wrap=False, example='minatar:GAME',
+    backend_error='config.env_backend {backend} does not run minatar games '
+    '(EnvPool has none): use config.env_backend=gym'))

@@ -15,6 +15,9 @@ limits, seeding), through the same dm_env adapter as the gymnasium family.
 
 from typing import Dict, Tuple
 
+from acme_launch import errors
+from acme_launch.envs import registry
+
 FAMILY = 'pomdp'
 # Task -> the indices of Gymnasium's observation that are kept.
 KEPT: Dict[str, Tuple[int, ...]] = {
@@ -26,6 +29,11 @@ KEPT: Dict[str, Tuple[int, ...]] = {
 def unknown_task_message(env_name: str) -> str:
   return (f'config.env_name {env_name!r}: unknown pomdp task; known: '
           f'{", ".join(f"{FAMILY}:{t}" for t in KEPT)}')
+
+
+def check(name: str, env_name: str, backend: str) -> None:
+  if name not in KEPT:
+    raise errors.LaunchError(unknown_task_message(env_name))
 
 
 def make(name: str, seed: int, max_episode_steps: int):
@@ -43,3 +51,10 @@ def make(name: str, seed: int, max_episode_steps: int):
   masked = gymnasium.wrappers.TransformObservation(
       full, lambda observation: observation[kept], observation_space)
   return families.GymnasiumEnvironment(masked, seed)
+
+
+POMDP = registry.register_family(registry.Family(
+    FAMILY, ('gym',), ('gymnasium',), check, make, example='pomdp:TASK',
+    backend_error='config.env_backend {backend} does not run pomdp tasks '
+    '(they hide part of a Gymnasium task\'s observation): use '
+    'config.env_backend=gym'))

@@ -1,6 +1,7 @@
 """Environments from the user's own code: a factory, or a Gymnasium class.
 
-`config.env_name` forms handled here (envs/tasks.py parses them):
+`config.env_name` forms handled here (the registry parses them: the user
+family claims MODULE:FN, families.py's gymnasium family MODULE:CLASS):
 
   my_project.envs:make_env             a callable in an importable module:
                                        make_env(seed) or make_env(seed,
@@ -17,10 +18,14 @@ resume apply unchanged.
 """
 
 import importlib
+import importlib.util
 import inspect
 from typing import Any, Callable, Optional
 
 from acme_launch import errors
+from acme_launch.envs import registry
+
+FAMILY = 'user'
 
 
 def split(env_name: str):
@@ -40,6 +45,37 @@ def import_attr(env_name: str, what: str) -> Optional[Any]:
         f'config.env_name {what!r}: importing {module_name} failed: '
         f'{type(e).__name__}: {" ".join(str(e).split())[:200]}') from None
   return getattr(module, attr, None)
+
+
+def is_module(name: str) -> bool:
+  try:
+    return importlib.util.find_spec(name) is not None
+  except (ImportError, ValueError):
+    return False
+
+
+def _has_attr(module: str, name: str) -> bool:
+  try:
+    return hasattr(importlib.import_module(module), name)
+  except Exception:
+    return False  # The check reports the import error.
+
+
+def _gym_registered(name: str) -> bool:
+  import gym
+  return name in gym.envs.registry
+
+
+def claims(env_name: str) -> bool:
+  """MODULE:FN is a factory of the user's where MODULE has FN, or where FN
+  is no id gym registers (gym's MODULE:ID form otherwise)."""
+  module, sep, name = env_name.partition(':')
+  return bool(sep) and is_module(module) and name.isidentifier() and (
+      _has_attr(module, name) or not _gym_registered(name))
+
+
+def check(name: str, env_name: str, backend: str) -> None:
+  factory(env_name)
 
 
 def factory(env_name: str) -> Callable:
@@ -86,3 +122,9 @@ def gymnasium_class(name: str):
   if inspect.isclass(target) and issubclass(target, gymnasium.Env):
     return target
   return None
+
+
+USER = registry.register_family(registry.Family(
+    FAMILY, ('gym',), (), check, make, claims=claims,
+    backend_error='config.env_backend {backend} runs EnvPool\'s own tasks, '
+    'not {env_name!r}: use config.env_backend=gym for a factory of yours'))

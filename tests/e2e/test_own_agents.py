@@ -125,6 +125,24 @@ def broken(seed):
   raise RuntimeError('the simulator licence expired')
 '''
 
+FAMILY = '''
+"""The line family: line_env's Line, one task per length."""
+from acme_launch import envs, errors
+from user_project import line_env
+
+LENGTHS = {'short': 4, 'long': 8}
+
+
+def check(name, env_name, backend):
+  if name not in LENGTHS:
+    raise errors.LaunchError(f'config.env_name {env_name!r}: no such line')
+
+
+envs.register_family(envs.Family(
+    'line', backends=('gym',), packages=(), check=check,
+    make=lambda name, seed: line_env.Line(seed, LENGTHS[name])))
+'''
+
 CONFIG = '''
 from acme_launch.config import base_config
 import ml_collections
@@ -136,6 +154,7 @@ def get_config():
                        eval_every_steps=300)
   config.env_max_episode_steps = 30
   config.line_length = 4
+  config.env_modules = ('user_project.line_family',)  # Registers `line`.
   config.final_eval_episodes = 3
   config.checkpoint.interval_minutes = 0.02
   config.tiny_dqn = ml_collections.ConfigDict()
@@ -154,6 +173,7 @@ def project(tmp_path):
   (root / 'user_project' / 'tiny_dqn.py').write_text(AGENT)
   (root / 'user_project' / 'line_env.py').write_text(ENVIRONMENT)
   (root / 'user_project' / 'press_env.py').write_text(GYMNASIUM_ENVIRONMENT)
+  (root / 'user_project' / 'line_family.py').write_text(FAMILY)
   (root / 'user_project' / 'no_policy.py').write_text(
       AGENT.replace('def make_policy', 'def make_policy_later'))
   (root / 'user_project' / 'recurrent_no_core.py').write_text(
@@ -177,8 +197,10 @@ def _launch(project, *args, **kwargs):
 @pytest.mark.e2e
 def test_own_agent_and_environment_reach_the_budget_with_a_final_evaluation_and_resume(
     project, workdir):
+  # The task of a family registered by a module of the user's
+  # (config.env_modules), in the launcher and in every node process.
   result = _launch(project, f'--workdir={workdir}', '--run_name=own',
-                   timeout=600)
+                   '--config.env_name=line:short', timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   run_dir = os.path.join(workdir, 'own')
   summary = read_json(os.path.join(run_dir, 'summary.json'))
@@ -186,10 +208,12 @@ def test_own_agent_and_environment_reach_the_budget_with_a_final_evaluation_and_
   assert summary['final_eval_episodes'] == 3
   saved = read_json(os.path.join(run_dir, 'config.json'))
   assert saved['config']['agent'] == 'user_project.tiny_dqn'
+  assert saved['config']['env_name'] == 'line:short'
   assert saved['identity']['observation_shapes'] == [[1]]
   assert os.listdir(os.path.join(run_dir, 'checkpoints', 'learner'))
 
   resumed = _launch(project, f'--resume={run_dir}',
+                    '--config.env_name=line:short',
                     '--config.max_actor_steps=900', timeout=600)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert 'resuming from' in resumed.stdout
@@ -232,6 +256,9 @@ def test_dry_run_and_sweep_with_an_own_agent_show_its_specs_and_points(
      'the factory raised RuntimeError: the simulator licence expired'),
     ('env_name=user_project.line_env:no_such_factory',
      "user_project.line_env:no_such_factory"),
+    ('env_name=line:wide', "config.env_name 'line:wide': no such line"),
+    ('env_name=line:short,env_backend=envpool',
+     'config.env_backend envpool does not run line tasks'),
     ('agent=user_project.recurrent_no_core,envs_per_actor=2',
      'keeps recurrent state and has no make_actor_core, so its actors step '
      'one environment each: set config.envs_per_actor=1 (got 2)'),
