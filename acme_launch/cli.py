@@ -117,13 +117,15 @@ def _sweep_cluster(sweep_options):
 
 
 def _sweep_main(options: options_lib.Options) -> int:
-  """--sweep, or --resume of a sweep directory: see acme_launch/sweep/runner.py."""
-  from acme_launch.sweep import runner as sweep
+  """--sweep, or --resume of a sweep directory: sweep/plan.py checks it,
+  sweep/runner.py runs it."""
+  from acme_launch.sweep import plan as sweep_plan
+  from acme_launch.sweep import runner as sweep_runner
   cluster = None
   try:
     sweep_options = _sweep_options(options)
     cluster = _sweep_cluster(sweep_options)
-    record, todo, slots = sweep.prepare(
+    record, todo, slots = sweep_plan.prepare(
         sweep_options, functools.partial(_check_sweep_point, cluster=cluster),
         options.config, cluster)
   except errors.LaunchError as e:
@@ -133,10 +135,10 @@ def _sweep_main(options: options_lib.Options) -> int:
       import ray
       ray.shutdown()
   if sweep_options.dry_run:
-    print(sweep.describe_dry_run(sweep_options, record, todo, slots))
+    print(sweep_plan.describe_dry_run(sweep_options, record, todo, slots))
     return 0
   try:
-    return sweep.run(sweep_options, record, todo, slots)
+    return sweep_runner.run(sweep_options, record, todo, slots)
   except errors.LaunchError as e:  # The sweep directory in use.
     _fail(str(e))
 

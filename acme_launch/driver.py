@@ -2,8 +2,8 @@
 whole-program resumes of --auto_resume, the summary printed and written.
 
 The last step of the launcher's flow (cli.py, api.py): prepare.py decided
-everything; this starts the processes (run/supervisor.py, run/ray/) and
-reads what happened back from the run directory.
+everything; this starts the processes (run/local_mp/, run/threads.py,
+run/ray/) and reads what happened back from the run directory.
 """
 
 import collections
@@ -178,7 +178,6 @@ def _plots(run_dir: str):
 def _run_once(options: options_lib.Options, launch: Launch, built, reporter,
               max_wall_time: float):
   """One run of `built` by the launch type's supervisor: its Outcome."""
-  from acme_launch.run import supervisor
   common = dict(show_output=options.show_output, reporter=reporter,
                 max_wall_time=max_wall_time,
                 max_node_restarts=options.max_node_restarts,
@@ -190,18 +189,21 @@ def _run_once(options: options_lib.Options, launch: Launch, built, reporter,
         launch.run_dir, launch.cluster,
         allow_public_address=options.allow_public_cluster_address, **common)
     return runner.run_cluster(built, launch.plan)
+  if launch.launch_type != 'local_mp':  # local_mt, test_mt
+    from acme_launch.run import threads
+    runner = threads.ThreadSupervisor(launch.run_dir, pdb=launch.pdb, **common)
+    return runner.run_threads(built, launch.launch_type)
+  from acme_launch.run.local_mp import launch as local_mp
   # The fork server prepare started goes to the first run's supervisor.
   early_fork_server, launch.fork_server = launch.fork_server, None
-  runner = supervisor.Supervisor(
+  runner = local_mp.Supervisor(
       launch.run_dir, preload=launch.preload,
       early_fork_server=early_fork_server,
       debug_node=launch.debug_node, pdb=launch.pdb,
       node_log_max_bytes=int(options.node_log_max_mb * 2**20),
       node_start=options.node_start,
       disk_guard_bytes=int(options.disk_guard_mb * 2**20), **common)
-  if launch.launch_type == 'local_mp':
-    return runner.run_multiprocess(built, launch.plan)
-  return runner.run_threads(built, launch.launch_type)
+  return runner.run_multiprocess(built, launch.plan)
 
 
 def _run_until_done(options: options_lib.Options, launch: Launch, reporter):

@@ -158,7 +158,7 @@ def run_stock_acme(workdir: str, actors: int,
   from acme_launch.plan import resources
   from acme_launch.plan import specs
   from acme_launch.run import rundir
-  from acme_launch.run import supervisor
+  from acme_launch.run.local_mp import launch as local_mp
   from acme_launch.agents import ppo as ppo_adapter
 
   config = ppo_mujoco.get_config()
@@ -194,7 +194,7 @@ def run_stock_acme(workdir: str, actors: int,
       resources.NodePlacement('monitor/0', 'counter', 'monitor', (),
                               plan.placement('counter/0').env),))
   built = program_lib.BuiltProgram(program, names)
-  supervisor.Supervisor(
+  local_mp.Supervisor(
       run_dir, max_wall_time=args.seconds + args.startup_allowance,
   ).run_multiprocess(built, plan)
   return steady_rate(os.path.join(run_dir, 'metrics', 'progress.csv'),

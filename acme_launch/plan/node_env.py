@@ -4,7 +4,7 @@ A node process is started by Launchpad's command line (local_mp, or a Ray
 host's actor) and gets nothing from the launcher but its environment, whose
 values must be strings. Everything of ours that crosses that boundary is a
 field of `NodeEnv`: the planner fills the resource fields (plan/resources.py),
-the launcher the run's (run/supervisor.py, run/ray/), and both write it with
+the launcher the run's (run/local_mp/, run/ray/), and both write it with
 `to_environ()` or `updated()`; node code reads it with `NodeEnv.from_environ()`
 (node/entry.py, layout.on_this_host, program/build.py's seeds, the Ray
 address builder). This module is the only one that names the variables,

@@ -1,2 +1,3 @@
-"""The launcher side of a run: supervise, restart, run directory, progress,
-summary, the loopback shim; `run/ray/` for the cluster backend."""
+"""The launcher side of a run: one supervisor per launch type (`local_mp/`,
+`threads.py`, `ray/`) on a shared core, restarts, run directory, progress,
+summary, the loopback shim."""

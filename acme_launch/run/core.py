@@ -1,10 +1,11 @@
 """What every launch type's supervisor shares: outcome, signals, node commands.
 
-The local_mp supervisor (supervisor.py) runs each node's command as a child
+The local_mp supervisor (local_mp/) runs each node's command as a child
 process; the Ray supervisor (ray/launch.py) runs the same commands on cluster
 hosts. Both turn the program into Launchpad's per-node commands here, keep
 Launchpad's pickled program in the run directory, stop on the same signals
-and wall time, and decide restarts with one policy (restarts.py).
+and wall time, end with the same outcomes and decide restarts with one policy
+(restarts.py). The thread types (threads.py) share the wall time and progress.
 """
 
 import contextlib
@@ -19,6 +20,7 @@ from typing import Any, Callable, Dict, Optional, Sequence
 from launchpad import context as lp_context
 from launchpad.nodes.python import local_multi_processing
 
+from acme_launch import layout
 from acme_launch.plan import resources
 from acme_launch.program import build as program_lib
 from acme_launch.run import progress as progress_lib
@@ -101,6 +103,12 @@ def program_files_in(directory: str):
     tempfile.tempdir = previous
 
 
+def how_it_ended(code: int) -> str:
+  """A node process's non-zero exit status, as the launcher's lines say it."""
+  return (f'was killed by signal {-code}' if code < 0
+          else f'exited with code {code}')
+
+
 def log_tail(path: str, lines: int = 20) -> str:
   try:
     with open(path, errors='replace') as f:
@@ -136,6 +144,17 @@ class SupervisorCore:
 
   # Signals ---------------------------------------------------------------
 
+  @contextlib.contextmanager
+  def _signals_handled(self):
+    """SIGINT and SIGTERM stop the run (_on_signal) while it lasts."""
+    previous = {s: signal.signal(s, self._on_signal)
+                for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+      yield
+    finally:
+      for s, handler in previous.items():
+        signal.signal(s, handler)
+
   def _on_signal(self, signum, frame) -> None:
     del frame
     if signum == signal.SIGINT:
@@ -148,6 +167,21 @@ class SupervisorCore:
             'Ctrl-C again to kill.', flush=True)
     if self._stop_signal is None:
       self._stop_signal = signum
+
+  def _stopped_outcome(self) -> Outcome:
+    """The run's end after a signal: the budget's lp.stop() (SIGTERM with
+    budget_reached in progress.json), Ctrl-C, or another SIGTERM."""
+    progress = layout.read_json(layout.progress_path(self._run_dir), {})
+    if progress.get('budget_reached'):
+      return Outcome(EXIT_OK, 'budget_reached')
+    if self._stop_signal == signal.SIGINT:
+      return Outcome(EXIT_INTERRUPTED, 'interrupted')
+    return Outcome(128 + self._stop_signal, 'terminated')
+
+  def _restart_line(self, node: str, how: str, attempt: int) -> str:
+    """What the launcher prints, and the node's log gets, on a restart."""
+    return (f'acme-launch: node {node} {how}; restarting it ({attempt} of at '
+            f'most {self._restarts.max_restarts})')
 
   def _wall_time_exceeded(self) -> bool:
     return bool(self._max_wall_time and

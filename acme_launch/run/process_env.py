@@ -1,6 +1,6 @@
 """The whole environment of a node's process on this host (local_mp).
 
-One function, shared by the supervisor (run/supervisor.py), which starts
+One function, shared by the supervisor (run/local_mp/launch.py), which starts
 node processes, and the early start of the fork server (run/forkserver.py),
 which must see the environment those processes will get.
 """

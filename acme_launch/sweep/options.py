@@ -1,5 +1,5 @@
 """What the sweep launcher was asked, as one frozen value: cli.py makes it
-from the flags; sweep/runner.py and sweep/record.py read it."""
+from the flags; sweep/plan.py, sweep/runner.py and sweep/record.py read it."""
 
 import dataclasses
 from typing import Tuple

@@ -1,31 +1,16 @@
-"""Sweeps: one program per point of a grid of config values, or of points
-drawn at random from ranges (random search), packed on this host.
+"""Running a checked sweep: its programs in slots until each ended.
 
-    python launch.py --config=ppo_mujoco --sweep=seed=0,1,2,3
-    python launch.py --config=smoke --sweep='ppo.learning_rate=3e-4,1e-3;seed=0,1'
-    python launch.py --config=smoke --sweep_samples=8 \
-        --sweep='ppo.learning_rate=loguniform(1e-5,1e-3);ppo.num_epochs=int(1,4)'
-
-Each point is a child `launch.py` process with the user's flags, less the
-sweep's own, plus `--config.FIELD=VALUE` per swept field, its run directory
+plan.py decides what runs where (the record, the points to run, the slots);
+this module only starts, watches and stops. Each point is a child
+`launch.py` process with the user's flags, less the sweep's own, plus
+`--config.FIELD=VALUE` per swept field, its run directory
 `SWEEP_DIR/POINT_NAME` and its output in `SWEEP_DIR/logs/POINT_NAME.log`.
-Random search (sample.py) draws its points once, for a new sweep; sweep.json
-keeps them, so a resumed sweep runs the same points.
-The host is cut into slots: this launcher's cores (os.sched_getaffinity)
-split as evenly as possible and, when the programs' plans use GPUs, its GPUs
-too. A child gets its slot's cores by sched_setaffinity before exec and its
-GPUs by CUDA_VISIBLE_DEVICES; its own planner then plans within them
-(plan/host.py reads them). Before starting any, the sweep checks each
-point's plan as a child in the smallest slot will see the host, handing
-that slot's view to the planner as a value (plan/host.HostSlice). When a
-program ends, the next queued point takes its slot.
-
+A child gets its slot's cores by sched_setaffinity before exec and its GPUs
+by CUDA_VISIBLE_DEVICES; its own planner then plans within them (plan/host.py
+reads them). When a program ends, the next queued point takes its slot.
 With --launch_type=ray among the flags, each point's child launcher is a
 Ray run: it runs here, its nodes on the cluster, its run directory still
-SWEEP_DIR/POINT (run/ray/files.py). The slots are then shares of the
-cluster, not of this host: the sweep joins the cluster once (cli.py),
-checks each point's plan on it, and makes as many slots as the hosts hold
-points at once (ray/cluster.copies_that_fit, slots.cluster_concurrency).
+SWEEP_DIR/POINT (run/ray/files.py).
 
     SWEEP_DIR/
       sweep.json          the points (fields, flags), the base argv, the slots,
@@ -34,10 +19,6 @@ points at once (ray/cluster.copies_that_fit, slots.cluster_concurrency).
       logs/POINT.log      each point's launcher output
       POINT/              each point's run directory (config.json, summary.json...)
       plots/              python -m acme_launch.plot SWEEP_DIR
-
-Flags are read by cli.py; this module gets plain values (SweepOptions) and
-a `validate` callback (prepare.py's checks of a launch.py command line), and
-never reads a flag.
 """
 
 
@@ -48,22 +29,18 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from acme_launch import paths
-from acme_launch import errors
 from acme_launch import layout
 from acme_launch.run import rundir
-from acme_launch.sweep import sample
 from acme_launch.sweep.options import SweepOptions
-from acme_launch.sweep.points import (
-    Checked, Point, check_fields, grid, make_points, parse_specs)
+from acme_launch.sweep.plan import drawn
+from acme_launch.sweep.points import Point
 from acme_launch.sweep.record import (
-    final_return, format_table, is_sweep_dir, log_path, new_record, point_args,
-    point_state, points_of, read_record, record_path, summarize, summary_path)
-from acme_launch.sweep.slots import (
-    Slot, host_cores_now, host_gpus_now, pinned_preexec, slot_view, choose_concurrency,
-    cluster_concurrency, cluster_slots, describe_slot, make_slots)
+    final_return, format_table, log_path, point_args, record_path, summarize,
+    summary_path)
+from acme_launch.sweep.slots import Slot, pinned_preexec, describe_slot
 
 # A point's launcher: `python -m acme_launch`, which works from a checkout
 # (ROOT on its PYTHONPATH) and installed alike.
@@ -250,105 +227,6 @@ class SweepRunner:
 # The whole sweep ------------------------------------------------------------
 
 
-def prepare(options: SweepOptions,
-            validate: Callable[..., Checked], config=None, cluster=None
-            ) -> Tuple[Dict[str, Any], List[Tuple[Point, str]], List[Slot]]:
-  """(the sweep record, the (point, state) pairs to run, the slots).
-
-  Checks everything and writes nothing; LaunchError for bad input.
-  `validate(flags)` checks a child's launch.py flags as the CLI would (see
-  make_points); each point is checked on the whole host and again as a
-  child in the smallest slot sees the host. `config` is the base config of
-  a new sweep, for the field names. `cluster` is (address, hosts) of the
-  Ray cluster the points run on (--launch_type=ray), else None: the slots
-  are then shares of the cluster, as many as it holds points at once.
-  """
-  if options.resume:
-    record = read_record(options.sweep_dir)
-    todo = [(p, point_state(options.sweep_dir, p)) for p in points_of(record)]
-    todo = [(p, state) for p, state in todo if state != 'done']
-  else:
-    if os.path.exists(options.sweep_dir) and (
-        not os.path.isdir(options.sweep_dir) or os.listdir(options.sweep_dir)):
-      resume = (f'; resume it with --resume={options.sweep_dir}'
-                if is_sweep_dir(options.sweep_dir) else '')
-      raise errors.LaunchError(f'sweep directory {options.sweep_dir} exists'
-                               f'{resume}; choose another --run_name')
-    fields = parse_specs(options.specs)
-    names = [f for f, _ in fields]
-    ranges = sample.parse_ranges(fields)
-    if ranges and not options.samples:
-      field, spec = next(iter(ranges.items()))
-      raise errors.LaunchError(
-          f'--sweep: {field}={spec.text} is a range: random search needs '
-          '--sweep_samples=N (a grid takes lists: FIELD=V1,V2,...)')
-    check_fields(config, names, options.base_argv)
-    if options.samples:
-      sample.check_types(config, ranges)
-      combos = sample.draw(fields, ranges, options.samples,
-                           options.sample_seed)
-    else:
-      combos = grid(fields)
-    points = make_points(names, combos, options.base_argv, validate)
-    record = new_record(options, points, names)
-    todo = [(p, 'new') for p in points]
-  if cluster is not None:
-    return record, todo, _cluster_slots(options, validate, record, todo,
-                                        cluster)
-  if not todo:
-    choose_concurrency(options.max_concurrent, 1, host_cores_now(), (), False)
-    return record, todo, []
-  uses_gpus = any(p.uses_gpus for p, _ in todo)
-  gpus = host_gpus_now(options.gpu_inventory) if uses_gpus else ()
-  cores = host_cores_now()
-  count = choose_concurrency(options.max_concurrent, len(todo), cores, gpus,
-                             uses_gpus)
-  slots = make_slots(count, cores, gpus, uses_gpus)
-  smallest = min(slots, key=lambda s: (len(s.cores), len(s.gpus)))
-  seen_from = slot_view(smallest, record.get('cwd'))
-  for point, state in todo:
-    try:
-      validate(point_args(options.sweep_dir, record, point, state), seen_from)
-    except errors.LaunchError as e:
-      where = f'on a slot of {describe_slot(smallest)}: ' if len(slots) > 1 else ''
-      raise errors.LaunchError(
-          f'sweep point {point.name}: {where}{e}') from None
-  return record, todo, slots
-
-
-def _cluster_slots(options: SweepOptions, validate: Callable[..., Checked],
-                   record: Dict[str, Any], todo: List[Tuple[Point, str]],
-                   cluster) -> List[Slot]:
-  """Points on a Ray cluster: each checked as its child launcher will be
-  (the cluster must hold its plan), then as many slots as the cluster
-  holds points at once; record['ray_cluster'] says why."""
-  from acme_launch.run.ray import cluster as ray_cluster
-  address, hosts = cluster
-  seen_from = slot_view(cluster_slots(1, address)[0], record.get('cwd'))
-  plans = []
-  for point, state in todo:
-    try:
-      checked = validate(point_args(options.sweep_dir, record, point, state),
-                         seen_from)
-    except errors.LaunchError as e:
-      raise errors.LaunchError(f'sweep point {point.name}: {e}') from None
-    plans.append(tuple(checked.demands))
-  if not plans:
-    return []
-  count, capacity = cluster_concurrency(options.max_concurrent, plans, hosts,
-                                        address)
-  asks = sorted({ray_cluster.describe_amounts(ray_cluster.total(p))
-                 for p in plans})
-  has = {k: sum(h.resources.get(k, 0.0) for h in hosts)
-         for k in ('CPU', 'GPU', 'memory')}
-  has = {k: v for k, v in has.items() if v > 0}
-  record['ray_cluster'] = {
-      'address': address, 'hosts': [h.ip for h in hosts],
-      'point_asks': asks, 'cluster_has': ray_cluster.describe_amounts(has),
-      'holds': capacity, 'at_once': count}
-  return cluster_slots(count, address)
-
-
 def run(options: SweepOptions, record: Dict[str, Any],
         todo: List[Tuple[Point, str]], slots: List[Slot]) -> int:
   """Runs the sweep to its end; prints and writes the table; exit code."""
@@ -359,7 +237,7 @@ def run(options: SweepOptions, record: Dict[str, Any],
   layout.write_json_atomic(record_path(options.sweep_dir), record)
   total = len(record['points'])
   print(f'acme-launch: sweep of {total} points of {record["config_name"]} '
-        f'({", ".join(record["fields"])}){_drawn(record)}: {len(todo)} to run, '
+        f'({", ".join(record["fields"])}){drawn(record)}: {len(todo)} to run, '
         f'{len(slots)} at once{_where(record)}; sweep directory '
         f'{options.sweep_dir}', flush=True)
   stopped_by = SweepRunner(options.sweep_dir, record,
@@ -384,44 +262,3 @@ def _where(record: Dict[str, Any]) -> str:
   """' on the Ray cluster at ADDRESS' for points that run there, else ''."""
   cluster = record.get('ray_cluster')
   return f' on the Ray cluster at {cluster["address"]}' if cluster else ''
-
-
-def _drawn(record: Dict[str, Any]) -> str:
-  """' drawn with --sweep_seed=S' for random search's points, else ''."""
-  drawn = record.get('random_search')
-  return f' drawn with --sweep_seed={drawn["seed"]}' if drawn else ''
-
-
-def describe_cluster(cluster: Dict[str, Any], to_run: int,
-                     requested: int) -> str:
-  """Why so many points run at once on the Ray cluster (--dry_run)."""
-  holds = cluster['holds']
-  holds_text = (f'holds {holds} of these points at once' if holds < max(
-      to_run, requested) else f'holds all {holds} of them at once')
-  limit = (f'; --max_concurrent={requested}' if requested and
-           requested < min(holds, to_run) else '')
-  return (f'Ray cluster at {cluster["address"]}: {len(cluster["hosts"])} '
-          f'hosts ({", ".join(cluster["hosts"])}) with '
-          f'{cluster["cluster_has"]} in all; a point\'s nodes ask '
-          f'{" or ".join(cluster["point_asks"])}; first fit of their nodes '
-          f'on the hosts: the cluster {holds_text}{limit}: '
-          f'{cluster["at_once"]} at once, the rest wait for room.')
-
-
-def describe_dry_run(options: SweepOptions, record: Dict[str, Any],
-                     todo: List[Tuple[Point, str]], slots: List[Slot]) -> str:
-  lines = [f'sweep of {len(record["points"])} points of '
-           f'{record["config_name"]}{_drawn(record)}: {len(todo)} to run, '
-           f'{len(slots)} at once; sweep directory {options.sweep_dir}', '']
-  if record.get('ray_cluster') and slots:
-    lines.append(describe_cluster(record['ray_cluster'], len(todo),
-                                  options.max_concurrent))
-  else:
-    lines.append('slots:')
-    lines += [f'  slot {s.index}: {describe_slot(s)}' for s in slots]
-  lines += ['', 'points:']
-  for point, state in todo:
-    lines.append(f'  {point.name:<30} {" ".join(point.args)}'
-                 f'{"  (resumed)" if state == "started" else ""}')
-  lines.append('\ndry run: nothing was started.')
-  return '\n'.join(lines)

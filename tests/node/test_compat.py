@@ -11,7 +11,7 @@ import pytest
 
 from acme_launch.program import build as program_lib
 from acme_launch.plan import resources
-from acme_launch.run import supervisor
+from acme_launch.run.local_mp import launch as local_mp
 
 pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
@@ -54,7 +54,7 @@ def test_local_mp_child_imports_acme_jax_utils(tmp_path):
       env={'JAX_PLATFORMS': 'cpu', 'CUDA_VISIBLE_DEVICES': ''}),))
   built = program_lib.BuiltProgram(program, {'probe': ['probe/0']})
 
-  outcome = supervisor.Supervisor(run_dir).run_multiprocess(built, plan)
+  outcome = local_mp.Supervisor(run_dir).run_multiprocess(built, plan)
 
   with open(out_path) as f:
     child = json.load(f)

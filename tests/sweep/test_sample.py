@@ -13,7 +13,7 @@ from acme_launch.configs import smoke
 from acme_launch.sweep import points as sweep_points
 from acme_launch.sweep import record as sweep_record
 from acme_launch.sweep import options as sweep_options
-from acme_launch.sweep import runner
+from acme_launch.sweep import plan
 from acme_launch.sweep import sample
 from tests.conftest import REPO_ROOT
 
@@ -98,7 +98,7 @@ def test_drawn_points_have_their_fields_types_and_a_resumed_sweep_keeps_them(
     tmp_path):
   config = smoke.get_config()
   options = _options(tmp_path, SPECS[:1], samples=3)
-  record, todo, _ = runner.prepare(options, cli._check_sweep_point, config)
+  record, todo, _ = plan.prepare(options, cli._check_sweep_point, config)
   points = [p for p, _ in todo]
   assert len(points) == 3 and len({p.name for p in points}) == 3
   for point in points:
@@ -119,12 +119,12 @@ def test_drawn_points_have_their_fields_types_and_a_resumed_sweep_keeps_them(
   os.makedirs(options.sweep_dir)
   layout.write_json_atomic(sweep_record.record_path(options.sweep_dir), record)
   resumed = _options(tmp_path, (), samples=0, seed=5, resume=True)
-  _, todo_again, _ = runner.prepare(resumed, cli._check_sweep_point)
+  _, todo_again, _ = plan.prepare(resumed, cli._check_sweep_point)
   assert [p for p, _ in todo_again] == points
 
   # Another seed, another sweep: other points.
   other = _options(tmp_path / 'other', SPECS[:1], samples=3, seed=1)
-  _, other_todo, _ = runner.prepare(other, cli._check_sweep_point, config)
+  _, other_todo, _ = plan.prepare(other, cli._check_sweep_point, config)
   assert not {p.name for p, _ in other_todo} & {p.name for p in points}
 
 
@@ -138,7 +138,7 @@ def test_drawn_points_have_their_fields_types_and_a_resumed_sweep_keeps_them(
 ])
 def test_a_range_must_fit_its_fields_type(tmp_path, spec, expected):
   with pytest.raises(errors.LaunchError, match=re.escape(expected)):
-    runner.prepare(_options(tmp_path, [spec], samples=2),
+    plan.prepare(_options(tmp_path, [spec], samples=2),
                    cli._check_sweep_point, smoke.get_config())
   assert not os.path.exists(tmp_path / 'drawn')
 
@@ -146,9 +146,9 @@ def test_a_range_must_fit_its_fields_type(tmp_path, spec, expected):
 def test_without_sweep_samples_a_range_is_refused_and_lists_make_the_grid(
     tmp_path):
   with pytest.raises(errors.LaunchError, match='needs --sweep_samples=N'):
-    runner.prepare(_options(tmp_path, SPECS, samples=0),
+    plan.prepare(_options(tmp_path, SPECS, samples=0),
                    cli._check_sweep_point, smoke.get_config())
-  record, todo, _ = runner.prepare(
+  record, todo, _ = plan.prepare(
       _options(tmp_path, ['ppo.num_epochs=1,2'], samples=0),
       cli._check_sweep_point, smoke.get_config())
   assert [p.name for p, _ in todo] == ['ppo.num_epochs=1', 'ppo.num_epochs=2']

@@ -4,7 +4,7 @@ Ray places one actor per Launchpad node (ray_host.NodeHost) with the node's
 Ray demand (run/ray/cluster.py); each actor starts its node with the command
 local_mp runs, on its host. This module is the launcher's side:
   1. create the actors and wait until Ray placed every one (a node Ray
-     cannot place within PLACEMENT_TIMEOUT_SECONDS: one line, exit 2);
+     cannot place within moves.PLACEMENT_TIMEOUT_SECONDS: one line, exit 2);
   2. per host, check whether it sees the run directory (a marker file the
      launcher wrote) and that the bind shim works for the host's address;
   3. give every Courier/Reverb server of a node its host's cluster address
@@ -16,9 +16,8 @@ local_mp runs, on its host. This module is the launcher's side:
      actor as bytes, and start the nodes;
   5. supervise as local_mp does, under the same restarts.RestartPolicy: an
      actor or evaluator that exits non-zero is started again by its Ray
-     actor on its host; one whose Ray actor is gone (its host lost) gets a
-     new Ray actor, which Ray places on a host that fits its demand, and
-     new server addresses there (NodeEnv.moved_addresses); any other
+     actor on its host; one whose Ray actor is gone (its host lost) is
+     moved to a live host, with new server addresses there (moves.py); any other
      node's death, or one past its restarts, stops the run naming it
      (exit 1; driver.py's --auto_resume may start it again); the counter's steps
      limiter's lp.stop() (a stop request file, ray_host.StopRequest) ends it at the
@@ -32,12 +31,10 @@ and once more at its end (run/ray/files.py says what travels and how).
 """
 
 import os
-import signal
-import socket
 import sys
 import threading
 import time
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 from acme_launch import paths
 from acme_launch import errors
@@ -45,46 +42,23 @@ from acme_launch.program import build as program_lib
 from acme_launch.run.ray import cluster as ray_cluster
 from acme_launch.run.ray import files as ray_files
 from acme_launch.run.ray import host as ray_host
-from acme_launch.plan import node_env
+from acme_launch.run.ray import moves
+from acme_launch.run.ray.moves import NodeStart
 from acme_launch.plan import resources
 from acme_launch.run import core
 from acme_launch import layout
 from acme_launch.plan import topology
 
-PLACEMENT_TIMEOUT_SECONDS = 60.0
-# Ray actors made for one placement of a node, at most: each one after the
-# first replaces one whose host died before the node started there.
-MAX_PLACEMENTS = 10
 CALL_TIMEOUT_SECONDS = 30.0   # One round of actor calls (poll, ports, ...).
 _MARKER = '.ray_shared_check'
-# A moved node's NodeEnv fields, written by _advance_move (node_env.py).
-_MIRROR_OF = node_env.variable('mirror_of')
-_BIND_ADDRESS = node_env.variable('bind_address')
-_SERVER_ADDRESSES = node_env.variable('server_addresses')
-_RAY_NODE_ID = node_env.variable('ray_node_id')
-_MOVED_FROM = node_env.variable('moved_from')
-_MOVED_ADDRESSES = node_env.variable('moved_addresses')
-_RESTART = node_env.variable('restart')
-
-
-class _Move:
-  """A restartable node whose host was lost, waiting for Ray to place it.
-
-  `attempt` is the node's restart count: placing it again because the host
-  Ray chose died before the node started there is not another restart.
-  """
-
-  def __init__(self, describe_ref, old_ip: str, lost: str, attempt: int):
-    self.describe_ref = describe_ref
-    self.old_ip = old_ip
-    self.lost = lost        # 'host IP lost', or why else its actor is gone.
-    self.attempt = attempt
-    self.placements = 1     # Ray actors made for this move so far.
-    self.deadline = time.time() + PLACEMENT_TIMEOUT_SECONDS
 
 
 class RaySupervisor(core.SupervisorCore):
-  """Runs one program on a Ray cluster to its end; see the module docstring."""
+  """Runs one program on a Ray cluster to its end; see the module docstring.
+
+  It is the moves.Placer of its moves.Mover: the new actors, host checks,
+  ports and starts a moved node needs.
+  """
 
   def __init__(self, run_dir: str, cluster: ray_cluster.Cluster,
                allow_public_address: bool = False, **kwargs):
@@ -94,16 +68,13 @@ class RaySupervisor(core.SupervisorCore):
     self._actors: Dict[str, object] = {}    # Node name -> NodeHost handle.
     self._where: Dict[str, Dict] = {}       # Node name -> NodeHost.describe().
     self._started: List[str] = []
-    self._commands: Dict[str, tuple] = {}   # Node name -> its start() args.
+    self._starts: Dict[str, NodeStart] = {}
     self._demands = {d.node: d for d in cluster.demands}
-    self._launched_addresses: Dict[str, List[str]] = {}  # In the pickles.
     self._checked_hosts: Set[str] = set()   # Ray node ids check_host passed.
     self._unshared_hosts: Set[str] = set()  # Those without the run dir.
     self._files = ray_files.Shipping(run_dir)
-    self._moving: Dict[str, _Move] = {}
-    # Ray node ids of hosts seen lost (raylet gone) that Ray may still list
-    # alive: new actors are kept off them (_new_actor).
-    self._lost_hosts: Set[str] = set()
+    self._mover = moves.Mover(self, self._demands,
+                              self._restarts.max_restarts)
     self._echo_stop = threading.Event()
 
   # Launch --------------------------------------------------------------------
@@ -112,45 +83,41 @@ class RaySupervisor(core.SupervisorCore):
                   plan: resources.ResourcePlan) -> core.Outcome:
     """Runs the program; LaunchError (exit 2) if it cannot be placed."""
     start = self._start_time = time.time()
-    previous = {s: signal.signal(s, self._on_signal)
-                for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-      self._place(built)
-      if self._stop_signal is None:
-        self._check_hosts(list(self._where))
-        self._launch(built, plan)
-      if self._show_output:
-        threading.Thread(target=self._echo_logs, daemon=True).start()
-      outcome = self._watch_cluster()
-    finally:
-      self._stop_cluster()
-      self._echo_stop.set()
-      for s, handler in previous.items():
-        signal.signal(s, handler)
+    with self._signals_handled():
+      try:
+        self._place(built)
+        if self._stop_signal is None:
+          self._check_hosts(list(self._where))
+          self._launch(built, plan)
+        if self._show_output:
+          threading.Thread(target=self._echo_logs, daemon=True).start()
+        outcome = self._watch_cluster()
+      finally:
+        self._stop_cluster()
+        self._echo_stop.set()
     outcome.wall_time = time.time() - start
     outcome.restarts = dict(self._restarts.restarts)
     return outcome
 
-  def _new_actor(self, demand: ray_cluster.Demand):
-    """A NodeHost actor with the node's demand; Ray picks a host that fits,
-    other than the hosts seen lost.
-
-    Ray declares a host dead only after several missed health checks (see
-    docs on Ray's timeouts); until then it may place an actor there, which
-    dies with the host. A label selector on Ray's own node-id label keeps
-    the launcher's new actors off every host it has seen lost.
-    """
+  def new_actor(self, node: str):
+    """A new NodeHost actor for `node` with its demand (the old one killed:
+    if only unreachable, its node dies too); Ray picks a host that fits,
+    other than the hosts seen lost (moves.LostHosts)."""
     import ray
-    avoid = ({'label_selector': {
-        'ray.io/node-id': f'!in({",".join(sorted(self._lost_hosts))})'}}
-             if self._lost_hosts else {})
-    return ray.remote(ray_host.NodeHost).options(
-        **avoid,
+    if node in self._actors:
+      try:
+        ray.kill(self._actors[node])
+      except ray.exceptions.RayError:
+        pass
+      self._files.forget(node)
+    demand = self._demands[node]
+    self._actors[node] = ray.remote(ray_host.NodeHost).options(
+        **self._mover.lost.actor_options(),
         num_cpus=demand.num_cpus, num_gpus=demand.num_gpus,
         memory=demand.memory_mb * 2 ** 20 or None,
         resources=dict(demand.custom) or None,
         max_restarts=0, runtime_env={'env_vars': {
-            'PYTHONPATH': os.pathsep.join((*self._python_path, _repo_root())),
+            'PYTHONPATH': os.pathsep.join((*self._python_path, paths.ROOT)),
             # Ray's workers lower their own priority to niceness 15 at start
             # (its worker_niceness), and a node process would inherit it:
             # on a host with other work its nodes then get what is left of
@@ -158,14 +125,15 @@ class RaySupervisor(core.SupervisorCore):
             # Nodes are the work here, so they keep the default priority.
             'RAY_worker_niceness': '0'}},
         name=None).remote(demand.node)
+    return self._actors[node]
 
   def _place(self, built: program_lib.BuiltProgram) -> None:
     import ray
     for demand in self._cluster.demands:
-      self._actors[demand.node] = self._new_actor(demand)
+      self.new_actor(demand.node)
     pending = {self._actors[n].describe.remote(): n for n in self._actors}
     placements: Dict[str, int] = {}
-    deadline = time.time() + PLACEMENT_TIMEOUT_SECONDS
+    deadline = time.time() + moves.PLACEMENT_TIMEOUT_SECONDS
     while pending and self._stop_signal is None:
       ready, _ = ray.wait(list(pending), num_returns=len(pending),
                           timeout=min(1.0, max(0.0, deadline - time.time())))
@@ -175,28 +143,26 @@ class RaySupervisor(core.SupervisorCore):
           self._where[node] = ray.get(ref)
         except ray.exceptions.RayError as e:
           placements[node] = placements.get(node, 1) + 1
-          if (not _host_died(e) or
-              placements[node] > MAX_PLACEMENTS):
+          if (not moves.host_died(e) or
+              placements[node] > moves.MAX_PLACEMENTS):
             raise errors.LaunchError(
                 f'the Ray actor for {node} could not start: '
-                f'{_short(e, 300)}') from None
+                f'{moves.short(e, 300)}') from None
           # Its host died before the actor started: place it again, on a
           # live host, with the whole placement time again.
-          self._note_lost_hosts()
+          self._mover.lost.note()
           print(f'acme-launch: node {node}: the host Ray placed it on was '
                 'lost before it started; placing it again', flush=True)
-          self._actors[node] = self._new_actor(self._demands[node])
-          pending[self._actors[node].describe.remote()] = node
-          deadline = time.time() + PLACEMENT_TIMEOUT_SECONDS
+          pending[self.new_actor(node).describe.remote()] = node
+          deadline = time.time() + moves.PLACEMENT_TIMEOUT_SECONDS
       if pending and time.time() >= deadline:
         names = sorted(pending.values())
-        demand = {d.node: d for d in self._cluster.demands}[names[0]]
-        wanted = ', '.join(f'{k}={v:g}' for k, v in
-                           demand.as_resources().items())
+        demand = self._demands[names[0]]
         raise errors.LaunchError(
             f'Ray placed no host for {", ".join(names)} within '
-            f'{PLACEMENT_TIMEOUT_SECONDS:.0f} s (group {demand.group} needs '
-            f'{wanted}; other jobs may hold those resources)')
+            f'{moves.PLACEMENT_TIMEOUT_SECONDS:.0f} s (group {demand.group} '
+            f'needs {moves.wanted(demand)}; other jobs may hold those '
+            'resources)')
 
   def _check_hosts(self, nodes: List[str]) -> None:
     """Each new host of `nodes` runs the shim; notes those that do not see
@@ -230,6 +196,20 @@ class RaySupervisor(core.SupervisorCore):
     finally:
       os.unlink(marker)
 
+  def settle(self, node: str, where: Dict) -> Tuple[Dict[str, str], str]:
+    """A moved node's new host checked; its run-directory env and log path."""
+    self._where[node] = where
+    self._check_hosts([node])
+    return self._place_files(node)
+
+  def free_addresses(self, node: str, count: int) -> List[str]:
+    """`count` addresses with ports free now on the node's host."""
+    import ray
+    ip = self._where[node]['ip']
+    ports = ray.get(self._actors[node].free_ports.remote(ip, count),
+                    timeout=CALL_TIMEOUT_SECONDS)
+    return [f'{ip}:{port}' for port in ports]
+
   def _launch(self, built: program_lib.BuiltProgram,
               plan: resources.ResourcePlan) -> None:
     import ray
@@ -242,7 +222,6 @@ class RaySupervisor(core.SupervisorCore):
     addresses = {node: [f'{self._where[node]["ip"]}:{port}' for port in
                         ray.get(ref, timeout=CALL_TIMEOUT_SECONDS)]
                  for node, ref in port_refs.items()}
-    self._launched_addresses = addresses
 
     def bind(node: str, lp_node) -> None:
       for address, value in zip(lp_node.addresses, addresses[node]):
@@ -260,20 +239,19 @@ class RaySupervisor(core.SupervisorCore):
             program_refs[path] = ray.put(f.read())
     starts = []
     for node, argv, env in commands:
-      where = self._where[node]
       data_file = argv[argv.index('--data_file') + 1]
       run_dir_env, log_path = self._place_files(node)
-      env = node_env.updated(
-          dict(env, **run_dir_env), node=node, bind_address=where['ip'],
-          server_addresses=tuple(addresses[node]),
-          ray_node_id=where['ray_node_id'],
-          compilation_cache=self._compilation_cache)
+      env = moves.on_host(env, self._where[node], run_dir_env,
+                          addresses[node], node=node,
+                          compilation_cache=self._compilation_cache)
       env['PYTHONUNBUFFERED'] = '1'
       # The program's bytes as a top-level ObjectRef: Ray hands the actor
       # the bytes, fetched once per host.
-      self._commands[node] = (argv, env, data_file, program_refs[data_file],
-                              log_path)
-      starts.append(self._actors[node].start.remote(*self._commands[node]))
+      self._starts[node] = NodeStart(argv, env, data_file,
+                                     program_refs[data_file], log_path,
+                                     addresses[node])
+      starts.append(self._actors[node].start.remote(
+          *self._starts[node].args()))
       self._started.append(node)
     ray.get(starts, timeout=CALL_TIMEOUT_SECONDS + 60)
 
@@ -281,6 +259,27 @@ class RaySupervisor(core.SupervisorCore):
     """The node's run-directory env and log path where it runs now."""
     shared = self._where[node]['ray_node_id'] not in self._unshared_hosts
     return self._files.place(node, self._actors[node], shared)
+
+  def start_of(self, node: str) -> NodeStart:
+    return self._starts[node]
+
+  def start_again(self, node: str, line: str, attempt: int,
+                  start: Optional[NodeStart] = None) -> None:
+    """restarts.RestartPolicy's restart, by the node's Ray actor: on its
+    host, or as `start` on the host it moved to; moved (again) if its actor
+    went with its host meanwhile."""
+    import ray
+    if start is not None:
+      self._starts[node] = start
+    print(line, flush=True)
+    with open(layout.log_path(self._run_dir, node), 'a') as f:
+      f.write(f'\n{line}\n')
+    try:
+      ray.get(self._actors[node].start.remote(
+          *self._starts[node].args(restart=attempt)),
+              timeout=CALL_TIMEOUT_SECONDS + 60)
+    except ray.exceptions.RayError:
+      self._mover.move(node, self._where[node], attempt)
 
   # Watch -----------------------------------------------------------------------
 
@@ -312,10 +311,9 @@ class RaySupervisor(core.SupervisorCore):
         return core.Outcome(
             core.EXIT_OK, 'budget_reached'
             if progress.get('budget_reached') else 'program_stopped')
-      for node in list(self._moving):
-        outcome = self._advance_move(node)
-        if outcome is not None:
-          return outcome
+      outcome = self._mover.advance()
+      if outcome is not None:
+        return outcome
       refs = {self._actors[n].poll.remote(): n for n in self._running()}
       codes = {}
       # One deadline for the round: hosts cut off together are seen lost
@@ -330,18 +328,18 @@ class RaySupervisor(core.SupervisorCore):
             return outcome
       for node, code in codes.items():
         if code is not None and code != 0:
-          how = (f'was killed by signal {-code}' if code < 0
-                 else f'exited with code {code}')
+          how = core.how_it_ended(code)
           where = self._where[node]['ip']
           decision = self._restarts.on_death(node)
           if decision.restart:
-            self._restart_on_host(node, f'on host {where} {how}',
-                                  decision.attempt)
+            self.start_again(node, self._restart_line(
+                node, f'on host {where} {how}', decision.attempt),
+                             decision.attempt)
             codes[node] = None
             continue
-          return self._failed(
+          return self.failed(
               node, f'node {node} on host {where} {how}; {decision.reason}')
-      if (codes and not self._moving and
+      if (codes and not self._mover.moving and
           all(code is not None for code in codes.values())):
         return core.Outcome(core.EXIT_OK, 'all_nodes_exited')
       if self._wall_time_exceeded():
@@ -349,161 +347,27 @@ class RaySupervisor(core.SupervisorCore):
       self._report()
       time.sleep(0.5)
 
-  def _restart_on_host(self, node: str, how: str, attempt: int) -> None:
-    """restarts.RestartPolicy's restart, by the node's Ray actor, on its host."""
-    import ray
-    line = (f'acme-launch: node {node} {how}; restarting it ({attempt} of at '
-            f'most {self._restarts.max_restarts})')
-    print(line, flush=True)
-    argv, env, data_file, program_ref, log_path = self._commands[node]
-    with open(layout.log_path(self._run_dir, node), 'a') as f:
-      f.write(f'\n{line}\n')
-    env = node_env.updated(env, restart=attempt)
-    try:
-      ray.get(self._actors[node].start.remote(argv, env, data_file,
-                                              program_ref, log_path),
-              timeout=CALL_TIMEOUT_SECONDS + 60)
-    except ray.exceptions.RayError:
-      self._move(node, attempt)  # Its actor went with its host meanwhile.
-
   def _running(self) -> List[str]:
-    return [n for n in self._started if n not in self._moving]
+    return [n for n in self._started if n not in self._mover.moving]
 
   def _on_actor_lost(self, node: str,
                      error: str) -> Optional[core.Outcome]:
     """A node's Ray actor is gone: move it elsewhere, or stop the run."""
     decision = self._restarts.on_death(node)
     if decision.restart:
-      self._move(node, decision.attempt)
+      self._mover.move(node, self._where[node], decision.attempt)
       return None
     where = self._where[node]['ip']
-    return self._failed(node, f'the Ray actor running {node} on host {where} '
-                        f'is gone: {error}; {decision.reason}')
+    return self.failed(node, f'the Ray actor running {node} on host {where} '
+                       f'is gone: {error}; {decision.reason}')
 
-  def _failed(self, node: str, why: str) -> core.Outcome:
+  def failed(self, node: str, why: str) -> core.Outcome:
+    """The run's end, naming `node`, with the end of its log and `why`."""
     self._files.pull()  # The end of its log, if it ran without the run dir.
     return core.Outcome(
         core.EXIT_NODE_FAILED, 'node_failed', failed_node=node,
         failed_log_tail=core.log_tail(
             layout.log_path(self._run_dir, node)) + f'\n({why})')
-
-  def _move(self, node: str, attempt: int) -> None:
-    """A new Ray actor for `node`; _advance_move starts it once placed."""
-    import ray
-    try:
-      ray.kill(self._actors[node])  # If only unreachable: its node dies too.
-    except ray.exceptions.RayError:
-      pass
-    where = self._where[node]
-    self._note_lost_hosts()
-    lost = (f'host {where["ip"]} lost'
-            if where['ray_node_id'] in self._lost_hosts
-            else f'its Ray actor on host {where["ip"]} died')
-    print(f'acme-launch: node {node}: {lost}; placing it on a live host',
-          flush=True)
-    self._files.forget(node)
-    self._actors[node] = self._new_actor(self._demands[node])
-    self._moving[node] = _Move(self._actors[node].describe.remote(),
-                               where['ip'], lost, attempt)
-
-  def _place_again(self, node: str,
-                   error: str) -> Optional[core.Outcome]:
-    """The host Ray chose for a moved node died before the node started
-    there: a new actor on a live host, with the whole placement time again.
-    Not a restart of the node: it never ran there."""
-    import ray
-    move = self._moving[node]
-    try:
-      ray.kill(self._actors[node])
-    except ray.exceptions.RayError:
-      pass
-    if move.placements >= MAX_PLACEMENTS:
-      return self._failed(node, f'{move.lost}; {move.placements} hosts Ray '
-                          f'placed {node} on were lost before it started '
-                          f'(last: {error})')
-    self._note_lost_hosts()
-    print(f'acme-launch: node {node}: the host Ray placed it on was lost '
-          f'before it started ({error}); placing it again', flush=True)
-    self._files.forget(node)
-    self._actors[node] = self._new_actor(self._demands[node])
-    move.describe_ref = self._actors[node].describe.remote()
-    move.placements += 1
-    move.deadline = time.time() + PLACEMENT_TIMEOUT_SECONDS
-    return None
-
-  def _note_lost_hosts(self) -> None:
-    """The hosts new actors avoid: those Ray still lists alive whose raylet
-    does not answer. Asked again each time, so a host cut off briefly is
-    used again once it answers; one Ray has declared dead needs no label."""
-    import ray
-    self._lost_hosts = {host['NodeID'] for host in ray.nodes()
-                        if host.get('Alive') and not _raylet_answers(host)}
-
-  def _advance_move(self, node: str) -> Optional[core.Outcome]:
-    """Starts a moved node on its new host once Ray placed its actor."""
-    import ray
-    move = self._moving[node]
-    ready, _ = ray.wait([move.describe_ref], timeout=0)
-    if not ready:
-      if time.time() < move.deadline:
-        return None
-      wanted = ', '.join(f'{k}={v:g}' for k, v in
-                         self._demands[node].as_resources().items())
-      return self._failed(node, f'{move.lost}; Ray placed no '
-                          f'host for {node} within '
-                          f'{PLACEMENT_TIMEOUT_SECONDS:.0f} s (it needs '
-                          f'{wanted or "nothing"})')
-    actor = self._actors[node]
-    try:
-      where = ray.get(move.describe_ref)
-      if where['ray_node_id'] in self._lost_hosts:
-        # Placed before its host was seen lost (a host without a label
-        # selector match cannot be chosen after).
-        raise _PlacedOnLostHost(f'host {where["ip"]}')
-      self._where[node] = where
-      self._check_hosts([node])
-      run_dir_env, log_path = self._place_files(node)
-      ports = ray.get(actor.free_ports.remote(
-          where['ip'], len(self._launched_addresses[node])),
-                      timeout=CALL_TIMEOUT_SECONDS)
-    except (ray.exceptions.RayError, _PlacedOnLostHost) as e:
-      return self._place_again(node, _short(e, 160))
-    except errors.LaunchError as e:
-      return self._failed(node, f'{move.lost}; restarting '
-                          f'{node} failed: {_short(e, 300)}')
-    addresses = [f'{where["ip"]}:{port}' for port in ports]
-    argv, env, data_file, program_ref, _ = self._commands[node]
-    env = {k: v for k, v in env.items() if k != _MIRROR_OF}
-    env = {**env, **run_dir_env, _BIND_ADDRESS: where['ip'],
-           _SERVER_ADDRESSES: ','.join(addresses),
-           _RAY_NODE_ID: where['ray_node_id'],
-           _MOVED_FROM: move.old_ip,
-           _MOVED_ADDRESSES: ','.join(
-               f'{old}={new}' for old, new in
-               zip(self._launched_addresses[node], addresses))}
-    self._commands[node] = (argv, env, data_file, program_ref, log_path)
-    del self._moving[node]
-    line = (f'acme-launch: node {node}: {move.lost}; restarting on '
-            f'{where["ip"]} ({move.attempt} of at most '
-            f'{self._restarts.max_restarts})')
-    print(line, flush=True)
-    with open(layout.log_path(self._run_dir, node), 'a') as f:
-      f.write(f'\n{line}\n')
-    env = {**env, _RESTART: str(move.attempt)}
-    try:
-      ray.get(actor.start.remote(argv, env, data_file, program_ref, log_path),
-              timeout=CALL_TIMEOUT_SECONDS + 60)
-    except ray.exceptions.RayError:
-      self._move(node, move.attempt)  # Lost again already: place it anew.
-    return None
-
-  def _stopped_outcome(self) -> core.Outcome:
-    progress = layout.read_json(layout.progress_path(self._run_dir), {})
-    if progress.get('budget_reached'):
-      return core.Outcome(core.EXIT_OK, 'budget_reached')
-    if self._stop_signal == signal.SIGINT:
-      return core.Outcome(core.EXIT_INTERRUPTED, 'interrupted')
-    return core.Outcome(128 + self._stop_signal, 'terminated')
 
   # Stop ------------------------------------------------------------------------
 
@@ -542,37 +406,4 @@ class RaySupervisor(core.SupervisorCore):
       except ray.exceptions.RayError:
         pass
     self._started = []
-    self._moving = {}
-
-
-class _PlacedOnLostHost(Exception):
-  """Ray put a moved node's actor on a host the launcher saw lost."""
-
-
-def _host_died(error: Exception) -> bool:
-  """Whether a Ray error says an actor's host went, not its own code."""
-  import ray
-  return (isinstance(error, ray.exceptions.RayActorError) and
-          not getattr(error, 'actor_init_failed', False))
-
-
-def _short(error: Exception, limit: int) -> str:
-  return ' '.join(str(error).split())[:limit]
-
-
-def _raylet_answers(host: Dict) -> bool:
-  """Whether the raylet of a host of ray.nodes() accepts connections.
-
-  Ray reports an actor of a lost host dead before its health checks declare
-  the host dead (seen here: about 10 s before); the raylet's port says now.
-  """
-  try:
-    with socket.create_connection((host['NodeManagerAddress'],
-                                   host['NodeManagerPort']), timeout=1.0):
-      return True
-  except OSError:
-    return False
-
-
-def _repo_root() -> str:
-  return paths.ROOT
+    self._mover.moving.clear()

@@ -17,7 +17,8 @@ import pytest
 from acme_launch.plan import node_env
 from acme_launch import layout
 from acme_launch.run import rundir
-from acme_launch.run import supervisor
+from acme_launch.run import core
+from acme_launch.run.local_mp import launch as local_mp
 from tests.conftest import alive
 
 pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
@@ -33,7 +34,7 @@ SLEEPER = 'import time; time.sleep(60)'
 
 def run(run_dir, commands, **options):
   rundir.create(run_dir)
-  runner = supervisor.Supervisor(str(run_dir), **options)
+  runner = local_mp.Supervisor(str(run_dir), **options)
   outcome = runner.run_commands(commands)
   pids = [child.popen.pid for child in runner._children]
   return outcome, pids
@@ -45,7 +46,7 @@ def test_a_node_exiting_non_zero_stops_the_run_naming_it(tmp_path):
            'print("learner: out of patience"); sys.exit(3)'),
       node('actor/0', SLEEPER)])
   assert (outcome.exit_code, outcome.reason, outcome.failed_node) == (
-      supervisor.EXIT_NODE_FAILED, 'node_failed', 'learner/0')
+      core.EXIT_NODE_FAILED, 'node_failed', 'learner/0')
   assert 'learner: out of patience' in outcome.failed_log_tail
   assert 'exited with code 3' in outcome.failed_log_tail
   assert 'learner nodes are not restarted' in outcome.failed_log_tail
@@ -98,7 +99,7 @@ def test_stop_lets_saving_nodes_finish_and_kills_the_others(tmp_path):
                                  node('actor/0', actor)], max_wall_time=1.0)
   assert outcome.reason == 'max_wall_time'
   assert saved.read_text() == 'checkpoint'
-  assert time.time() - started < supervisor.STOP_TIMEOUT_SECONDS
+  assert time.time() - started < core.STOP_TIMEOUT_SECONDS
   assert alive(pids) == []
 
 
@@ -108,7 +109,7 @@ def test_ctrl_c_ends_the_run_as_interrupted(tmp_path):
   before = signal.getsignal(signal.SIGINT)
   outcome, pids = run(tmp_path, [node('evaluator/0', trigger),
                                  node('actor/0', SLEEPER)])
-  assert (outcome.exit_code, outcome.reason) == (supervisor.EXIT_INTERRUPTED,
+  assert (outcome.exit_code, outcome.reason) == (core.EXIT_INTERRUPTED,
                                                  'interrupted')
   assert alive(pids) == []
   assert signal.getsignal(signal.SIGINT) is before  # Its handler is gone.
