@@ -119,7 +119,7 @@ def problem(adapter: Adapter, name=str) -> Optional[str]:
   for field in FUNCTIONS + OPTIONAL_FUNCTIONS:
     value = getattr(adapter, field)
     if not callable(value) and not (value is None and field not in FUNCTIONS):
-      return f'{name(field)} is a {kind(value)}, not a function'
+      return f'{name(field)} is not a function (got {kind(value)})'
   devices = adapter.learner_devices
   if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
     return f'{name("learner_devices")} must be an int >= 1, got {devices!r}'

@@ -97,7 +97,7 @@ def from_module(agent: str, module) -> Adapter:
     except (TypeError, ValueError):
       raise errors.LaunchError(
           f'config.agent {agent!r}: {module.__name__}.{constant} must be '
-          f'{read.__name__}, got {value!r}') from None
+          f'{"an int" if read is int else "a str"}, got {value!r}') from None
   return Adapter(**fields)
 
 

@@ -12,16 +12,17 @@ its loss is the policy gradient plus `baseline_cost` x the value loss minus
 
 With `config.envs_per_actor` 1, actors are Acme's own recurrent actor (it
 samples an action from the logits) and `SequenceAdder`, one environment
-each. Two changes to Acme's actor, in `Builder.make_actor` (builder.py): the policy step
-is jitted (Acme's applies the haiku network op by op) and its action is a
-numpy value for the environment; and the actors fetch parameters every
-`impala.variable_update_period` steps (Acme: every 1,000). With
-`config.envs_per_actor` > 1, the batched recurrent actor
-(program/recurrent_actor.py) steps `make_actor_core` (actor_core.py) for all of them
-at once, one LSTM state per environment, into Acme's SequenceAdder per
-environment: the same steps and extras as Acme's IMPALAActor, with its key
-drawn per episode as Acme's GenericActor draws it. The evaluator samples
-from the policy too, as the IMPALA paper evaluates.
+each. Two changes to Acme's actor, in `Builder.make_actor` (builder.py):
+the policy step is jitted (Acme's applies the haiku network op by op) and
+its action is a numpy value for the environment; and the actors fetch
+parameters every `impala.variable_update_period` steps (Acme: every 1,000).
+With `config.envs_per_actor` > 1, the batched recurrent actor
+(program/recurrent_actor.py) steps `make_actor_core` (actor_core.py) for
+all of them at once, one LSTM state per environment, into Acme's
+SequenceAdder per environment: the same steps and extras as Acme's
+IMPALAActor, with its key drawn per episode as Acme's GenericActor draws
+it. The evaluator samples from the policy too, as the IMPALA paper
+evaluates.
 """
 
 from acme_launch.agents.adapter import Adapter

@@ -90,10 +90,11 @@ def replay_tables(config: ml_collections.ConfigDict,
                      'cell': replay_memory.Column('', lstm, 'float32')},
       'logits': replay_memory.Column(
           '', (int(environment_spec.actions.num_values),), 'float32')}
-  length = int(impala_config.field(config, 'sequence_length'))
+  get = lambda name: impala_config.field(config, name)
+  length = int(get('sequence_length'))
   return (replay_memory.sequence_layout(
-      impala_config.field(config, 'replay_table_name'), impala_config.field(config, 'max_queue_size'),
-      environment_spec, length, impala_config.field(config, 'sequence_period') or length - 1,
+      get('replay_table_name'), get('max_queue_size'),
+      environment_spec, length, get('sequence_period') or length - 1,
       fields=('config.impala.max_queue_size',
               'config.impala.sequence_length', 'config.network.lstm_size'),
       extras=extras),)

@@ -84,4 +84,4 @@ def field(config: ml_collections.ConfigDict, name: str):
     return OWN_FIELDS[name]
   if name == 'max_queue_size':
     return 10 * field(config, 'batch_size')
-  return replay_fields.acmefield(section, impala.IMPALAConfig, name)
+  return replay_fields.acme_field(section, impala.IMPALAConfig, name)
