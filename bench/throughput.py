@@ -159,7 +159,7 @@ def run_stock_acme(workdir: str, actors: int,
   from acme_launch.plan import specs
   from acme_launch.run import rundir
   from acme_launch.run.local_mp import launch as local_mp
-  from acme_launch.agents import ppo as ppo_adapter
+  from acme_launch.agents.ppo import builder as ppo_adapter
 
   config = ppo_mujoco.get_config()
   config.max_actor_steps = args.steps

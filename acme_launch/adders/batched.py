@@ -114,7 +114,7 @@ class BatchedSequenceAdder:
     normalization) instead of the environments' own. With `final_rows`
     False, an episode's end writes no final-observation row: its last step's
     row gets discount 0 (a time limit too) and the next episode's first row
-    follows it (see `final_observation_rows` in agents/ppo.py).
+    follows it (see `final_observation_rows` in agents/ppo/builder.py).
     """
     self._table = table
     self._reward_scaler = reward_scaler

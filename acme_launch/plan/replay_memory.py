@@ -4,7 +4,7 @@ Pixel replay is large: a million Atari steps are 28 GB of raw uint8 frames.
 A replay that does not fit its node or host dies (or swaps) hours into a run,
 when its tables fill; here the size is planned instead. Each agent's adapter
 declares its replay tables (`replay_tables(config, environment_spec)`, see
-agents/__init__.py): per table the items it holds at most, what one step
+agents/adapter.py): per table the items it holds at most, what one step
 stores (shapes and dtypes, from the environment spec and the agent), how
 many steps an item spans and how many new steps each item adds.
 

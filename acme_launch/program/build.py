@@ -173,7 +173,7 @@ def make_program(config: ml_collections.ConfigDict,
                                for j in range(len(env_seeds), envs.num_envs)]
       return recurrent_actor.RecurrentBatchedEnvironmentLoop(
           envs, adapter.make_actor_core(config, networks, policy),
-          agents.make_variable_client(adapter, config, learner, builder),
+          agents.make_variable_client(adapter, config, learner),
           batched_adders.PerEnvAdders(
               [builder.make_adder(replay) for _ in range(envs.num_envs)]),
           np.stack([jax.random.PRNGKey(s) for s in key_seeds]),
@@ -187,7 +187,7 @@ def make_program(config: ml_collections.ConfigDict,
           [builder.make_adder(replay) for _ in range(envs.num_envs)])
     return batched_actor.BatchedEnvironmentLoop(
         envs, policy,
-        agents.make_variable_client(adapter, config, learner, builder),
+        agents.make_variable_client(adapter, config, learner),
         adder, jax.random.PRNGKey(seed), actor_counter,
         logger_for(f'actor/{index}'), max_actor_steps=config.max_actor_steps,
         policy_returns_extras=adapter.policy_returns_extras)
@@ -208,8 +208,7 @@ def make_program(config: ml_collections.ConfigDict,
           make_eval_env,
           [environments.node_seed(seed, 'eval', j)
            for j in range(config.eval_episodes)],
-          policy, agents.make_variable_client(adapter, config, learner,
-                                              builder),
+          policy, agents.make_variable_client(adapter, config, learner),
           jax.random.PRNGKey(seed), adapter.policy_returns_extras)
     final = None
     if final_evaluation and index == 0:  # One evaluator plays it.
@@ -220,7 +219,7 @@ def make_program(config: ml_collections.ConfigDict,
           [environments.node_seed(seed, 'final_eval', j)
            for j in range(config.final_eval_episodes)],
           policy,
-          agents.make_variable_client(adapter, config, learner, builder),
+          agents.make_variable_client(adapter, config, learner),
           final_key, adapter.policy_returns_extras,
           make_actor=functools.partial(builder.make_actor, final_key, policy,
                                        variable_source=learner)

@@ -202,7 +202,7 @@ def test_adapter_builds_replay_table_and_policies_for_one_or_many_envs(
   # The variable client the batched actors and final evaluation use fetches
   # what the builder's own actor would.
   source = _Params(params)
-  client = agents.make_variable_client(adapter, config, source, builder)
+  client = agents.make_variable_client(adapter, config, source)
   client.update_and_wait()
   assert source.names == [['network' if config.agent == 'ppo' else
                            'policy' if config.agent != 'dqn' else '']]
@@ -251,7 +251,7 @@ def test_batched_actors_fetch_parameters_as_the_builders_own_actor_does(
     # Acme's actors fetch once when made: nothing is stepped here.
     own = builder.make_actor(jax.random.PRNGKey(0), policy,
                              variable_source=_Params(None))
-    client = agents.make_variable_client(adapter, config, None, builder)
+    client = agents.make_variable_client(adapter, config, None)
     return client._update_period, own._variable_client._update_period
 
   if section_period:  # The config's own setting.

@@ -1,4 +1,4 @@
-"""DQN's Ape-X epsilons (agents/dqn.py): each environment of each actor has
+"""DQN's Ape-X epsilons (agents/dqn/policy.py): each environment of each actor has
 its own fixed epsilon, and the batched policy explores with it. In process,
 on CartPole-v1's spec with a real network."""
 
@@ -10,7 +10,8 @@ import pytest
 
 from acme_launch.config import registry
 from acme_launch import envs
-from acme_launch.agents import dqn
+from acme_launch.agents.dqn import networks as dqn_networks
+from acme_launch.agents.dqn import policy as dqn_policy
 
 
 def _config(num_actors=4, envs_per_actor=8, apex=True):
@@ -25,13 +26,13 @@ def _cartpole_networks(config):
   """(CartPole-v1's spec, the config's DQN networks, their parameters)."""
   spec = specs.make_environment_spec(
       envs.make_environment('CartPole-v1', seed=0, backend='gym'))
-  networks = dqn.make_networks(config, spec)
+  networks = dqn_networks.make_networks(config, spec)
   return spec, networks, networks.init(jax.random.PRNGKey(0))
 
 
 def test_the_run_s_environments_get_ape_x_s_epsilons_in_actor_order():
   config = _config()
-  epsilons = np.concatenate([dqn.actor_epsilons(config, a) for a in range(4)])
+  epsilons = np.concatenate([dqn_policy.actor_epsilons(config, a) for a in range(4)])
   n = 4 * 8
   np.testing.assert_allclose(
       epsilons, 0.4 ** (1 + 7 * np.arange(n) / (n - 1)))
@@ -39,10 +40,10 @@ def test_the_run_s_environments_get_ape_x_s_epsilons_in_actor_order():
   assert epsilons[-1] == pytest.approx(0.4 ** 8)
   # One env per actor, one actor: Ape-X's first epsilon.
   np.testing.assert_allclose(
-      dqn.actor_epsilons(_config(num_actors=1, envs_per_actor=1), 0), [0.4])
+      dqn_policy.actor_epsilons(_config(num_actors=1, envs_per_actor=1), 0), [0.4])
   # Off, or not an actor (the evaluator, the launcher's checks): none.
-  assert dqn.actor_epsilons(_config(apex=False), 0) is None
-  assert dqn.actor_epsilons(config, None) is None
+  assert dqn_policy.actor_epsilons(_config(apex=False), 0) is None
+  assert dqn_policy.actor_epsilons(config, None) is None
 
 
 def test_the_batched_policy_explores_with_each_environment_s_epsilon():
@@ -60,19 +61,19 @@ def test_the_batched_policy_explores_with_each_environment_s_epsilon():
   # Actor 1's environments are the run's 2nd and 3rd of 4: epsilons
   # 0.4**(1 + 7*2/3) and 0.4**8; a random action is the greedy one half the
   # time on CartPole's two actions.
-  expected = dqn.actor_epsilons(config, 1) / 2
+  expected = dqn_policy.actor_epsilons(config, 1) / 2
   fraction = non_greedy_fraction(
-      dqn.make_policy(config, networks, spec, evaluation=False,
+      dqn_policy.make_policy(config, networks, spec, evaluation=False,
                       actor_index=1))
   np.testing.assert_allclose(fraction, expected, atol=0.01)
   # Actor 0's first environment: 0.4, so 20% non-greedy.
   fraction = non_greedy_fraction(
-      dqn.make_policy(config, networks, spec, evaluation=False,
+      dqn_policy.make_policy(config, networks, spec, evaluation=False,
                       actor_index=0))
   assert fraction[0] == pytest.approx(0.2, abs=0.025)
   # The evaluator keeps config.dqn.eval_epsilon (0: greedy).
   fraction = non_greedy_fraction(
-      dqn.make_policy(config, networks, spec, evaluation=True))
+      dqn_policy.make_policy(config, networks, spec, evaluation=True))
   np.testing.assert_array_equal(fraction, [0, 0])
 
 
@@ -82,7 +83,7 @@ def test_one_environment_actors_use_their_first_epsilon():
   observation = np.full(4, 0.1, np.float32)
   greedy = int(np.asarray(networks.apply(params, observation[None])).argmax())
   # Acme's actor passes its own epsilon (dqn.epsilon): Ape-X's wins.
-  policy = dqn.make_policy(config, networks, spec, evaluation=False,
+  policy = dqn_policy.make_policy(config, networks, spec, evaluation=False,
                            actor_index=0)
   keys = jax.random.split(jax.random.PRNGKey(2), 4000)
   actions = jax.jit(jax.vmap(lambda k: policy(params, k, observation, 0.9)))(

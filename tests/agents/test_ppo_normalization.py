@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from acme_launch.agents import ppo as ppo_adapter
+from acme_launch.agents.ppo import normalization as ppo_adapter
 from tests.conftest import read_json, run_launcher
 
 

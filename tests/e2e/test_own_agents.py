@@ -3,7 +3,9 @@
 The agent module and the environment module are written into one temporary
 folder (on PYTHONPATH, as a user's project would be), the config that names
 them into another, and the real launcher runs them: Launchpad, Reverb, Acme's
-DQN learner. The adapter defines only the three required functions.
+DQN learner. The adapter defines only the three required functions (the
+module shorthand); `tiny_dqn_value` declares the same agent as an
+`ADAPTER` value.
 """
 
 import os
@@ -53,6 +55,16 @@ def make_policy(config, networks, environment_spec, evaluation):
     return utils.squeeze_batch_dim(actions) if unbatched else actions
 
   return policy
+'''
+
+AGENT_VALUE = '''
+"""The same agent as one value, its settings in config.tiny_dqn."""
+from acme_launch.agents import Adapter
+from user_project import tiny_dqn
+
+ADAPTER = Adapter(make_builder=tiny_dqn.make_builder,
+                  make_networks=tiny_dqn.make_networks,
+                  make_policy=tiny_dqn.make_policy, section='tiny_dqn')
 '''
 
 GYMNASIUM_ENVIRONMENT = '''
@@ -171,6 +183,9 @@ def project(tmp_path):
   (root / 'user_project').mkdir(parents=True)
   (root / 'user_project' / '__init__.py').write_text('')
   (root / 'user_project' / 'tiny_dqn.py').write_text(AGENT)
+  (root / 'user_project' / 'tiny_dqn_value.py').write_text(AGENT_VALUE)
+  (root / 'user_project' / 'not_an_adapter.py').write_text(
+      AGENT + 'ADAPTER = make_policy\n')
   (root / 'user_project' / 'line_env.py').write_text(ENVIRONMENT)
   (root / 'user_project' / 'press_env.py').write_text(GYMNASIUM_ENVIRONMENT)
   (root / 'user_project' / 'line_family.py').write_text(FAMILY)
@@ -246,6 +261,9 @@ def test_dry_run_and_sweep_with_an_own_agent_show_its_specs_and_points(
 @pytest.mark.parametrize('override, expected', [
     ('agent=user_project.no_policy',
      "module user_project.no_policy defines no make_policy"),
+    ('agent=user_project.not_an_adapter',
+     'user_project.not_an_adapter.ADAPTER is a function, not an '
+     'acme_launch.agents.Adapter'),
     ('agent=user_project.does_not_import',
      "importing user_project.does_not_import failed: ModuleNotFoundError"),
     ('agent=user_project.no_such_module',
@@ -329,12 +347,14 @@ def test_the_example_runs_through_the_python_api_and_resumes(tmp_path):
 @pytest.mark.e2e
 def test_own_modules_through_the_python_api_with_a_gymnasium_class(
     project, workdir):
-  # The same out-of-tree agent on a Gymnasium class of the user's, launched
-  # from Python; the registered id of the same module plans too.
+  # The same out-of-tree agent, declared as an ADAPTER value, on a Gymnasium
+  # class of the user's, launched from Python; the registered id of the same
+  # module plans too.
   import acme_launch
   from acme_launch.config import registry
   root, config_path = project
   config = registry.load(config_path)
+  config.agent = 'user_project.tiny_dqn_value'
   config.env_name = 'gymnasium:user_project.press_env:Press'
   plan = acme_launch.dry_run(config, python_path=[root])
   assert plan.environment_spec.actions.num_values == 3

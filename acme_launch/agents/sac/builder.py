@@ -1,4 +1,4 @@
-"""Acme's JAX SAC (dm-acme 0.4.0) from a `config.sac` section.
+"""SAC's builder: Acme's JAX SACBuilder (dm-acme 0.4.0) from `config.sac`.
 
 Derived here from the environment spec: SAC's `target_entropy`, as
 `target_entropy_per_dimension` times the number of action dimensions (-1 per
@@ -15,21 +15,16 @@ import ml_collections
 
 from acme_launch.agents import replay_fields
 
-# Its learner uses one device (dm-acme 0.4.0's learning.py has no pmap), its
-# actors fetch the learner's 'policy' variables, its policy returns actions
-# alone, and a batched actor writes through one of the builder's adders per
-# environment: the defaults of agents/__init__.py, so nothing is declared.
-
 # Fields of `config.sac` that are not SACConfig fields: the adapter maps them.
-_ADAPTER_FIELDS = ('target_entropy_per_dimension', 'adaptive_entropy',
-                   'entropy_coefficient')
+ADAPTER_FIELDS = ('target_entropy_per_dimension', 'adaptive_entropy',
+                  'entropy_coefficient')
 
 
 def make_builder(config: ml_collections.ConfigDict,
                  learner_logger_fn: Callable[[], loggers.Logger],
                  environment_spec: specs.EnvironmentSpec) -> sac.SACBuilder:
   replay_fields.check('sac', config.sac)
-  fields = {k: v for k, v in config.sac.items() if k not in _ADAPTER_FIELDS}
+  fields = {k: v for k, v in config.sac.items() if k not in ADAPTER_FIELDS}
   sac_config = sac.SACConfig(
       **fields,
       target_entropy=float(sac.target_entropy_from_env_spec(
@@ -38,19 +33,6 @@ def make_builder(config: ml_collections.ConfigDict,
       entropy_coefficient=(None if config.sac.adaptive_entropy
                            else config.sac.entropy_coefficient))
   return sac.SACBuilder(sac_config, logger_fn=learner_logger_fn)
-
-
-def make_networks(config: ml_collections.ConfigDict,
-                  environment_spec: specs.EnvironmentSpec) -> sac.SACNetworks:
-  return sac.make_networks(
-      environment_spec, hidden_layer_sizes=tuple(config.network.hidden_layers))
-
-
-def make_policy(config: ml_collections.ConfigDict, networks: sac.SACNetworks,
-                environment_spec: specs.EnvironmentSpec, evaluation: bool):
-  del config, environment_spec  # SAC's policy needs neither.
-  # Evaluation takes the mode of the policy distribution; actors sample it.
-  return sac.apply_policy_and_sample(networks, eval_mode=evaluation)
 
 
 def replay_tables(config: ml_collections.ConfigDict,

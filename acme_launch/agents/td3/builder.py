@@ -1,4 +1,4 @@
-"""Acme's JAX TD3 (dm-acme 0.4.0) from a `config.td3` section.
+"""TD3's builder: Acme's JAX TD3 (dm-acme 0.4.0) from `config.td3`.
 
 dm-acme 0.4.0's TD3Builder does not hand `delay` and `tau` to its learner (the
 learner's defaults, 2 and 0.005, always apply); the builder here does, so the
@@ -15,11 +15,6 @@ import ml_collections
 import optax
 
 from acme_launch.agents import replay_fields
-
-# Its learner uses one device (dm-acme 0.4.0's learning.py has no pmap), its
-# actors fetch the learner's 'policy' variables, its policy returns actions
-# alone, and a batched actor writes through one of the builder's adders per
-# environment: the defaults of agents/__init__.py, so nothing is declared.
 
 
 class TD3Builder(td3.TD3Builder):
@@ -57,21 +52,6 @@ def make_builder(config: ml_collections.ConfigDict,
   replay_fields.check('td3', config.td3)
   return TD3Builder(td3.TD3Config(**config.td3.to_dict()),
                     logger_fn=learner_logger_fn)
-
-
-def make_networks(config: ml_collections.ConfigDict,
-                  environment_spec: specs.EnvironmentSpec) -> td3.TD3Networks:
-  return td3.make_networks(
-      environment_spec, hidden_layer_sizes=tuple(config.network.hidden_layers))
-
-
-def make_policy(config: ml_collections.ConfigDict, networks: td3.TD3Networks,
-                environment_spec: specs.EnvironmentSpec, evaluation: bool):
-  # Gaussian exploration noise `sigma`, clipped to the action bounds; none
-  # when evaluating (what Acme's DistributedTD3 evaluator does).
-  return td3.get_default_behavior_policy(
-      networks, action_specs=environment_spec.actions,
-      sigma=0.0 if evaluation else config.td3.sigma)
 
 
 def replay_tables(config: ml_collections.ConfigDict,
