@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests import netns_cluster
+from acme_launch.testing import cluster as netns_cluster
 from tests.conftest import REPO_ROOT, read_json, user_env
 
 CHAOS = os.path.join(REPO_ROOT, 'bench', 'chaos.py')
