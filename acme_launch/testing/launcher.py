@@ -24,15 +24,13 @@ def user_env(extra=None) -> dict:
   return {**env, **(extra or {})}
 
 
-def checkout_env(extra=None) -> dict:
-  """user_env() with this checkout first on PYTHONPATH: what a script
-  outside the package (bench/) needs to import this checkout's package
-  where the virtualenv holds no editable install of it (scripts/setup.sh
-  makes one)."""
-  env = user_env(extra)
-  env['PYTHONPATH'] = os.pathsep.join(
-      p for p in (REPO_ROOT, env.get('PYTHONPATH')) if p)
-  return env
+def checkout_on_path(env: dict) -> dict:
+  """`env` with this checkout first on PYTHONPATH: a script outside the
+  package (bench/) then imports this checkout's package, also where the
+  virtualenv holds no editable install of it (scripts/setup.sh makes one)
+  or holds another checkout's."""
+  path = os.pathsep.join(p for p in (REPO_ROOT, env.get('PYTHONPATH')) if p)
+  return {**env, 'PYTHONPATH': path}
 
 
 def launch_command(*args: str) -> list:
