@@ -18,11 +18,9 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
+from acme_launch.testing.launcher import REPO_ROOT
 
 BACKENDS = ('envpool', 'gym')
 

@@ -59,10 +59,10 @@ import threading
 import time
 from typing import Dict, List, Optional
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
-
-from tests import netns_cluster
+from acme_launch import layout
+from acme_launch.testing import cluster as netns_cluster
+from acme_launch.testing.launcher import REPO_ROOT, launch_command
+from acme_launch.testing.rundir import actor_steps, node_records
 
 HEAD = 'a'
 WORKERS = ('b', 'c')
@@ -162,28 +162,6 @@ class Lines:
     self._thread.join(timeout=30)
 
 
-def _read_json(path: str, default=None):
-  try:
-    with open(path) as f:
-      return json.load(f)
-  except (OSError, ValueError):
-    return default
-
-
-def _actor_steps(run_dir: str) -> int:
-  return int((_read_json(os.path.join(run_dir, 'progress.json'), {}) or {})
-             .get('counts', {}).get('actor_steps', 0))
-
-
-def _node_records(run_dir: str) -> Dict[str, Dict]:
-  records = {}
-  for path in glob.glob(os.path.join(run_dir, 'nodes', '*.json')):
-    record = _read_json(path)
-    if isinstance(record, dict) and 'pid' in record and 'node' in record:
-      records[record['node']] = record
-  return records
-
-
 def run_processes(cluster) -> List[str]:
   """Node processes and NodeHost actors in the cluster's namespaces."""
   return [f'{host} {pid} {command}'
@@ -224,7 +202,7 @@ class Injector:
   def actor_hosts(self) -> List[str]:
     ips = {self.cluster.ips[h]: h for h in self.args.hosts}
     return sorted({ips[r['bind_address']] for n, r in
-                   _node_records(self.run_dir).items()
+                   node_records(self.run_dir).items()
                    if n.startswith('actor/') and r.get('bind_address') in ips})
 
   def target(self, event: Dict) -> str:
@@ -242,7 +220,7 @@ class Injector:
     deadline = time.time() + 60   # Actors being moved start in tens of s.
     while time.time() < deadline:
       candidates = []
-      for node, record in sorted(_node_records(self.run_dir).items()):
+      for node, record in sorted(node_records(self.run_dir).items()):
         where = ips.get(record.get('bind_address'))
         if (node.startswith('actor/') and where and
             record['pid'] in self.cluster.pids(where)):
@@ -333,9 +311,9 @@ class Pacer:
   def step(self) -> None:
     elapsed = time.time() - self._start
     allowed = self.PACE * self._budget * min(1.0, elapsed / self._seconds)
-    ahead = _actor_steps(self._run_dir) > allowed
+    ahead = actor_steps(self._run_dir) > allowed
     if ahead and self._stopped is None:
-      pid = _node_records(self._run_dir).get('learner/0', {}).get('pid')
+      pid = node_records(self._run_dir).get('learner/0', {}).get('pid')
       if pid:
         try:
           os.kill(pid, signal.SIGSTOP)
@@ -424,17 +402,17 @@ def main(argv: List[str]) -> int:
                                       ('ray_resources', f'host_{HEAD}:1'))]
     placement += ['--config.resources.actor.ray_cpus=0.5',
                   '--config.resources.actor.ray_resources=worker:1']
-    command = [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
-               f'--config={args.config}', '--launch_type=ray',
-               f'--ray_address={cluster.address}', '--progress_every=30',
-               f'--workdir={os.path.dirname(run_dir)}',
-               f'--run_name={os.path.basename(run_dir)}',
-               '--max_node_restarts=1000000', *placement,
-               f'--config.num_actors={args.actors}',
-               f'--config.max_actor_steps={args.steps}',
-               '--config.log_every_seconds=0.001',
-               f'--config.eval_every_steps={max(1000, args.steps // 5)}',
-               *args.extra]
+    command = launch_command(
+        f'--config={args.config}', '--launch_type=ray',
+        f'--ray_address={cluster.address}', '--progress_every=30',
+        f'--workdir={os.path.dirname(run_dir)}',
+        f'--run_name={os.path.basename(run_dir)}',
+        '--max_node_restarts=1000000', *placement,
+        f'--config.num_actors={args.actors}',
+        f'--config.max_actor_steps={args.steps}',
+        '--config.log_every_seconds=0.001',
+        f'--config.eval_every_steps={max(1000, args.steps // 5)}',
+        *args.extra)
     results['command'] = command
     launcher = subprocess.Popen(
         cluster.in_host(HEAD, command), cwd=REPO_ROOT, env=cluster.env,
@@ -444,7 +422,7 @@ def main(argv: List[str]) -> int:
     threading.Thread(target=lambda: stderr_chunks.append(
         launcher.stderr.read()), daemon=True).start()
     began = time.time()
-    while _actor_steps(run_dir) <= 0 and launcher.poll() is None:
+    while actor_steps(run_dir) <= 0 and launcher.poll() is None:
       if time.time() - began > 600:
         raise RuntimeError('the run took over 10 minutes to step')
       time.sleep(1)
@@ -480,7 +458,7 @@ def main(argv: List[str]) -> int:
     results['launcher_exit_code'] = launcher.returncode
     results['launcher_stderr_tail'] = ''.join(stderr_chunks)[-3000:]
     results['faults'] = injector.done
-    summary = _read_json(os.path.join(run_dir, 'summary.json'), {}) or {}
+    summary = layout.read_json(layout.summary_path(run_dir), {}) or {}
     results['summary'] = summary
     results['launcher_events'] = launcher_events(out.lines)
     rows = count_rows(run_dir)

@@ -36,18 +36,15 @@ import sys
 from typing import List
 
 import throughput  # bench/throughput.py: the same program and rate.
-from throughput import REPO_ROOT
 
 from acme_launch.plan import resources
-from tests import netns_cluster
+from acme_launch.testing import cluster as netns_cluster
+from acme_launch.testing.launcher import REPO_ROOT
+from acme_launch.testing.report import number
 
 UNPINNED = tuple(f'--config.resources.{group}.cpus=all'
                  for group in resources.GROUPS)
 RAY_STARTUP_EXTRA = 30.0  # Placing actors and checking hosts, in seconds.
-
-
-def _fmt(rate) -> str:
-  return 'failed' if rate is None else f'{rate:,.0f}'
 
 
 def ray_placement(cluster: netns_cluster.NetnsCluster,
@@ -111,7 +108,7 @@ def main(argv: List[str]) -> int:
               run_name=run_name, prefix=tuple(cluster.in_host('a', [])),
               env=cluster.env)
         rates[launch_type].append(rate)
-        print(f'round {round_index + 1} {launch_type}: {_fmt(rate)} env '
+        print(f'round {round_index + 1} {launch_type}: {number(rate)} env '
               'steps/s', flush=True)
   finally:
     cluster.down()
@@ -122,9 +119,9 @@ def main(argv: List[str]) -> int:
   for i in range(args.rounds):
     one = (rates['ray'][i] / rates['local_mp'][i]
            if rates['ray'][i] and rates['local_mp'][i] else None)
-    print(f'{f"round {i + 1}":>12} {_fmt(rates["local_mp"][i]):>10} '
-          f'{_fmt(rates["ray"][i]):>14} {(f"{one:.2f}" if one else "-"):>13}')
-  print(f'{"mean":>12} {_fmt(local):>10} {_fmt(ray):>14} '
+    print(f'{f"round {i + 1}":>12} {number(rates["local_mp"][i]):>10} '
+          f'{number(rates["ray"][i]):>14} {(f"{one:.2f}" if one else "-"):>13}')
+  print(f'{"mean":>12} {number(local):>10} {number(ray):>14} '
         f'{(f"{ratio:.2f}" if ratio else "-"):>13}')
   with open(os.path.join(args.out, 'cluster.json'), 'w') as f:
     json.dump({'cores': os.cpu_count(), 'seconds': args.seconds,

@@ -26,8 +26,7 @@ import sys
 import time
 from typing import List, Optional, Tuple
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
+from acme_launch.testing.launcher import REPO_ROOT, launch_command
 
 
 def _load_config(name: str, overrides: List[str]):
@@ -167,9 +166,8 @@ def in_a_run(config_name: str, extra: List[str], seconds: float,
   shutil.rmtree(workdir, ignore_errors=True)
   progress_csv = os.path.join(workdir, 'run', 'metrics', 'progress.csv')
   launcher = subprocess.Popen(
-      [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
-       f'--config={config_name}', f'--workdir={workdir}', '--run_name=run',
-       '--progress_every=1000', *extra],
+      launch_command(f'--config={config_name}', f'--workdir={workdir}',
+                     '--run_name=run', '--progress_every=1000', *extra),
       cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   started, first = time.time(), None
   try:

@@ -30,8 +30,8 @@ import subprocess
 import sys
 from typing import Dict, List, Optional
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
+from acme_launch.testing.launcher import REPO_ROOT, launch_command
+from acme_launch.testing.report import number
 
 EXIT_BAD_INPUT = 2
 
@@ -43,16 +43,12 @@ def _fail(message: str) -> None:
 
 def _load_config(name: str):
   """The registry config `name`, or a one-line exit 2."""
-  import importlib.util
+  from acme_launch import errors
   from acme_launch.config import registry
-  path = registry.resolve(name)
-  if path is None:
-    _fail(f'unknown config {name!r}; choose from: '
-          f'{", ".join(registry.available())}')
-  spec = importlib.util.spec_from_file_location(f'config_{name}', path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
+  try:
+    return registry.load(name)
+  except errors.LaunchError as e:
+    _fail(str(e))
 
 
 def _check_task(config, task: str) -> None:
@@ -85,12 +81,12 @@ def run_seed(config_name: str, task: str, seed: int, steps: int,
   summary = _finished(run_dir, steps)
   if summary is None:
     # A run cut short resumes from its checkpoints (same run directory).
-    command = [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
-               f'--config={config_name}', f'--config.env_name={task}',
-               f'--config.max_actor_steps={steps}', f'--config.seed={seed}',
-               f'--workdir={os.path.dirname(run_dir)}',
-               f'--run_name={os.path.basename(run_dir)}',
-               '--progress_every=60', *launch_flags]
+    command = launch_command(
+        f'--config={config_name}', f'--config.env_name={task}',
+        f'--config.max_actor_steps={steps}', f'--config.seed={seed}',
+        f'--workdir={os.path.dirname(run_dir)}',
+        f'--run_name={os.path.basename(run_dir)}', '--progress_every=60',
+        *launch_flags)
     print('running:', ' '.join(command[1:]), flush=True)
     subprocess.run(command, cwd=REPO_ROOT, check=False)
     summary = _finished(run_dir, steps) or {'exit_reason': 'did_not_finish'}
@@ -208,13 +204,13 @@ def report(cells: List[Dict], launch_flags: List[str], out: str,
   for cell in cells:
     # One decimal for small returns (MinAtar's), none for MuJoCo's thousands.
     spec = ',.0f' if abs(cell['final_return_mean'] or 0) >= 1000 else '.1f'
-    final = (f'{_format(cell["final_return_mean"], spec)} +- '
-             f'{_format(cell["final_return_std"], spec)}')
+    final = (f'{number(cell["final_return_mean"], spec, "-")} +- '
+             f'{number(cell["final_return_std"], spec, "-")}')
     print(f'{cell["config"]:<14} {cell["env"]:<22} {cell["steps"]:>10,} '
           f'{len(cell["final_returns"]):>5} {final:>27} '
-          f'{_format(cell["wall_time_minutes"], ".1f"):>8} m '
-          f'{_format(cell["env_steps_per_second"]):>12} '
-          f'{_format(cell["learner_steps_per_second"], ",.1f"):>16}')
+          f'{number(cell["wall_time_minutes"], ".1f", "-"):>8} m '
+          f'{number(cell["env_steps_per_second"], missing="-"):>12} '
+          f'{number(cell["learner_steps_per_second"], ",.1f", "-"):>16}')
   print('each run: final evaluation (its episodes\' mean +- std); the '
         'evaluations from half the budget on (min to max, mean)')
   for cell in cells:
@@ -255,10 +251,6 @@ def merge(paths: List[str]):
                            sorted(runs, key=lambda r: r['seed']))
             for (config_name, task, steps), runs in cells.items()]
   return merged, flags or []
-
-
-def _format(value: Optional[float], spec: str = ',.0f') -> str:
-  return '-' if value is None else format(value, spec)
 
 
 def main(argv: List[str]) -> int:

@@ -24,8 +24,6 @@ import threading
 import time
 from typing import Tuple
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
 os.environ['JAX_PLATFORMS'] = 'cpu'
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 

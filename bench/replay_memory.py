@@ -48,14 +48,12 @@ import json
 import multiprocessing
 import os
 import shutil
-import sys
 import tempfile
 import threading
 import time
 from typing import Callable, Dict, Iterator, List, Optional
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
+from acme_launch.testing.launcher import REPO_ROOT
 
 TABLE = 'table'
 

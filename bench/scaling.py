@@ -38,9 +38,10 @@ import time
 from typing import Dict, List, Optional
 
 import throughput  # bench/throughput.py: the same programs and rate.
-from throughput import REPO_ROOT
 
 from acme_launch.plan import resources
+from acme_launch.testing.launcher import REPO_ROOT, launch_command
+from acme_launch.testing.report import number
 
 UNPINNED = tuple(f'--config.resources.{group}.cpus=all'
                  for group in resources.GROUPS)
@@ -89,10 +90,10 @@ def run_sweep(workdir: str, name: str, points: int, concurrent: int,
   seeds = ','.join(str(s) for s in range(points))
   started = time.time()
   result = subprocess.run(
-      [sys.executable, os.path.join(REPO_ROOT, 'launch.py'), '--config=smoke',
-       f'--sweep=seed={seeds}', f'--max_concurrent={concurrent}',
-       f'--config.max_actor_steps={steps}', f'--workdir={workdir}',
-       f'--run_name={name}', '--progress_every=30'],
+      launch_command('--config=smoke', f'--sweep=seed={seeds}',
+                     f'--max_concurrent={concurrent}',
+                     f'--config.max_actor_steps={steps}', f'--workdir={workdir}',
+                     f'--run_name={name}', '--progress_every=30'),
       cwd=REPO_ROOT, capture_output=True, text=True, check=False)
   seconds = time.time() - started
   if result.returncode != 0:
@@ -100,10 +101,6 @@ def run_sweep(workdir: str, name: str, points: int, concurrent: int,
           f'{result.stdout[-1500:]}{result.stderr[-1500:]}', file=sys.stderr)
     return None
   return seconds
-
-
-def _fmt(value: Optional[float], spec: str = ',.0f') -> str:
-  return 'failed' if value is None else format(value, spec)
 
 
 def _efficiency(rates: Dict[int, Optional[float]], n: int) -> str:
@@ -159,16 +156,16 @@ def main(argv: List[str]) -> int:
       unpinned[n] = throughput.run_acme_launch(
           workdir, n, args.envs_per_actor, args.backend, args, UNPINNED,
           run_name=f'unpinned_a{n}')
-    print(f'{n} actor(s): stock {_fmt(stock[n])}, acme-launch automatic plan '
-          f'{_fmt(pinned[n])} (pinned: {was_pinned[n]}), unpinned '
-          f'{_fmt(unpinned[n])} env steps/s', flush=True)
+    print(f'{n} actor(s): stock {number(stock[n])}, acme-launch automatic plan '
+          f'{number(pinned[n])} (pinned: {was_pinned[n]}), unpinned '
+          f'{number(unpinned[n])} env steps/s', flush=True)
     flags = small_host_pinning(n, sorted(os.sched_getaffinity(0)))
     if not was_pinned[n] and flags:
       by_hand[n] = throughput.run_acme_launch(
           workdir, n, args.envs_per_actor, args.backend, args, flags,
           run_name=f'small_host_a{n}')
       print(f'{n} actor(s): pinned for a small host (actors a core each, '
-            f'the rest on one) {_fmt(by_hand[n])} env steps/s', flush=True)
+            f'the rest on one) {number(by_hand[n])} env steps/s', flush=True)
 
   print('\nenv steps/s; eff = rate / (actors x rate with 1 actor); x = ratio '
         'to stock Acme at the same actor count; auto/unpinned = the '
@@ -178,10 +175,10 @@ def main(argv: List[str]) -> int:
         f'{"auto/unpinned":>13}')
   for n in counts:
     ratio = lambda a, b: f'{a / b:.2f}x' if a and b else '-'
-    print(f'{n:>6} {_fmt(stock[n]):>8} {_efficiency(stock, n):>5} '
-          f'{_fmt(pinned[n]):>8} {str(was_pinned[n]).lower():>6} '
+    print(f'{n:>6} {number(stock[n]):>8} {_efficiency(stock, n):>5} '
+          f'{number(pinned[n]):>8} {str(was_pinned[n]).lower():>6} '
           f'{_efficiency(pinned, n):>5} {ratio(pinned[n], stock[n]):>5} '
-          f'{_fmt(unpinned[n]):>8} {_efficiency(unpinned, n):>5} '
+          f'{number(unpinned[n]):>8} {_efficiency(unpinned, n):>5} '
           f'{ratio(unpinned[n], stock[n]):>5} '
           f'{ratio(pinned[n], unpinned[n]):>13}')
   if by_hand:
@@ -189,8 +186,8 @@ def main(argv: List[str]) -> int:
           'every other node on one core, against every node unpinned')
     for n, rate in by_hand.items():
       ratio = f'{rate / unpinned[n]:.2f}x' if rate and unpinned[n] else '-'
-      print(f'{n:>6} actor(s): pinned {_fmt(rate)}, unpinned '
-            f'{_fmt(unpinned[n])}: {ratio}')
+      print(f'{n:>6} actor(s): pinned {number(rate)}, unpinned '
+            f'{number(unpinned[n])}: {ratio}')
 
   sweep = {}
   if args.sweep_points:
@@ -205,8 +202,8 @@ def main(argv: List[str]) -> int:
           f'{args.sweep_steps} actor steps each:')
     for label, row in sweep.items():
       print(f'  {label:>6}: {row["concurrent"]} at once, '
-            f'{_fmt(row["wall_seconds"], ".0f")} s, '
-            f'{_fmt(row["programs_per_hour"], ".0f")} programs/hour')
+            f'{number(row["wall_seconds"], ".0f")} s, '
+            f'{number(row["programs_per_hour"], ".0f")} programs/hour')
     serial, packed = sweep['serial']['wall_seconds'], sweep['packed']['wall_seconds']
     if serial and packed:
       print(f'  packed/serial programs per hour: {serial / packed:.2f}x')

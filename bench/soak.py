@@ -25,22 +25,10 @@ from typing import Dict, List
 
 import psutil
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from acme_launch.testing.launcher import REPO_ROOT, launch_command
+from acme_launch.testing.rundir import actor_steps, node_pids
+
 GOAL_PERCENT_PER_HOUR = 5.0
-
-
-def _node_pids(run_dir: str) -> Dict[str, int]:
-  pids = {}
-  nodes_dir = os.path.join(run_dir, 'nodes')
-  for name in os.listdir(nodes_dir) if os.path.isdir(nodes_dir) else []:
-    try:
-      with open(os.path.join(nodes_dir, name)) as f:
-        record = json.load(f)
-    except (OSError, ValueError):
-      continue
-    if 'pid' in record and 'node' in record:
-      pids[record['node']] = record['pid']
-  return pids
 
 
 def _dir_bytes(path: str) -> int:
@@ -54,17 +42,9 @@ def _dir_bytes(path: str) -> int:
   return total
 
 
-def _actor_steps(run_dir: str) -> int:
-  try:
-    with open(os.path.join(run_dir, 'progress.json')) as f:
-      return int(json.load(f)['counts'].get('actor_steps', 0))
-  except (OSError, ValueError, KeyError):
-    return 0
-
-
 def sample(run_dir: str, started: float) -> Dict:
   nodes = {}
-  for node, pid in _node_pids(run_dir).items():
+  for node, pid in node_pids(run_dir).items():
     try:
       process = psutil.Process(pid)
       if process.status() == psutil.STATUS_ZOMBIE:
@@ -76,7 +56,7 @@ def sample(run_dir: str, started: float) -> Dict:
     except psutil.Error:
       continue  # Gone (restarting, or the run is stopping).
   return {'seconds': time.time() - started, 'nodes': nodes,
-          'dir_bytes': _dir_bytes(run_dir), 'actor_steps': _actor_steps(run_dir)}
+          'dir_bytes': _dir_bytes(run_dir), 'actor_steps': actor_steps(run_dir)}
 
 
 def analyse(samples: List[Dict], settle_seconds: float) -> Dict:
@@ -153,10 +133,10 @@ def main(argv: List[str]) -> int:
   workdir = os.path.join(args.out, 'soak')
   run_dir = os.path.join(workdir, args.config)
   subprocess.run(['rm', '-rf', run_dir], check=False)
-  command = [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
-             f'--config={args.config}', '--config.max_actor_steps=1000000000',
-             f'--max_wall_time={args.minutes * 60}', f'--workdir={workdir}',
-             f'--run_name={args.config}', '--progress_every=60', *launch_flags]
+  command = launch_command(
+      f'--config={args.config}', '--config.max_actor_steps=1000000000',
+      f'--max_wall_time={args.minutes * 60}', f'--workdir={workdir}',
+      f'--run_name={args.config}', '--progress_every=60', *launch_flags)
   print('running:', ' '.join(command[1:]), flush=True)
   started = time.time()
   launcher = subprocess.Popen(command, cwd=REPO_ROOT)

@@ -32,10 +32,8 @@ from typing import Dict, List
 
 import psutil
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
-
-from tests.conftest import node_pids
+from acme_launch.testing.launcher import REPO_ROOT, launch_command
+from acme_launch.testing.rundir import node_pids
 
 
 def _first_time(progress_csv: str, key: str):
@@ -82,9 +80,10 @@ def measure(config: str, workdir: str, cache: str, timeout: float,
   before = _entries(cache)
   started = time.time()
   launcher = subprocess.Popen(
-      [sys.executable, os.path.join(REPO_ROOT, 'launch.py'), f'--config={config}',
-       f'--workdir={workdir}', '--run_name=run', '--progress_every=1000',
-       f'--compilation_cache={cache}', f'--node_start={node_start}'],
+      launch_command(f'--config={config}', f'--workdir={workdir}',
+                     '--run_name=run', '--progress_every=1000',
+                     f'--compilation_cache={cache}',
+                     f'--node_start={node_start}'),
       cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   memory = {}
   cpu_at_first_actor_step = None

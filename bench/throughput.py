@@ -44,8 +44,9 @@ import sys
 import time
 from typing import Dict, List, Optional, Tuple
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
+from acme_launch.testing.launcher import REPO_ROOT, launch_command
+from acme_launch.testing.report import number
+
 os.environ['JAX_PLATFORMS'] = 'cpu'
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -124,9 +125,9 @@ def run_acme_launch(workdir: str, actors: int, envs: int, backend: str,
   async_envs = 0
   if backend == 'envpool_async':
     backend, async_envs = 'envpool', 2 * envs
-  command = [*prefix, sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
-             '--config=ppo_mujoco', f'--workdir={workdir}',
-             f'--run_name={run_name}', f'--config.num_actors={actors}',
+  command = [*prefix, *launch_command('--config=ppo_mujoco'),
+             f'--workdir={workdir}', f'--run_name={run_name}',
+             f'--config.num_actors={actors}',
              f'--config.envs_per_actor={envs}', '--config.num_evaluators=0',
              f'--config.env_backend={backend}',
              f'--config.envpool_async_envs={async_envs}',
@@ -208,10 +209,6 @@ def _fraction(rate: Optional[float], actors: int, ceiling: float,
   return rate / min(actors, cores) / ceiling if rate else None
 
 
-def _fmt(rate: Optional[float]) -> str:
-  return 'failed' if rate is None else f'{rate:,.0f}'
-
-
 def print_table(stock: Dict[int, Optional[float]],
                 ours: Dict[Tuple[str, int, int], Optional[float]],
                 ceilings: Dict[Tuple[str, int], float], cells: List[Tuple[int, int]],
@@ -229,13 +226,13 @@ def print_table(stock: Dict[int, Optional[float]],
     header += f' {"envpool/gym":>11}'
   print(header)
   for actors, envs in cells:
-    line = f'{f"{actors} x {envs}":>13} {_fmt(stock[actors]):>11}'
+    line = f'{f"{actors} x {envs}":>13} {number(stock[actors]):>11}'
     for backend in backends:
       rate = ours[backend, actors, envs]
       ratio = f'{rate / stock[actors]:.1f}x' if rate and stock[actors] else '-'
       fraction = _fraction(rate, actors, ceilings[backend, envs], cores)
       percent = f'{100 * fraction:.0f}%' if fraction else '-'
-      line += f' {_fmt(rate):>9} {ratio:>5} {percent:>4}'
+      line += f' {number(rate):>9} {ratio:>5} {percent:>4}'
     if {'gym', 'envpool'} <= set(backends):
       gym, pool = ours['gym', actors, envs], ours['envpool', actors, envs]
       line += f' {f"{pool / gym:.1f}x" if gym and pool else "-":>11}'
@@ -299,12 +296,12 @@ def main(argv: List[str]) -> int:
     if actors not in stock:
       stock[actors] = run_stock_acme(workdir, actors, args)
       print(f'stock Acme DistributedPPO, {actors} actor(s): '
-            f'{_fmt(stock[actors])} env steps/s', flush=True)
+            f'{number(stock[actors])} env steps/s', flush=True)
     for backend in backends:
       ours[backend, actors, envs] = run_acme_launch(workdir, actors, envs,
                                                     backend, args)
       print(f'acme-launch {backend}, {actors} actor(s) x {envs} env(s): '
-            f'{_fmt(ours[backend, actors, envs])} env steps/s', flush=True)
+            f'{number(ours[backend, actors, envs])} env steps/s', flush=True)
 
   print_table(stock, ours, ceilings, cells, backends, os.cpu_count() or 1)
   print(f'load average {os.getloadavg()[0]:.1f} at the end')

@@ -24,12 +24,32 @@ install_dev() {
   echo "$hash" > "$DEV_STAMP"
 }
 
+# This checkout, installed editable (the package only, no dependencies): the
+# scripts outside the package, `python bench/x.py` and
+# scripts/results_tables.py, then import acme_launch from here. Skipped when
+# $VENV imports this checkout's package already; a warning if pip cannot
+# (launch.py and the tests do not need it).
+install_checkout() {
+  local python here
+  python="$(cd "$VENV" && pwd)/bin/python"
+  here=$(pwd)
+  (cd / && "$python" -c 'import os, sys, acme_launch
+sys.exit(os.path.realpath(acme_launch.ROOT) != os.path.realpath(sys.argv[1]))' \
+    "$here") >/dev/null 2>&1 && return 0
+  echo "acme-launch: installing this checkout into $VENV (editable)" >&2
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+    --no-deps --no-build-isolation -e . \
+    || echo "acme-launch: warning: this checkout is not installed in $VENV;" \
+      "bench/ scripts need PYTHONPATH=$(pwd)" >&2
+}
+
 # A venv installed from an offline bundle (scripts/install_bundle.sh) has no
 # package index to install from: it is kept as it is.
 if [ -f "$VENV/.acme-launch-bundle" ]; then
   echo "acme-launch: $VENV came from an offline bundle" \
     "($(cat "$VENV/.acme-launch-bundle")); nothing to install" >&2
   "$VENV/bin/python" acme_launch/run/loopback.py
+  install_checkout
   exit 0
 fi
 
@@ -53,6 +73,7 @@ build_loopback_shim() {
 
 if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$lock_hash" ]; then
   build_loopback_shim
+  install_checkout
   install_dev
   exit 0
 fi
@@ -81,4 +102,5 @@ fi
 echo "$lock_hash" > "$STAMP"
 rm -f "$DEV_STAMP"  # A new venv, or packages the linters' pins may have moved.
 build_loopback_shim
+install_checkout
 install_dev

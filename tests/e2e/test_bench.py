@@ -13,7 +13,8 @@ import sys
 
 import pytest
 
-from tests import netns_cluster
+from acme_launch.testing import cluster as netns_cluster
+from acme_launch.testing.launcher import checkout_on_path
 from tests.conftest import REPO_ROOT, read_json, user_env
 
 pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
@@ -23,7 +24,7 @@ def _bench(script: str, *args: str, timeout: float = 300):
   result = subprocess.run(
       [sys.executable, os.path.join(REPO_ROOT, 'bench', script), *args],
       cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
-      env=user_env(), check=False)
+      env=checkout_on_path(user_env()), check=False)
   assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
   return result
 
@@ -125,7 +126,8 @@ def test_learning_refuses_an_unknown_config_or_task_before_running(tmp_path):
     result = subprocess.run(
         [sys.executable, os.path.join(REPO_ROOT, 'bench', 'learning.py'),
          '--configs=smoke', bad, f'--out={tmp_path}'],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        env=checkout_on_path(dict(os.environ)), check=False)
     assert result.returncode == 2
     lines = [l for l in result.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and 'error' in lines[0], lines

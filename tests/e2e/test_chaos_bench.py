@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from tests import netns_cluster
+from acme_launch.testing import cluster as netns_cluster
+from acme_launch.testing.launcher import checkout_on_path
 from tests.conftest import REPO_ROOT, read_json, user_env
 
 CHAOS = os.path.join(REPO_ROOT, 'bench', 'chaos.py')
@@ -20,7 +21,7 @@ CHAOS = os.path.join(REPO_ROOT, 'bench', 'chaos.py')
 def _chaos(*args, timeout=900):
   return subprocess.run([sys.executable, CHAOS, *args], cwd=REPO_ROOT,
                         capture_output=True, text=True, timeout=timeout,
-                        env=user_env(), check=False)
+                        env=checkout_on_path(user_env()), check=False)
 
 
 @pytest.mark.parametrize('args, what', [

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests import netns_cluster
+from acme_launch.testing import cluster as netns_cluster
 from tests.conftest import REPO_ROOT, node_records, read_json, wait_for
 
 

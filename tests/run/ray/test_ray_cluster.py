@@ -25,7 +25,7 @@ import pytest
 
 from acme_launch import errors
 from acme_launch.run.ray import cluster as ray_cluster
-from tests import netns_cluster
+from acme_launch.testing import cluster as netns_cluster
 from tests.conftest import (REPO_ROOT, killed_on_exit, node_records, read_json,
                             wait_for)
 

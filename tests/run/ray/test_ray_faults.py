@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tests import netns_cluster
+from acme_launch.testing import cluster as netns_cluster
 from tests.conftest import (REPO_ROOT, killed_on_exit, node_records, read_json,
                             wait_for)
 from tests.run.ray.test_ray_cluster import _Lines, _run_processes, _steps

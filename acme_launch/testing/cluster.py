@@ -1,4 +1,5 @@
-"""A Ray cluster of several hosts on this machine, one network namespace each.
+"""A Ray cluster of several hosts on this machine, one network namespace each
+(for the Ray tests and bench/cluster.py, bench/chaos.py).
 
 Each host is a network namespace (`ip netns`) with one veth into a bridge in
 the root namespace and its own address in a private /24; the bridge itself
