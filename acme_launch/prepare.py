@@ -24,6 +24,7 @@ import ml_collections
 from acme_launch import errors
 from acme_launch import tracking as tracking_lib
 from acme_launch.config import options as options_lib
+from acme_launch.config import saved as saved_config
 from acme_launch.config import schema as experiment_config
 from acme_launch.plan import gpu_inventory
 from acme_launch.plan import host as host_lib
@@ -47,18 +48,17 @@ def _run_dir_path(options: options_lib.Options, config_name: str) -> str:
 
 
 def _load_config(options: options_lib.Options):
-  """(config, its name, the folders of the user's code): the --config flag's,
-  or with --resume alone the ones saved in the run directory."""
-  from acme_launch import layout
+  """(config, its name, the folders of the user's code): the --config flag's
+  (with --resume alone on the command line, the run directory's saved one:
+  options.py), or for the Python API's resume without a config the ones
+  saved in the run directory."""
   if options.config is not None:
     return options.config, options.config_name, options.python_path
-  saved = layout.read_json(layout.config_path(os.path.abspath(options.resume)))
+  saved = saved_config.read(os.path.abspath(options.resume))
   if saved is None:
     raise errors.LaunchError(
         f'--resume={options.resume}: no run directory with a config.json there')
-  config = ml_collections.ConfigDict(saved['config'])
-  experiment_config.add_missing_fields(config)
-  return (config, saved.get('config_name', 'resumed'),
+  return (saved_config.config_of(saved), saved.get('config_name', 'resumed'),
           tuple(options.python_path or saved.get('python_path', ())))
 
 
