@@ -74,24 +74,19 @@ def _options(config, config_name: str, dry_run: bool, kwargs):
       argv=('acme_launch.launch',), dry_run=dry_run, **kwargs)
 
 
-def _prepared(config, config_name, dry_run, kwargs):
+def _early(config, config_name, dry_run, kwargs):
+  """The decision's first step (prepare.decide_early) for these arguments."""
   from acme_launch import prepare
   from acme_launch import quiet
-  from acme_launch.run import rundir
   quiet.quiet_third_party()
-  options = _options(config, config_name, dry_run, kwargs)
-  try:
-    return options, prepare.prepare(options)
-  except errors.LaunchError:
-    # A check after the run directory was taken (disk space): give it back.
-    rundir.unlock_all()
-    raise
+  return prepare.decide_early(_options(config, config_name, dry_run, kwargs))
 
 
 def dry_run(config=None, *, config_name: str = '', **options) -> DryRun:
   """The plan of `config` without starting anything (--dry_run's values)."""
   from acme_launch import describe
-  _, launch = _prepared(config, config_name, True, options)
+  from acme_launch import prepare
+  launch = prepare.decide(_early(config, config_name, True, options))
   return DryRun(
       config=launch.config, launch_type=launch.launch_type,
       nodes={label: tuple(names)
@@ -105,20 +100,22 @@ def dry_run(config=None, *, config_name: str = '', **options) -> DryRun:
 def launch(config=None, *, config_name: str = '',
         **options) -> Dict[str, Any]:
   """Runs `config` to its end as `python launch.py` would; its summary."""
+  from acme_launch import act
   from acme_launch import layout
   from acme_launch.run import rundir
   from acme_launch import driver
   # The run directory is the user's alone: node processes (and the fork
-  # server prepare starts) inherit the mask.
+  # server act.py starts) inherit the mask.
   previous = os.umask(0o077)
   try:
-    options_value, launch = _prepared(config, config_name, False, options)
+    taken = act.take(_early(config, config_name, False, options))
     try:
-      code = driver.run_and_report(options_value, launch)
+      code = driver.run_and_report(taken)
     finally:
-      rundir.unlock(launch.run_dir)
+      rundir.unlock(taken.launch.run_dir)
   finally:
     os.umask(previous)
+  run_dir = taken.launch.run_dir
   summary: Optional[Dict[str, Any]] = layout.read_json(
-      layout.summary_path(launch.run_dir))
-  return {**(summary or {}), 'exit_code': code, 'run_dir': launch.run_dir}
+      layout.summary_path(run_dir))
+  return {**(summary or {}), 'exit_code': code, 'run_dir': run_dir}

@@ -1,10 +1,11 @@
-"""Command line: options -> config -> resource plan -> program -> supervisor.
+"""Command line: options -> decision -> acted on -> supervisor.
 
 `main` reads the flags once (acme_launch/config/options.py) and dispatches:
 list configs, sweep (sweep/), dry run, or run and report. prepare.py makes
-every check of user input before any process starts, driver.py runs
-what it prepared; here a bad input prints one line (`acme-launch: error:
-...`) and exits with code 2.
+every check of user input before any process starts and decides, act.py
+takes what a run needs (the fork server started between the decision's
+two steps), driver.py runs it; here a bad input prints one line
+(`acme-launch: error: ...`) and exits with code 2.
 """
 
 import datetime
@@ -155,16 +156,21 @@ def main(argv: List[str]) -> int:
   os.umask(0o077)
   if options.sweep or _is_sweep_resume(options):
     return _sweep_main(options)
+  if options.launch_type in ('local_mt', 'test_mt') and not options.dry_run:
+    from acme_launch.run import loopback
+    loopback.reexec_preloaded()  # Its servers are threads of this process.
   try:
-    launch = prepare_lib.prepare(options)
+    early = prepare_lib.decide_early(options)
+    if options.dry_run:
+      print(describe.dry_run_text(prepare_lib.decide(early)))
+      return 0
+    from acme_launch import act
+    taken = act.take(early)
   except errors.LaunchError as e:
     _fail(str(e))
-  if options.dry_run:
-    print(describe.dry_run_text(launch))
-    return 0
   from acme_launch import driver
   try:
-    return driver.run_and_report(options, launch)
+    return driver.run_and_report(taken)
   except errors.LaunchError as e:  # A node Ray could not place, a host
     _fail(str(e))                  # that cannot run nodes: nothing left.
 

@@ -1,9 +1,11 @@
-"""A prepared Launch run to its end: the launch type's supervisor, the
+"""A taken launch run to its end: the launch type's supervisor, the
 whole-program resumes of --auto_resume, the summary printed and written.
 
 The last step of the launcher's flow (cli.py, api.py): prepare.py decided
-everything; this starts the processes (run/local_mp/, run/threads.py,
-run/ray/) and reads what happened back from the run directory.
+everything, act.py took the run directory (and started the fork server);
+this starts the processes (run/local_mp/, run/threads.py, run/ray/) and
+reads what happened back from the run directory. It reads the decision
+alone: no flags, no Options.
 """
 
 import collections
@@ -13,7 +15,7 @@ import os
 import sys
 
 from acme_launch import errors
-from acme_launch.config import options as options_lib
+from acme_launch.act import Taken
 from acme_launch.plan import topology
 from acme_launch.prepare import Launch
 from acme_launch.run import rundir
@@ -44,24 +46,28 @@ def _write_run_config(run_dir, config_name, config, built, plan, seeds,
   })
 
 
-def run_and_report(options: options_lib.Options, launch: Launch) -> int:
-  """Runs the prepared program to its end; writes and prints the summary."""
+def run_and_report(taken: Taken) -> int:
+  """Runs the taken program to its end; writes and prints the summary."""
+  # The fork server act.py started, until the first supervisor adopts it.
+  fork_server = [taken.fork_server] if taken.fork_server is not None else []
   try:
-    return _run_and_report(options, launch)
+    return _run_and_report(taken, fork_server)
   finally:
-    if launch.fork_server is not None:  # No supervisor took it.
-      launch.fork_server.stop()
+    for server in fork_server:  # No supervisor took it.
+      server.stop()
 
 
-def _run_and_report(options: options_lib.Options, launch: Launch) -> int:
+def _run_and_report(taken: Taken, fork_server: list) -> int:
   from acme_launch.run import progress as progress_lib
   from acme_launch.run import summary as summary_lib
   from acme_launch import layout
   from acme_launch.program import build as program_lib
+  launch = taken.launch
   launch_type, config, config_name = (launch.launch_type, launch.config,
                                       launch.config_name)
-  built, run_dir, resume = launch.built, launch.run_dir, launch.resume
-  for note in launch.notes:
+  built, run_dir, resume = launch.built, launch.run_dir, taken.resume
+  supervision = launch.supervision
+  for note in launch.notes + taken.notes:
     print(f'acme-launch: {note}', file=sys.stderr)
   if launch.exposed_reason:
     print(f'acme-launch: warning: {launch.exposed_reason}; '
@@ -76,7 +82,7 @@ def _run_and_report(options: options_lib.Options, launch: Launch) -> int:
           '--config.max_actor_steps to train further.')
     return 0
   _write_run_config(run_dir, config_name, config, built, launch.plan,
-                    program_lib.node_seeds(config), launch_type, options.argv,
+                    program_lib.node_seeds(config), launch_type, launch.argv,
                     launch.python_path)
   rundir.clear_live_files(run_dir)
   resumed = (f'; resuming from {restored_steps:,} actor steps'
@@ -88,17 +94,18 @@ def _run_and_report(options: options_lib.Options, launch: Launch) -> int:
     print(f'acme-launch: {launch.debug_node} runs in this terminal (stdin '
           'attached); the other nodes log to logs/ in the run directory; no '
           'progress lines while debugging.', flush=True)
-  tracker = _open_tracker(launch, options)
+  tracker = _open_tracker(launch)
   reporter = progress_lib.ProgressReporter(
       run_dir, config.max_actor_steps,
       # A debugger prompt in this terminal must not be interleaved.
-      every_seconds=math.inf if launch.debug_node else options.progress_every,
+      every_seconds=(math.inf if launch.debug_node
+                     else supervision.progress_every),
       # Node output echoed here would tear a live bar: plain lines then.
-      interactive=False if (options.show_output or launch.debug_node or
+      interactive=False if (supervision.show_output or launch.debug_node or
                             launch_type not in ('local_mp', 'ray')) else None)
   with reporter:
     outcome, auto_resumes = _run_until_done(
-        options, launch, _Watchers(reporter, tracker))
+        taken, fork_server, _Watchers(reporter, tracker))
 
   summary = summary_lib.make_summary(run_dir, outcome, config.max_actor_steps,
                                      restored_steps, auto_resumes)
@@ -133,7 +140,7 @@ class _Watchers:
       self._tracker.update()
 
 
-def _open_tracker(launch: Launch, options: options_lib.Options):
+def _open_tracker(launch: Launch):
   """--tracking's runs opened (or reopened on resume), or None."""
   if not launch.tracking:
     return None
@@ -175,58 +182,64 @@ def _plots(run_dir: str):
   return [path for path in files if os.path.isfile(path)]
 
 
-def _run_once(options: options_lib.Options, launch: Launch, built, reporter,
+def _run_once(taken: Taken, fork_server: list, built, reporter,
               max_wall_time: float):
   """One run of `built` by the launch type's supervisor: its Outcome."""
-  common = dict(show_output=options.show_output, reporter=reporter,
+  launch = taken.launch
+  supervision = launch.supervision
+  common = dict(show_output=supervision.show_output, reporter=reporter,
                 max_wall_time=max_wall_time,
-                max_node_restarts=options.max_node_restarts,
+                max_node_restarts=supervision.max_node_restarts,
                 python_path=launch.python_path,
-                compilation_cache=launch.compilation_cache)
+                compilation_cache=taken.compilation_cache)
   if launch.launch_type == 'ray':
     from acme_launch.run.ray import launch as ray_launch
     runner = ray_launch.RaySupervisor(
         launch.run_dir, launch.cluster,
-        allow_public_address=options.allow_public_cluster_address, **common)
+        allow_public_address=supervision.allow_public_cluster_address,
+        **common)
     return runner.run_cluster(built, launch.plan)
   if launch.launch_type != 'local_mp':  # local_mt, test_mt
     from acme_launch.run import threads
     runner = threads.ThreadSupervisor(launch.run_dir, pdb=launch.pdb, **common)
     return runner.run_threads(built, launch.launch_type)
   from acme_launch.run.local_mp import launch as local_mp
-  # The fork server prepare started goes to the first run's supervisor.
-  early_fork_server, launch.fork_server = launch.fork_server, None
+  # The fork server act.py started goes to the first run's supervisor.
+  early_fork_server = fork_server.pop() if fork_server else None
   runner = local_mp.Supervisor(
       launch.run_dir, preload=launch.preload,
       early_fork_server=early_fork_server,
       debug_node=launch.debug_node, pdb=launch.pdb,
-      node_log_max_bytes=int(options.node_log_max_mb * 2**20),
-      node_start=options.node_start,
-      disk_guard_bytes=int(options.disk_guard_mb * 2**20), **common)
+      node_log_max_bytes=supervision.node_log_max_bytes,
+      node_start=supervision.node_start,
+      disk_guard_bytes=supervision.disk_guard_bytes, **common)
   return runner.run_multiprocess(built, launch.plan)
 
 
-def _run_until_done(options: options_lib.Options, launch: Launch, reporter):
+def _run_until_done(taken: Taken, fork_server: list, reporter):
   """Runs the program; with --auto_resume, again from its checkpoints after
   a stateful node's failure. Returns (outcome, auto resumes made); the
   outcome's wall time and node restarts cover every attempt."""
   from acme_launch.run import resume as resume_lib
   from acme_launch.program import build as program_lib
+  launch = taken.launch
+  max_wall_time = launch.supervision.max_wall_time
+  auto_resume = launch.supervision.auto_resume
   built = launch.built
   wall_time, node_restarts, resumes = 0.0, collections.Counter(), 0
   while True:
-    outcome = _run_once(options, launch, built, reporter,
-                        max_wall_time=(options.max_wall_time - wall_time
-                                       if options.max_wall_time else 0.0))
+    outcome = _run_once(taken, fork_server, built, reporter,
+                        max_wall_time=(max_wall_time - wall_time
+                                       if max_wall_time else 0.0))
     wall_time += outcome.wall_time
     node_restarts.update(outcome.restarts)
-    if (outcome.reason != 'node_failed' or resumes >= options.auto_resume or
+    if (outcome.reason != 'node_failed' or resumes >= auto_resume or
         topology.restartable(outcome.failed_node)):
       break
     resumes += 1
     print(f'acme-launch: node {outcome.failed_node} failed; resuming the whole '
           f'program from its last checkpoints (--auto_resume: {resumes} of '
-          f'{options.auto_resume}). The end of its log:\n'
+          f'{auto_resume}). The end of its log:\n'
           f'{outcome.failed_log_tail}', file=sys.stderr, flush=True)
     try:
       for warning in resume_lib.verify_for_resume(launch.run_dir).warnings:

@@ -1,13 +1,16 @@
-"""Every check and decision before any process starts: the launcher's input
-becomes a `Launch` value.
+"""Every check and decision before any process starts, as frozen values;
+nothing here starts a process or writes a file.
 
-options (config/options.py) -> config loaded and validated -> resource plan
-(plan/) -> program built (program/) -> run directory taken: `prepare` does
-it for the CLI and the Python API, `check_arguments` for a sweep's points.
-Every bad input is a LaunchError (one line, exit 2) raised here, before
-any node runs; driver.py then runs the Launch. Only the fork server
-starts here (local_mp, once the config is checked: its imports overlap
-the program's build), and a LaunchError stops it first.
+A launch is decided in two steps so that the fork server's start can
+overlap the heavy imports and the program's build (bench/startup.py
+measures the win): `decide_early` is what needs no acme, Launchpad or TF
+(config loaded and validated, trackers, loopback shim, GPUs, the one
+resource plan: an `Early`), `decide` the rest (agent, program, replay,
+debugging, Ray fit: a `Launch`). act.py acts on them (fork server between
+the two, then the run directory); driver.py runs the result. `prepare`
+makes both steps for --dry_run and the Python API's dry_run,
+`check_arguments` for a sweep's points. Every bad input is a LaunchError
+(one line, exit 2) raised here, before any node runs.
 """
 
 import dataclasses
@@ -18,21 +21,21 @@ from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 import ml_collections
 
-from acme_launch import compilation_cache
 from acme_launch import errors
 from acme_launch import tracking as tracking_lib
 from acme_launch.config import options as options_lib
+from acme_launch.config import saved as saved_config
 from acme_launch.config import schema as experiment_config
+from acme_launch.plan import gpu_inventory
 from acme_launch.plan import host as host_lib
+from acme_launch.plan import resources
 from acme_launch.plan import slurm as slurm_lib
+from acme_launch.plan import topology
 from acme_launch.run import rundir
 
 if TYPE_CHECKING:  # Heavy imports, for the annotations only.
   from acme_launch.plan import replay_memory
-  from acme_launch.plan import resources
   from acme_launch.program import build
-  from acme_launch.run import resume as resume_lib
-  from acme_launch.run import forkserver
   from acme_launch.run.ray import cluster as ray_cluster
 
 
@@ -45,18 +48,17 @@ def _run_dir_path(options: options_lib.Options, config_name: str) -> str:
 
 
 def _load_config(options: options_lib.Options):
-  """(config, its name, the folders of the user's code): the --config flag's,
-  or with --resume alone the ones saved in the run directory."""
-  from acme_launch import layout
+  """(config, its name, the folders of the user's code): the --config flag's
+  (with --resume alone on the command line, the run directory's saved one:
+  options.py), or for the Python API's resume without a config the ones
+  saved in the run directory."""
   if options.config is not None:
     return options.config, options.config_name, options.python_path
-  saved = layout.read_json(layout.config_path(os.path.abspath(options.resume)))
+  saved = saved_config.read(os.path.abspath(options.resume))
   if saved is None:
     raise errors.LaunchError(
         f'--resume={options.resume}: no run directory with a config.json there')
-  config = ml_collections.ConfigDict(saved['config'])
-  experiment_config.add_missing_fields(config)
-  return (config, saved.get('config_name', 'resumed'),
+  return (saved_config.config_of(saved), saved.get('config_name', 'resumed'),
           tuple(options.python_path or saved.get('python_path', ())))
 
 
@@ -68,26 +70,75 @@ def _importable(python_path: Tuple[str, ...]) -> None:
       sys.path.insert(0, folder)
 
 
-@dataclasses.dataclass
-class Launch:
-  """What the CLI decided before starting the run (see prepare_launch);
-  only the fork server may be running yet (`fork_server`)."""
+@dataclasses.dataclass(frozen=True)
+class Supervision:
+  """How the supervisor runs and watches the program (the flags of the
+  same names; sizes in bytes)."""
+  show_output: bool = False
+  max_wall_time: float = 0.0        # Seconds; 0: no limit.
+  progress_every: float = 10.0
+  max_node_restarts: int = 3
+  auto_resume: int = 0
+  node_start: str = 'fork'          # local_mp: 'fork' or 'exec'.
+  node_log_max_bytes: int = 20 * 2**20
+  disk_guard_bytes: int = 64 * 2**20
+  allow_public_cluster_address: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Early:
+  """The part of the decision made before the heavy imports (decide_early):
+  enough to start the fork server from its plan."""
   config: ml_collections.ConfigDict
   config_name: str
   launch_type: str
-  plan: 'resources.ResourcePlan'
+  dry_run: bool
+  run_dir: str
+  python_path: Tuple[str, ...]     # The user's code folders, first on every path.
+  host: host_lib.HostSlice         # The cores and GPUs this launch may use.
+  tracking: tracking_lib.Choice
+  preload: str                     # The loopback shim, preloaded into nodes.
+  exposed_reason: str              # Why not, with --allow_exposed_listeners.
+  inventory: Tuple[gpu_inventory.GpuInfo, ...]   # The GPUs planned on.
+  plan: resources.ResourcePlan     # With one learner device (see decide).
+  notes: Tuple[str, ...]           # Lines to show.
+  supervision: Supervision
+  debug_node: str
+  pdb: bool
+  compilation_cache: str           # --compilation_cache as given.
+  argv: Tuple[str, ...]            # The command line, saved in config.json.
+  # --launch_type=ray: (address, hosts) of the connected cluster.
+  connected_cluster: Optional[Tuple[str, Any]] = None
+
+  @property
+  def starts_fork_server(self) -> bool:
+    """Whether a run of it starts a fork server (local_mp, --node_start=fork)."""
+    return (not self.dry_run and self.launch_type == 'local_mp' and
+            self.supervision.node_start == 'fork')
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+  """Everything decided before the run (see decide); act.py acts on it."""
+  config: ml_collections.ConfigDict
+  config_name: str
+  launch_type: str
+  dry_run: bool
+  plan: resources.ResourcePlan
   built: 'build.BuiltProgram'
   run_dir: str
-  resume: Optional['resume_lib.ResumeState'] = None  # None on a dry run.
+  argv: Tuple[str, ...]
+  supervision: Supervision
   preload: str = ''          # The loopback shim, preloaded into node processes.
   exposed_reason: str = ''   # Why not, with --allow_exposed_listeners.
-  notes: List[str] = dataclasses.field(default_factory=list)  # Lines to show.
+  notes: Tuple[str, ...] = ()  # Lines to show.
   debug_node: str = ''       # Runs in the foreground of this terminal.
   pdb: bool = False          # Post-mortem debugger on a node's exception.
   cluster: Optional['ray_cluster.Cluster'] = None  # --launch_type=ray.
   # Folders of the user's code, first on the path of every node process.
   python_path: Tuple[str, ...] = ()
-  # JAX's persistent compilation cache for the nodes ('': none).
+  # --compilation_cache as given ('': the default folder, 'none': off);
+  # act.py checks the folder.
   compilation_cache: str = ''
   # The replay node's memory, planned (None: the agent declares no tables).
   replay: Optional['replay_memory.ReplayPlan'] = None
@@ -95,9 +146,17 @@ class Launch:
   slurm: Optional['slurm_lib.Allocation'] = None
   # --tracking: W&B / MLflow beyond the CSV and TensorBoard files.
   tracking: tracking_lib.Choice = tracking_lib.Choice()
-  # --node_start=fork under local_mp: the fork server, started while the
-  # program was built (run/forkserver.py); the first supervisor takes it.
-  fork_server: Optional['forkserver.ForkServer'] = None
+
+
+def _supervision(options: options_lib.Options) -> Supervision:
+  return Supervision(
+      show_output=options.show_output, max_wall_time=options.max_wall_time,
+      progress_every=options.progress_every,
+      max_node_restarts=options.max_node_restarts,
+      auto_resume=options.auto_resume, node_start=options.node_start,
+      node_log_max_bytes=int(options.node_log_max_mb * 2**20),
+      disk_guard_bytes=int(options.disk_guard_mb * 2**20),
+      allow_public_cluster_address=options.allow_public_cluster_address)
 
 
 def _check_debugging(launch_type: str, debug_node: str, pdb: bool,
@@ -143,8 +202,8 @@ def _loopback(launch_type: str, allow_exposed: bool) -> Tuple[str, str]:
 def connect_cluster(options: options_lib.Options) -> Tuple[str, Any]:
   """--launch_type=ray: (address, hosts) of the cluster; LaunchError if not.
 
-  Imports only ray: main() calls it before the heavy imports, so that an
-  unreachable address is reported within seconds.
+  Imports only ray: prepare and decide_early call it before the heavy
+  imports, so that an unreachable address is reported within seconds.
   """
   from acme_launch.run.ray import cluster as ray_cluster
   address = ray_cluster.resolve_address(options.ray_address)
@@ -153,23 +212,53 @@ def connect_cluster(options: options_lib.Options) -> Tuple[str, Any]:
   return address, hosts
 
 
-def prepare_launch(options: options_lib.Options, connected_cluster=None,
-                   host: Optional[host_lib.HostSlice] = None) -> Launch:
-  """Every check and decision before any process starts.
+def _usable_gpus(options: options_lib.Options, host: host_lib.HostSlice
+                 ) -> Tuple[Tuple[gpu_inventory.GpuInfo, ...], str]:
+  """(the GPUs to plan on, a note or ''). A run on GPUs this machine's
+  jaxlib cannot open (setup installs the CPU build unless it finds a GPU)
+  is planned on the CPU; a dry run keeps them, with a note. A Ray cluster's
+  GPU hosts are elsewhere: not asked."""
+  inventory = tuple(gpu_inventory.read_inventory(options.gpu_inventory,
+                                                 host.visible_gpus))
+  if not inventory or options.launch_type == 'ray':
+    return inventory, ''
+  opens, why = gpu_inventory.jax_opens_gpus()
+  if opens:
+    return inventory, ''
+  if options.dry_run:
+    return inventory, ('note: this machine\'s jaxlib cannot open these GPUs '
+                       f'({why}); a run here would plan every node on the CPU')
+  return (), (f'warning: the installed jaxlib cannot open the GPUs ({why}); '
+              'every node runs on the CPU. For the GPUs: '
+              'ACME_LAUNCH_JAX=cuda12 scripts/setup.sh')
 
-  Loads and validates the config, plans resources and builds the program
-  within `host` (this process's cores and GPUs unless given: a sweep gives
-  a slot's), for --launch_type=ray also connects to the cluster unless given
-  `connected_cluster` from connect_cluster(), and checks it can hold it;
-  unless `options.dry_run`, also checks the loopback shim and takes the run directory
-  (created private, locked, checkpoints read for resume). Raises LaunchError
-  (exit 2, one line) for every bad input. Under local_mp with
-  --node_start=fork it starts the fork server once the config is checked
-  (run/forkserver.py, start_early) and returns it in the Launch; an input
-  refused after that stops it before the LaunchError leaves here, and it
-  has written nothing.
+
+def _host_cores(launch_type: str, host: host_lib.HostSlice):
+  """Only local_mp starts a process per node on this host: pin them within
+  the cores this launcher may use (a sweep or `taskset` gives it a slice)."""
+  return list(host.cores) if launch_type == 'local_mp' else None
+
+
+def decide_early(options: options_lib.Options,
+                 host: Optional[host_lib.HostSlice] = None,
+                 connected_cluster=None) -> Early:
+  """The decisions that need neither acme, Launchpad nor TF: the config
+  loaded and validated, the trackers and the loopback shim checked, the GPUs
+  to plan on, the resource plan within `host` (this process's cores and
+  GPUs unless given: a sweep gives a slot's). --launch_type=ray connects to
+  the cluster first unless given `connected_cluster` from connect_cluster().
+  LaunchError (exit 2, one line) for a bad input; nothing started or written.
   """
   launch_type, dry_run = options.launch_type, options.dry_run
+  if options.max_concurrent:
+    raise errors.LaunchError(
+        '--max_concurrent goes with --sweep (programs of a sweep at once)')
+  if launch_type == 'ray' and connected_cluster is None:
+    connected_cluster = connect_cluster(options)
+  if options.auto_resume and launch_type not in ('local_mp', 'ray'):
+    raise errors.LaunchError(
+        '--auto_resume works with --launch_type=local_mp or ray only (under '
+        'local_mt and test_mt a failure ends this process)')
   config, config_name, python_path = _load_config(options)
   run_dir = _run_dir_path(options, config_name)
   # Trackers checked (packages, server) before the heavy imports: a bad
@@ -177,7 +266,6 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
   tracking_choice = tracking_lib.check_choice(
       options.tracking, options.tracking_uri, options.tracking_project,
       saved=tracking_lib.read_state(run_dir))
-
   host = host or host_lib.HostSlice.of_this_process()
   _importable(python_path)
   experiment_config.validate(config)
@@ -185,122 +273,68 @@ def prepare_launch(options: options_lib.Options, connected_cluster=None,
   if not dry_run and launch_type != 'ray':  # On a cluster, each host checks its own shim.
     preload, exposed_reason = _loopback(launch_type,
                                         options.allow_exposed_listeners)
-  fork_server = None
-  if not dry_run and launch_type == 'local_mp' and options.node_start == 'fork':
-    fork_server = _start_fork_server_early(config, host, python_path, preload,
-                                           options.debug_node)
-  try:
-    launch = _prepare_program(options, config, config_name, python_path,
-                              run_dir, tracking_choice, host, connected_cluster)
-  except BaseException:
-    if fork_server is not None:
-      fork_server.stop()
-    raise
-  launch.preload, launch.exposed_reason = preload, exposed_reason
-  launch.fork_server = fork_server
-  return launch
-
-
-def _start_fork_server_early(config, host: host_lib.HostSlice,
-                             python_path: Tuple[str, ...], preload: str,
-                             debug_node: str):
-  """--node_start=fork: the fork server started now, while this process
-  imports and builds the program (run/forkserver.py, start_early), with the
-  environment that the CPU plan gives its first node; None if none."""
-  from acme_launch.paths import ROOT
-  from acme_launch.plan import resources
-  from acme_launch.plan import topology
-  from acme_launch.run import forkserver
-  from acme_launch.run import process_env
+  inventory, gpu_note = _usable_gpus(options, host)
   plan = resources.plan_resources(
       topology.node_list(config.num_actors, config.num_evaluators),
-      config.resources, (), 1, list(host.cores))
-  return forkserver.start_early(
-      plan, lambda node, env: process_env.node_process_env(
-          node, env, run_dir='', python_path=python_path, preload=preload),
-      ROOT, skip=debug_node)
+      config.resources, inventory, 1, _host_cores(launch_type, host))
+  return Early(
+      config=config, config_name=config_name, launch_type=launch_type,
+      dry_run=dry_run, run_dir=run_dir, python_path=python_path, host=host,
+      tracking=tracking_choice, preload=preload, exposed_reason=exposed_reason,
+      inventory=inventory, plan=plan,
+      # A dry run's note only where the plan uses the GPUs.
+      notes=(gpu_note,) if gpu_note and (plan.gpu_usage or not dry_run) else (),
+      supervision=_supervision(options), debug_node=options.debug_node,
+      pdb=options.pdb, compilation_cache=options.compilation_cache,
+      argv=tuple(options.argv), connected_cluster=connected_cluster)
 
 
-def _prepare_program(options: options_lib.Options, config, config_name: str,
-                     python_path: Tuple[str, ...], run_dir: str,
-                     tracking_choice, host: host_lib.HostSlice,
-                     connected_cluster) -> Launch:
-  """prepare_launch's checks and decisions from the resource plan on."""
-  launch_type, dry_run = options.launch_type, options.dry_run
+def decide(early: Early) -> Launch:
+  """The rest of the decision, from `early`: the agent loaded, the program
+  built, the replay memory, --debug_node and, under Ray, the cluster's fit
+  checked; for a run, also that the run directory may be resumed with this
+  program. LaunchError (exit 2, one line) for a bad input; nothing started
+  or written.
+
+  The plan is early's, made with one learner device: an agent whose
+  learner declares more is planned again here, where it changes anything
+  (on GPUs).
+  """
   # Heavy imports (acme, launchpad, TF) only once the input parsed.
   from acme_launch import agents
-  from acme_launch.run import resume as resume_lib
-  from acme_launch.run import disk_space
   from acme_launch.program import build as program_lib
-  from acme_launch.plan import gpu_inventory
-  from acme_launch.plan import resources
-
-  if launch_type == 'ray':
-    from acme_launch.run.ray import cluster as ray_cluster
-    address, hosts = connected_cluster or connect_cluster(options)
-  inventory = gpu_inventory.read_inventory(options.gpu_inventory,
-                                       host.visible_gpus)
+  launch_type, config, plan = early.launch_type, early.config, early.plan
   adapter = agents.load(config.agent)
   learner_devices = adapter.learner_devices
-  # Only local_mp starts a process per node on this host: pin them within
-  # the cores this launcher may use (a sweep or `taskset` gives it a slice).
-  host_cores = list(host.cores) if launch_type == 'local_mp' else None
-  plan = resources.plan_resources(program_lib.node_list(config),
-                                  config.resources, inventory, learner_devices,
-                                  host_cores)
-  notes = []
-  if plan.gpu_usage and launch_type != 'ray':
-    # GPU nodes need a jaxlib that opens them (setup installs the CPU build
-    # unless it finds a GPU). On a Ray cluster the GPU hosts are elsewhere.
-    opens, why = gpu_inventory.jax_opens_gpus()
-    if not opens:
-      if dry_run:
-        notes.append('note: this machine\'s jaxlib cannot open these GPUs '
-                     f'({why}); a run here would plan every node on the CPU')
-      else:
-        notes.append(
-            f'warning: the installed jaxlib cannot open the GPUs ({why}); '
-            'every node runs on the CPU. For the GPUs: '
-            'ACME_LAUNCH_JAX=cuda12 scripts/setup.sh')
-        plan = resources.plan_resources(program_lib.node_list(config),
-                                        config.resources, (), learner_devices,
-                                        host_cores)
-  built = program_lib.make_program(config, plan, run_dir)
+  if learner_devices != 1 and early.inventory:
+    plan = resources.plan_resources(
+        program_lib.node_list(config), config.resources, early.inventory,
+        learner_devices, _host_cores(launch_type, early.host))
+  built = program_lib.make_program(config, plan, early.run_dir)
   replay = _plan_replay(adapter, config, built.environment_spec, plan,
-                       launch_type)
+                        launch_type)
   node_names = [n for names in built.nodes_by_label.values() for n in names]
-  _check_debugging(launch_type, options.debug_node, options.pdb, node_names)
-  if options.auto_resume and launch_type not in ('local_mp', 'ray'):
-    raise errors.LaunchError(
-        '--auto_resume works with --launch_type=local_mp or ray only (under '
-        'local_mt and test_mt a failure ends this process)')
-  launch = Launch(config, config_name, launch_type, plan, built, run_dir,
-                  debug_node=options.debug_node, pdb=options.pdb, notes=notes,
-                  python_path=python_path, replay=replay,
-                  tracking=tracking_choice)
+  _check_debugging(launch_type, early.debug_node, early.pdb, node_names)
+  cluster = None
   if launch_type == 'ray':
+    from acme_launch.run.ray import cluster as ray_cluster
+    address, hosts = early.connected_cluster
     node_demands = ray_cluster.demands(
-        [(node, plan.placement(node))
-         for names in built.nodes_by_label.values() for node in names])
-    launch.cluster = ray_cluster.Cluster(
+        [(node, plan.placement(node)) for node in node_names])
+    cluster = ray_cluster.Cluster(
         address, hosts, ray_cluster.fit(node_demands, hosts), node_demands)
-  if dry_run:
-    launch.slurm = slurm_lib.allocation(os.environ)
-    return launch
-  launch.compilation_cache = _compilation_cache(
-      options.compilation_cache, launch_type, notes)
-  rundir.check_resumable(run_dir, built.identity)
-  rundir.prepare(run_dir)
-  try:
-    os.chmod(run_dir, 0o700)  # Also one an older version left open to others.
-  except OSError:
-    pass  # Not ours to change; writable, as prepare() checked.
-  rundir.lock(run_dir)
-  launch.resume = resume_lib.verify_for_resume(run_dir)
-  short = disk_space.shortage(run_dir, int(options.disk_guard_mb * 2**20))
-  if short:
-    raise errors.LaunchError(short)
-  return launch
+  if not early.dry_run:
+    rundir.check_resumable(early.run_dir, built.identity)
+  return Launch(
+      config=config, config_name=early.config_name, launch_type=launch_type,
+      dry_run=early.dry_run, plan=plan, built=built, run_dir=early.run_dir,
+      argv=early.argv, supervision=early.supervision, preload=early.preload,
+      exposed_reason=early.exposed_reason, notes=early.notes,
+      debug_node=early.debug_node, pdb=early.pdb, cluster=cluster,
+      python_path=early.python_path,
+      compilation_cache=early.compilation_cache, replay=replay,
+      slurm=slurm_lib.allocation(os.environ) if early.dry_run else None,
+      tracking=early.tracking)
 
 
 def _plan_replay(adapter, config, environment_spec, plan, launch_type: str):
@@ -321,32 +355,13 @@ def _plan_replay(adapter, config, environment_spec, plan, launch_type: str):
   return replay
 
 
-def _compilation_cache(folder: str, launch_type: str, notes: List[str]) -> str:
-  """The cache folder to hand the nodes ('': none), from --compilation_cache.
-
-  local_mp checks the folder here, so that a problem with it is one warning
-  line and the run goes on without it. A Ray node checks its own host's
-  ('default': the default folder there).
-  """
-  if folder == 'none' or launch_type not in ('local_mp', 'ray'):
-    return ''
-  if launch_type == 'ray':
-    return folder or 'default'
-  usable, why = compilation_cache.usable(
-      folder or compilation_cache.default_dir())
-  if why:
-    notes.append(f'warning: no compilation cache ({why}); every node '
-                 'compiles its functions as usual')
-  return usable
-
-
 def check_arguments(argv: List[str],
                     host: Optional[host_lib.HostSlice] = None,
                     connected_cluster=None) -> Optional[Launch]:
   """`launch.py ARGV --dry_run`'s decisions, in this process, repeatably.
 
   Parses `argv` (a full command line, argv[0] included) exactly as the CLI
-  does and prepares the launch as --dry_run does, as a launcher on `host`
+  does and decides the launch as --dry_run does, as a launcher on `host`
   would (its cores, GPUs, and folder for relative paths; this process's
   unless given; for --launch_type=ray, on `connected_cluster` from
   connect_cluster() if given): LaunchError is what the CLI reports with
@@ -358,22 +373,13 @@ def check_arguments(argv: List[str],
   options = options_lib.parse_again(argv)
   if options.list_configs:
     return None
-  return prepare_launch(dataclasses.replace(options, dry_run=True),
-                        connected_cluster, host=host)
+  return decide(decide_early(dataclasses.replace(options, dry_run=True),
+                             host, connected_cluster))
 
 
 def prepare(options: options_lib.Options) -> Launch:
-  """prepare_launch, after what must come first: local_mt's re-exec with the
-  loopback shim, and a Ray address checked before the heavy imports (an
-  unreachable one is reported within seconds)."""
-  if options.max_concurrent:
-    raise errors.LaunchError(
-        '--max_concurrent goes with --sweep (programs of a sweep at once)')
-  if options.launch_type in ('local_mt', 'test_mt') and not options.dry_run:
-    from acme_launch.run import loopback
-    loopback.reexec_preloaded()  # Its servers are threads of this process.
-  connected_cluster = None
-  if options.launch_type == 'ray':
-    connected_cluster = connect_cluster(options)
-  return prepare_launch(options, connected_cluster)
-
+  """The whole decision for `options` (--dry_run's; a run's is acted on by
+  act.take, which starts the fork server between the two steps). A Ray
+  address is checked before the heavy imports: an unreachable one is
+  reported within seconds."""
+  return decide(decide_early(options))

@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 from acme_launch import compilation_cache
-from acme_launch import prepare
+from acme_launch import act
 
 
 def test_a_writable_folder_is_created_private_and_used(tmp_path):
@@ -48,15 +48,15 @@ def test_the_default_folder_follows_xdg_cache_home(monkeypatch, tmp_path):
 def test_the_launcher_hands_nodes_a_checked_folder_or_none(monkeypatch, tmp_path):
   monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path))
   notes = []
-  assert prepare._compilation_cache('', 'local_mp', notes) == f'{tmp_path}/acme-launch/jax'
-  assert prepare._compilation_cache(f'{tmp_path}/mine', 'local_mp', notes) == f'{tmp_path}/mine'
-  assert prepare._compilation_cache('none', 'local_mp', notes) == ''
+  assert act._compilation_cache('', 'local_mp', notes) == f'{tmp_path}/acme-launch/jax'
+  assert act._compilation_cache(f'{tmp_path}/mine', 'local_mp', notes) == f'{tmp_path}/mine'
+  assert act._compilation_cache('none', 'local_mp', notes) == ''
   # Nodes that are threads of the launcher, and Ray hosts that check their own.
-  assert prepare._compilation_cache('', 'local_mt', notes) == ''
-  assert prepare._compilation_cache('', 'ray', notes) == 'default'
-  assert prepare._compilation_cache('/x/jax', 'ray', notes) == '/x/jax'
+  assert act._compilation_cache('', 'local_mt', notes) == ''
+  assert act._compilation_cache('', 'ray', notes) == 'default'
+  assert act._compilation_cache('/x/jax', 'ray', notes) == '/x/jax'
   assert notes == []
   (tmp_path / 'file').write_text('')
-  assert prepare._compilation_cache(f'{tmp_path}/file/jax', 'local_mp', notes) == ''
+  assert act._compilation_cache(f'{tmp_path}/file/jax', 'local_mp', notes) == ''
   assert notes == [f'warning: no compilation cache ({tmp_path}/file/jax: Not a '
                    'directory); every node compiles its functions as usual']

@@ -18,6 +18,7 @@ from ml_collections import config_flags
 from acme_launch import errors
 from acme_launch.config import schema as experiment_config
 from acme_launch.config import registry
+from acme_launch.config import saved as saved_config
 
 
 def _define(fv: flags.FlagValues,
@@ -53,7 +54,9 @@ def _define(fv: flags.FlagValues,
       flag_values=fv)
   flags.DEFINE_string(
       'resume', '', 'Run directory to resume (same as --workdir and --run_name '
-      'naming it). Without --config, the config saved in it is used as is. A '
+      'naming it). Without --config, the config saved in it is used, with '
+      'any --config.FIELD=VALUE overrides applied (e.g. a raised '
+      '--config.max_actor_steps). A '
       'sweep directory (one with sweep.json) runs the sweep\'s unfinished '
       'points with its saved flags.',
       flag_values=fv)
@@ -225,7 +228,8 @@ class Options:
   """What the command line asked for, as plain values (see the flags' help).
 
   `config` is the --config file's config with its --config.FIELD overrides
-  applied (None with --resume alone: the run directory's saved one is used);
+  applied; with --resume alone, the run directory's saved one with them
+  (None only from the Python API's resume without a config);
   `argv` is the whole command line, which a sweep hands on to its points.
   """
   config: Optional[ml_collections.ConfigDict]
@@ -275,9 +279,14 @@ def read(argv: Optional[List[str]] = None,
 
   config_name, python_path = '', ()
   if value('config') is not None:
-    path = config_flags.get_config_filename(fv['config'])
+    path, _, run_dir = config_flags.get_config_filename(
+        fv['config']).partition(':')
     config_name = os.path.splitext(os.path.basename(path))[0]
-    if not registry.is_shipped(path):
+    if _is_saved_config_file(path):  # --resume alone: its saved name, code.
+      saved = saved_config.read(run_dir)
+      config_name = saved.get('config_name', 'resumed')
+      python_path = tuple(saved.get('python_path', ()))
+    elif not registry.is_shipped(path):
       python_path = (os.path.dirname(os.path.abspath(path)),)
   return Options(
       config=value('config'), config_name=config_name,
@@ -305,8 +314,38 @@ _PLAIN_FLAGS = (
     'ray_address', 'allow_public_cluster_address', 'max_concurrent')
 
 
+def _is_saved_config_file(path: str) -> bool:
+  return os.path.realpath(path) == os.path.realpath(saved_config.__file__)
+
+
+def _flag_value(argv: List[str], name: str) -> Optional[str]:
+  """The last value of --NAME=V or --NAME V in `argv` (None if absent)."""
+  found = None
+  for i, arg in enumerate(argv):
+    if arg == f'--{name}' and i + 1 < len(argv):
+      found = argv[i + 1]
+    elif arg.startswith(f'--{name}='):
+      found = arg[len(f'--{name}='):]
+  return found
+
+
+def _saved_config_argument(argv: List[str]) -> List[str]:
+  """`--resume=DIR` without --config: `argv` with --config naming DIR's saved
+  config (config/saved.py), so that --config.FIELD overrides apply to it.
+  As is when DIR holds no config.json (a sweep directory, or a mistake that
+  prepare reports)."""
+  run_dir = _flag_value(argv, 'resume')
+  if not run_dir or _flag_value(argv, 'config') is not None:
+    return argv
+  run_dir = os.path.abspath(run_dir)
+  if saved_config.read(run_dir) is None:
+    return argv
+  return [argv[0], f'--config={saved_config.__file__}:{run_dir}', *argv[1:]]
+
+
 def _resolve_config_argument(argv: List[str]) -> List[str]:
-  """Rewrites `--config=NAME` to the registry file's path."""
+  """Rewrites `--config=NAME` to the registry file's path, and adds the
+  saved config's for --resume alone."""
   resolved = list(argv)
   for i, arg in enumerate(resolved):
     if arg == '--config' and i + 1 < len(resolved):
@@ -324,7 +363,7 @@ def _resolve_config_argument(argv: List[str]) -> List[str]:
       resolved[i] = f'--config={path}'
     else:
       resolved[place] = path
-  return resolved
+  return _saved_config_argument(resolved)
 
 
 def parse(argv: List[str], fv: flags.FlagValues = flags.FLAGS) -> List[str]:

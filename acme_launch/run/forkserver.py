@@ -16,8 +16,8 @@ A node is forked only when that gives the same process as exec would:
 Every other node (and --debug_node's) is started by exec as usual.
 
 The fork server's own imports take seconds, so the launcher starts it early
-(`start_early`, from prepare.py as soon as the config is checked), with the
-environment the CPU plan gives the first node that may be forked, while it
+(`start_early`, from act.py as soon as the plan is made), with the
+environment the plan gives the first node that may be forked, while it
 does its own imports and builds the program. The supervisor then adopts it
 if the real plan gives that node the same environment, else stops it and
 starts one with the right one. Until adopted its output waits in its pipe,

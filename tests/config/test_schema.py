@@ -38,3 +38,22 @@ def test_envpool_async_envs_must_exceed_envs_per_actor(backend, envs,
   with pytest.raises(errors.LaunchError, match='envpool_async_envs') as e:
     schema.validate(config)
   assert '\n' not in str(e.value)
+
+
+def test_a_config_file_on_the_old_name_loads_with_a_warning_naming_the_new_import(
+    monkeypatch):
+  import os
+  import sys
+  import acme_launch
+  from tests.conftest import REPO_ROOT
+  # As in a fresh launcher: the old module not imported yet.
+  monkeypatch.delitem(sys.modules, 'acme_launch.experiment_config')
+  monkeypatch.delattr(acme_launch, 'experiment_config')
+  path = os.path.join(REPO_ROOT, 'tests', 'fixtures', 'old_name_config.py')
+  with pytest.warns(errors.DeprecatedName) as warned:
+    config = registry.load(path)
+  message = str(warned[0].message)
+  assert 'acme_launch.experiment_config is deprecated' in message
+  assert '`from acme_launch.config import schema`' in message
+  assert config.max_actor_steps == 300
+  schema.validate(config)

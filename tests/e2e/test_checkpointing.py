@@ -16,7 +16,8 @@ import pytest
 from tests.conftest import (actor_steps, read_json, run_launcher,
                             start_launcher, wait_for)
 from tests.e2e.conftest import (BUDGET_A, BUDGET_B, learner_checkpoints as
-                                _learner_checkpoints, resume as _launch)
+                                _learner_checkpoints, resume as _launch,
+                                tracking_env)
 
 pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
@@ -47,6 +48,40 @@ def test_resume_with_another_environment_is_refused(trained, tmp_path):
                    '--config.env_name=Hopper-v4')
   assert result.returncode == 2
   assert 'env_name' in result.stderr and 'Traceback' not in result.stderr
+
+
+def test_resume_alone_applies_overrides_to_the_saved_config(trained, tmp_path):
+  # A finished run's budget raised without naming its config again.
+  run_dir = _copy(trained, tmp_path)
+  result = run_launcher(f'--resume={run_dir}',
+                        f'--config.max_actor_steps={BUDGET_B}',
+                        env=tracking_env(str(tmp_path / 'wandb-home')))
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert 'resuming from' in result.stdout
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['restored_actor_steps'] >= BUDGET_A
+  assert summary['actor_steps'] >= BUDGET_B
+  saved = read_json(os.path.join(run_dir, 'config.json'))
+  assert saved['config']['max_actor_steps'] == BUDGET_B
+  assert saved['config_name'] == 'smoke'
+  assert len(_learner_checkpoints(run_dir)) == 2
+
+
+@pytest.mark.parametrize('override, expected', [
+    ('--config.max_actor_stepz=9000', "unknown config field in override: 'max_actor_stepz'"),
+    ('--config.max_actor_steps=many', 'flag --config.max_actor_steps=many:'),
+])
+def test_resume_alone_with_a_bad_override_is_one_line_exit_2(
+    trained, tmp_path, override, expected):
+  run_dir = _copy(trained, tmp_path)
+  with open(os.path.join(run_dir, 'config.json')) as f:
+    before = f.read()
+  result = run_launcher(f'--resume={run_dir}', override)
+  assert result.returncode == 2
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1 and expected in lines[0], result.stderr
+  with open(os.path.join(run_dir, 'config.json')) as f:
+    assert f.read() == before
 
 
 def test_resume_continues_steps_and_restores_exact_parameters(resumed):

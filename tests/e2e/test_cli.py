@@ -5,7 +5,7 @@ import os
 import pytest
 
 from acme_launch.config import registry
-from tests.conftest import run_launcher
+from tests.conftest import REPO_ROOT, run_launcher
 
 pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
@@ -39,6 +39,16 @@ def test_dry_run_shows_overrides_in_the_built_program():
   assert result.returncode == 0, result.stderr
   assert 'actor/4' in result.stdout and 'actor/5' not in result.stdout
   assert 'Walker2d-v4' in result.stdout
+
+
+def test_a_config_file_on_the_old_module_name_runs_with_a_warning(workdir):
+  path = os.path.join(REPO_ROOT, 'tests', 'fixtures', 'old_name_config.py')
+  result = run_launcher(f'--config={path}', '--dry_run', f'--workdir={workdir}')
+  assert result.returncode == 0, result.stderr
+  assert 'budget 300 actor steps' in result.stdout
+  warned = [l for l in result.stderr.splitlines() if 'DeprecatedName' in l]
+  assert len(warned) == 1
+  assert '`from acme_launch.config import schema`' in warned[0]
 
 
 def test_config_given_as_a_path(tmp_path):

@@ -359,7 +359,7 @@ def test_any_overrides_and_resource_specs_give_exit_0_or_one_line_exit_2(
   """What decides the exit code before launch, in process: never a traceback.
 
   `prepare.check_arguments` is the CLI's own parsing, validation and planning
-  (prepare_launch, as for --dry_run); LaunchError is exit 2, a return exit 0,
+  (decide_early and decide, as for --dry_run); LaunchError is exit 2, a return exit 0,
   anything else would be a traceback.
   """
   from acme_launch import errors
