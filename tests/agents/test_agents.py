@@ -1,10 +1,11 @@
 """Agent configs: SAC, TD3, D4PG (MuJoCo), DQN (CartPole, MinAtar), PPO's LR schedule.
 
-Each config trains for real under `local_mp` (Reverb replay with its rate
-limiter, the agent's Acme learner, actor and evaluator) to a small budget with
-tiny networks; an off-policy run resumes with its replay contents restored.
+In this process: every config is in the registry, SAC's target entropy,
+each adapter's replay table and policies for one or many environments,
+batched actors fetching parameters as the builder's own actor does.
+SMOKE_OVERRIDES, each config's small settings, are shared with the real runs
+of the same configs under `local_mp` (tests/e2e/agents/test_agents.py).
 """
-
 
 import jax
 import numpy as np
