@@ -1,11 +1,17 @@
 """Fixtures and checks of the test suite; the helpers it shares with bench/
 live in acme_launch/testing/ and are re-imported here.
 
-The tests mirror the package: tests/<subpackage>/ holds the tests of
-acme_launch/<subpackage>/, and tests/e2e/ those that launch programs. Every
-test under tests/e2e/, and every other one that starts the launcher or a
-program, carries the `e2e` marker (pytest.ini): `-m "not e2e"` runs the
-fast in-process ones.
+The tests mirror the package: tests/<subpackage>/test_<module>.py holds the
+in-process tests of acme_launch/<subpackage>/, and tests/e2e/ those that
+start the launcher or launch programs (and a few that build every shipped
+program in process, minutes in all). tests/e2e/ mirrors the package the same way: the e2e tests of what
+tests/<subpackage>/test_x.py tests in process live in
+tests/e2e/<subpackage>/test_x.py, under the same name; the tests of the
+launcher as a whole (the CLI, checkpointing, tracking, bundles, an agent
+family end to end) are files at tests/e2e/'s top, as cli.py and driver.py
+are at the package's. The folder alone makes a test e2e: the hook below
+marks everything under tests/e2e/ with the `e2e` marker (pytest.ini) and
+nothing else carries it, so `-m "not e2e"` runs the fast in-process tests.
 """
 
 import os
@@ -29,7 +35,7 @@ _E2E_DIR = os.path.join(REPO_ROOT, 'tests', 'e2e') + os.sep
 
 
 def pytest_collection_modifyitems(items):
-  """Everything in tests/e2e/ is an end-to-end test."""
+  """Everything in tests/e2e/, and nothing else, is an end-to-end test."""
   for item in items:
     if str(item.fspath).startswith(_E2E_DIR):
       item.add_marker(pytest.mark.e2e)

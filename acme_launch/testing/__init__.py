@@ -11,4 +11,5 @@ tests.
   launcher.py  `launch.py` in a subprocess: run, start, wait, kill, processes
   rundir.py    a run directory read back: progress, node records, JSON
   report.py    figures as the bench tables print them
+  bench.py     a bench/ script imported as a module, for tests that reuse it
 """

@@ -1,14 +1,15 @@
 """`python launch.py ARGS` as a user runs it, from tests and benchmarks.
 
 The launcher runs in a subprocess of its own from the checkout's root, so
-that what is measured or checked is the real command line, its exit code and
-its run directory. Needs a checkout (launch.py beside the package).
+that what is measured or checked is the real command line, its exit code,
+its output (LiveOutput reads it while it runs) and its run directory. Needs a checkout (launch.py beside the package).
 """
 
 import contextlib
 import os
 import subprocess
 import sys
+import threading
 import time
 
 from acme_launch import paths
@@ -86,3 +87,36 @@ def alive(pids) -> list:
     except psutil.NoSuchProcess:
       pass
   return running
+
+
+class LiveOutput:
+  """A launcher's stdout, read as it comes (a thread), and all of it.
+
+  Its stderr is read by a thread too: once this reads the pipes, nothing
+  else may (communicate() would take lines from under it)."""
+
+  def __init__(self, launcher: subprocess.Popen):
+    self.lines = []
+    self._launcher = launcher
+    self._stderr = []
+    self._threads = [
+        threading.Thread(target=lambda: self.lines.extend(
+            iter(launcher.stdout.readline, '')), daemon=True),
+        threading.Thread(target=lambda: self._stderr.append(
+            launcher.stderr.read()), daemon=True)]
+    for thread in self._threads:
+      thread.start()
+
+  def has(self, text: str) -> bool:
+    return any(text in line for line in list(self.lines))
+
+  def text(self) -> str:
+    self._threads[0].join(timeout=10)
+    return ''.join(self.lines)
+
+  def wait(self, timeout: float) -> str:
+    """Waits for the launcher to exit; its stderr."""
+    self._launcher.wait(timeout=timeout)
+    for thread in self._threads:
+      thread.join(timeout=10)
+    return ''.join(self._stderr)

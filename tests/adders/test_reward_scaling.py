@@ -3,13 +3,9 @@
 The scaler's arithmetic is checked against numpy over the whole history of
 returns; both PPO writers (the batched one and Acme's own, wrapped) are fed
 real Hopper-v4 steps and must put in Reverb exactly the items an unscaled
-writer puts there when handed the scaler's rewards; and a real PPO launch
-with it on reaches its budget with the actors' logged returns in the
-environment's own units.
+writer puts there when handed the scaler's rewards. A real PPO launch with
+it on: tests/e2e/adders/test_reward_scaling.py.
 """
-
-import csv
-import os
 
 import numpy as np
 import pytest
@@ -21,7 +17,7 @@ from acme_launch.adders import batched as batched_adders
 from acme_launch import envs as environments
 from acme_launch.adders import reward_scaling
 from tests.adders import test_batched as test_batched_adders
-from tests.conftest import read_json, run_launcher
+
 
 NUM_ENVS = 3
 NUM_STEPS = 300
@@ -159,31 +155,3 @@ def test_acme_adder_wrapped_stores_the_scaled_rewards(hopper):
   for a, b in zip(scaled_items, reference_items):
     for x, y in zip(a, b):
       np.testing.assert_array_equal(x, y)
-
-
-def _rows(path):
-  with open(path) as f:
-    return list(csv.DictReader(f))
-
-
-@pytest.mark.e2e
-def test_a_launch_learns_from_scaled_rewards_and_logs_unscaled_returns(
-    workdir):
-  run_dir = os.path.join(workdir, 'scaled')
-  result = run_launcher(
-      '--config=smoke', '--config.env_name=Hopper-v4',
-      '--config.ppo.normalize_rewards=True', '--config.max_actor_steps=4000',
-      f'--workdir={workdir}', '--run_name=scaled')
-  assert result.returncode == 0, result.stderr[-2000:]
-  assert read_json(os.path.join(run_dir, 'summary.json'))['exit_reason'] == (
-      'budget_reached')
-  # Hopper pays about 1 a step for staying up: the actors' episodes report
-  # that; the learner's batches hold it divided by the returns' std, several
-  # once a few episodes have run (unscaled, this column reads 0.7-1.4).
-  episodes = _rows(os.path.join(run_dir, 'metrics', 'actor_0.csv'))
-  per_step = sum(float(r['episode_return']) for r in episodes) / sum(
-      float(r['episode_length']) for r in episodes)
-  assert 0.5 < per_step < 2.0
-  learner = _rows(os.path.join(run_dir, 'metrics', 'learner_0.csv'))
-  assert learner
-  assert float(learner[-1]['rewards_mean']) < per_step / 3

@@ -55,9 +55,8 @@ def test_r2d2_atari_learner_steps_on_its_49_step_sequences():
   # 512) but a narrow torso: one SGD step, in a process of its own (a
   # compiler crash is a signal). Written out, its unroll died as above.
   result = _python('''
-import sys
-sys.path.insert(0, 'bench')
-import learner
+from acme_launch.testing import bench
+learner = bench.load('learner')
 config = learner._load_config(
     'r2d2_atari', ['--config.network.conv_channels=(4,4,4)'])
 steps_per_second, steps = learner.alone(config, 0.1, warmup=1)

@@ -4,15 +4,13 @@ it."""
 
 import collections
 import os
-import sys
 
 import numpy as np
 import pytest
 
 from acme_launch import errors
 from acme_launch.plan import replay_memory as rm
-
-from tests.conftest import REPO_ROOT
+from acme_launch.testing import bench as bench_scripts
 
 Spec = collections.namedtuple('Spec', 'observations actions rewards discounts')
 Array = collections.namedtuple('Array', 'shape dtype')
@@ -179,8 +177,7 @@ def test_the_estimate_matches_a_real_reverb_server_filled_like_r2d2():
   SequenceAdder (as R2D2's builder makes it) with real Pong frames and the
   LSTM state of a small R2D2 network: its memory growth against the
   estimate the r2d2 adapter's tables give for the items it holds."""
-  sys.path.insert(0, os.path.join(REPO_ROOT, 'bench'))
-  import replay_memory as bench
+  bench = bench_scripts.load('replay_memory')
   from acme_launch import compat
   from acme import specs
   from acme_launch import agents
@@ -227,8 +224,7 @@ def test_the_checkpoint_room_covers_a_real_server_checkpointing_pong():
   three times (a fifth new before each) as the replay node does: its memory
   while writing, and after, stays within the room the dqn adapter's table
   gets for checkpoints."""
-  sys.path.insert(0, os.path.join(REPO_ROOT, 'bench'))
-  import replay_memory as bench
+  bench = bench_scripts.load('replay_memory')
   from acme_launch import compat
   from acme import specs
   from acme_launch import agents

@@ -1,5 +1,5 @@
 """--sweep with --launch_type=ray: the points' programs on a Ray cluster made
-of network namespaces (tests/netns_cluster.py).
+of network namespaces (acme_launch/testing/cluster.py).
 
 The head, host a, has no CPU for Ray: the launcher runs there, as a user on
 the head would, and no node can. Hosts b and c have five Ray CPUs each, what
@@ -39,7 +39,6 @@ def _sweep(cluster, workdir, *args, timeout=120):
                         timeout=timeout, check=False)
 
 
-@pytest.mark.e2e
 def test_ray_sweep_runs_two_points_at_once_on_the_two_hosts_with_room(
     cluster, workdir):
   result = _sweep(cluster, workdir, '--sweep=seed=0,1', '--run_name=seeds',
@@ -77,7 +76,6 @@ def test_ray_sweep_runs_two_points_at_once_on_the_two_hosts_with_room(
            'no process of the sweep left')
 
 
-@pytest.mark.e2e
 def test_ray_sweep_dry_run_says_how_many_points_the_cluster_holds_and_why(
     cluster, workdir):
   result = _sweep(cluster, workdir, '--sweep=seed=0,1,2', '--dry_run')

@@ -1,10 +1,11 @@
-"""The supervisor's event handling, in this process, with trivial commands.
+"""The supervisor's event handling, with trivial commands.
 
-Each test hands Supervisor.run_commands a few small Python processes standing
-in for nodes (the real programs are in the end-to-end tests) and checks what
-it decides: a failure stops the run naming the node, an actor is restarted
-with its restart number, the budget ends the run, stop lets saving nodes
-finish and kills the rest, no process is left. Each takes seconds.
+Supervisor.run_commands runs in this process and is handed a few small
+Python processes standing in for nodes (real programs: the other tests under
+tests/e2e/); each test checks what it decides: a failure stops the run
+naming the node, an actor is restarted with its restart number, the budget
+ends the run, stop lets saving nodes finish and kills the rest, no process
+is left. Each takes seconds.
 """
 
 import os
@@ -12,16 +13,12 @@ import signal
 import sys
 import time
 
-import pytest
-
 from acme_launch.plan import node_env
 from acme_launch import layout
 from acme_launch.run import rundir
 from acme_launch.run import core
 from acme_launch.run.local_mp import launch as local_mp
 from tests.conftest import alive
-
-pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 
 def node(name, code):

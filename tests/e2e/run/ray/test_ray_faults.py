@@ -1,6 +1,6 @@
 """Network faults and a lost stateful host on a namespace Ray cluster.
 
-Hosts a (head; the launcher runs here), b and c (tests/netns_cluster.py).
+Hosts a (head; the launcher runs here), b and c (acme_launch/testing/cluster.py).
 b and c share `worker` (actors) and `state` (a second home for the stateful
 nodes, so a program whose learner's host is lost can come back on the other).
 Ray's own health checks run at their defaults here: a host is declared dead
@@ -18,15 +18,11 @@ import time
 import pytest
 
 from acme_launch.testing import cluster as netns_cluster
-from tests.conftest import (REPO_ROOT, killed_on_exit, node_records, read_json,
-                            wait_for)
-from tests.run.ray.test_ray_cluster import _Lines, _run_processes, _steps
+from acme_launch.testing.launcher import LiveOutput
+from tests.conftest import (REPO_ROOT, actor_steps, killed_on_exit,
+                            node_records, read_json, wait_for)
+from tests.run.ray.test_ray_cluster import ON_HOST_A
 
-pytestmark = pytest.mark.e2e  # Launches programs on a namespace cluster.
-
-ON_HOST_A = [f'--config.resources.{group}.{field}={value}'
-             for group in ('replay', 'counter', 'learner', 'evaluator')
-             for field, value in (('ray_cpus', 0.5), ('ray_resources', 'host_a:1'))]
 ONE_WORKER_ACTOR = ['--config.num_actors=1',
                     '--config.resources.actor.ray_cpus=0.5',
                     '--config.resources.actor.ray_resources=worker:1']
@@ -95,11 +91,11 @@ def test_ray_link_cut_briefly_changes_nothing_and_cut_long_moves_the_actor_and_k
     cluster, tmp_path):
   run_dir = str(tmp_path / 'runs' / 'cut')
   launcher = _launch(cluster, run_dir, 25000, *ON_HOST_A, *ONE_WORKER_ACTOR)
-  out = _Lines(launcher)
+  out = LiveOutput(launcher)
   cut_host = None
   with killed_on_exit(launcher):
     try:
-      wait_for(lambda: _steps(run_dir) > 0 or launcher.poll() is not None,
+      wait_for(lambda: actor_steps(run_dir) > 0 or launcher.poll() is not None,
                240, 'actor steps')
       assert launcher.poll() is None, launcher.communicate()[1][-3000:]
       first = node_records(run_dir)['actor/0']
@@ -107,8 +103,8 @@ def test_ray_link_cut_briefly_changes_nothing_and_cut_long_moves_the_actor_and_k
       other = {'b': 'c', 'c': 'b'}[cut_host]
       # Brief: its actor cannot reach replay or the counter for 5 s.
       _cut(cluster, cut_host, 5)
-      before = _steps(run_dir)
-      wait_for(lambda: _steps(run_dir) > before or launcher.poll() is not None,
+      before = actor_steps(run_dir)
+      wait_for(lambda: actor_steps(run_dir) > before or launcher.poll() is not None,
                60, 'steps after the brief cut')
       assert launcher.poll() is None, out.text()[-3000:]
       assert _alive(first['pid'])
@@ -139,7 +135,7 @@ def test_ray_link_cut_briefly_changes_nothing_and_cut_long_moves_the_actor_and_k
   assert summary['exit_reason'] == 'budget_reached'
   assert summary['node_restarts'] == {'actor/0': 1}   # The long cut only.
   assert node_records(run_dir)['actor/0']['bind_address'] == cluster.ips[other]
-  wait_for(lambda: not _run_processes(cluster), 30, 'no process of the run left')
+  wait_for(lambda: not cluster.run_processes(), 30, 'no process of the run left')
 
 
 def test_ray_learner_host_lost_with_auto_resume_resumes_on_the_other_host_from_its_checkpoints(
@@ -163,12 +159,12 @@ def test_ray_learner_host_lost_with_auto_resume_resumes_on_the_other_host_from_i
   with killed_on_exit(launcher):
     try:
       wait_for(lambda: (glob.glob(os.path.join(learner_dir, 'ckpt-*.index'))
-                        and _steps(run_dir) > 0) or launcher.poll() is not None,
+                        and actor_steps(run_dir) > 0) or launcher.poll() is not None,
                240, 'a learner checkpoint')
       assert launcher.poll() is None, launcher.communicate()[1][-3000:]
       first = node_records(run_dir)['learner/0']
       lost = _host_of(cluster, first['bind_address'])
-      assert _steps(run_dir) < 20000, 'the budget came too close to test'
+      assert actor_steps(run_dir) < 20000, 'the budget came too close to test'
       cluster.kill_hosts([lost], signals=(signal.SIGKILL,))
       stdout, stderr = launcher.communicate(timeout=300)
     finally:
@@ -187,4 +183,4 @@ def test_ray_learner_host_lost_with_auto_resume_resumes_on_the_other_host_from_i
   assert record['ray_node_id'] != first['ray_node_id']
   restore = read_json(os.path.join(run_dir, 'nodes', 'learner_restore.json'))
   assert os.path.basename(restore['checkpoint']).startswith('ckpt-')
-  wait_for(lambda: not _run_processes(cluster), 30, 'no process of the run left')
+  wait_for(lambda: not cluster.run_processes(), 30, 'no process of the run left')

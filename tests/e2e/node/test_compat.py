@@ -7,13 +7,9 @@ import sys
 
 import launchpad as lp
 
-import pytest
-
 from acme_launch.program import build as program_lib
 from acme_launch.plan import resources
 from acme_launch.run.local_mp import launch as local_mp
-
-pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 
 def test_acme_jax_needs_the_aliases_without_compat():

@@ -1,0 +1,491 @@
+"""--launch_type=ray runs on a real Ray cluster of network namespaces: nodes
+placed on their hosts and listening only there, files of hosts that do not
+share the run directory, Ctrl-C, kills, lost hosts, --auto_resume.
+
+The cluster (hosts a to d, what each is for), its placement flags and
+`launch` are those of the in-process tests of the same checks,
+tests/run/ray/test_ray_cluster.py; this module brings up a cluster of its own.
+"""
+
+import glob
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from acme_launch.testing.launcher import LiveOutput
+from tests.conftest import (REPO_ROOT, actor_steps, killed_on_exit,
+                            node_records, read_json, wait_for)
+from tests.run.ray.test_ray_cluster import (HOST_OF, ON_HOST_A, PLACEMENT,
+                                            four_hosts, launch)
+
+
+@pytest.fixture(scope='module')
+def cluster(tmp_path_factory):
+  yield from four_hosts(tmp_path_factory)
+
+
+def _listeners(cluster, host):
+  """pid -> [(ip, port)] of the TCP listeners in the host's namespace."""
+  out = subprocess.run(cluster.in_host(host, ['ss', '-ltnpH']),
+                       capture_output=True, text=True, check=True).stdout
+  by_pid = {}
+  for line in out.splitlines():
+    fields = line.split()
+    local = fields[3]
+    ip, port = local.rsplit(':', 1)
+    ip = ip.strip('[]')
+    ip = ip[len('::ffff:'):] if ip.startswith('::ffff:') else ip
+    for pid in re.findall(r'pid=(\d+)', line):
+      by_pid.setdefault(int(pid), []).append((ip, int(port)))
+  return by_pid
+
+
+def _wait_running_on_every_host(cluster, launcher, run_dir):
+  """Until actors step; then the run has node processes on a, b and c."""
+  wait_for(lambda: actor_steps(run_dir) > 0 or launcher.poll() is not None,
+           240, 'actor steps')
+  assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+  assert {h for h, _, _ in cluster.run_processes()} == {'a', 'b', 'c'}
+
+
+def _niceness(pid):
+  with open(f'/proc/{pid}/stat') as f:
+    return int(f.read().rsplit(')', 1)[1].split()[16])
+
+
+def test_ray_run_places_nodes_on_their_hosts_listens_only_on_cluster_addresses_and_reaches_budget(
+    cluster, tmp_path):
+  if not os.path.exists('/usr/bin/ss') and not os.path.exists('/bin/ss'):
+    pytest.skip("no 'ss' (iproute2) to list listening sockets")
+  run_dir = str(tmp_path / 'runs' / 'placed')
+  launcher = launch(cluster, *PLACEMENT, run_dir=run_dir)
+  with killed_on_exit(launcher):
+    # Once actors step, every server of the run is up.
+    wait_for(lambda: actor_steps(run_dir) > 0 or launcher.poll() is not None,
+             240, 'actor steps')
+    assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+    def every_server_listening():
+      records = node_records(run_dir)
+      if set(records) != set(HOST_OF):
+        return None
+      listeners = {h: _listeners(cluster, h) for h in cluster.names}
+      for node, record in records.items():
+        ports = {p for _, p in listeners[HOST_OF[node]].get(record['pid'], [])}
+        if not all(int(a.rsplit(':', 1)[1]) in ports
+                   for a in record['server_addresses']):
+          return None
+      return records, listeners
+    records, listeners = wait_for(every_server_listening, 120,
+                                  'every server of the run listening')
+    for node, record in records.items():
+      host = HOST_OF[node]
+      assert record['server_addresses'], node
+      for address in record['server_addresses']:
+        assert address.rsplit(':', 1)[0] == cluster.ips[host], (node, address)
+      for ip, port in listeners[host][record['pid']]:
+        # Every listening socket of the node is on its host's address.
+        assert ip == cluster.ips[host], (node, ip, port)
+      # Ray's workers run at niceness 15; the node runs at the launcher's.
+      assert _niceness(record['pid']) == os.nice(0), node
+    _, stderr = launcher.communicate(timeout=300)
+  assert launcher.returncode == 0, stderr[-3000:]
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['learner_steps'] > 0 and summary['evaluator_episodes'] >= 1
+  by_host = {}
+  for node, record in node_records(run_dir).items():
+    assert record['bind_address'] == cluster.ips[HOST_OF[node]], node
+    by_host.setdefault(HOST_OF[node], set()).add(record['ray_node_id'])
+  # One Ray node per host, a different one for each host.
+  assert all(len(ids) == 1 for ids in by_host.values())
+  assert len(set().union(*by_host.values())) == 3
+  for node in HOST_OF:
+    assert os.path.getsize(os.path.join(
+        run_dir, 'logs', node.replace('/', '_') + '.log')) > 0, node
+  assert os.listdir(os.path.join(run_dir, 'checkpoints', 'learner'))
+  wait_for(lambda: not cluster.run_processes(), 20, 'no process of the run left')
+
+
+def test_ray_nodes_on_a_host_without_the_run_directory_send_their_files_to_it(
+    cluster, tmp_path):
+  # actor/1 runs on host d, which does not see the run directory; actor/0
+  # on host b, which does.
+  run_dir = str(tmp_path / 'runs' / 'unshared')
+  placement = ON_HOST_A + [
+      '--config.num_actors=2', '--config.resources.node_overrides='
+      'actor/0:ray_resources=host_b:1;actor/1:ray_resources=host_d:1']
+  launcher = launch(cluster, *placement, '--show_output', run_dir=run_dir,
+                    budget=3000)
+  with killed_on_exit(launcher):
+    stdout, stderr = launcher.communicate(timeout=300)
+  assert launcher.returncode == 0, stderr[-3000:]
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  records = node_records(run_dir)
+  assert set(records) == set(HOST_OF)
+  mirror = records['actor/1']['env']['ACME_LAUNCH_RUN_DIR']
+  assert records['actor/1']['bind_address'] == cluster.ips['d']
+  assert records['actor/1']['env']['ACME_LAUNCH_MIRROR_OF'] == run_dir
+  assert mirror != run_dir and not os.path.exists(mirror)  # Removed at the end.
+  assert records['actor/0']['env']['ACME_LAUNCH_RUN_DIR'] == run_dir
+  assert 'ACME_LAUNCH_MIRROR_OF' not in records['actor/0']['env']
+  # Its log, metrics and TensorBoard events came over, as actor/0's did.
+  for stem in ('actor_0', 'actor_1'):
+    assert os.path.getsize(os.path.join(run_dir, 'logs', f'{stem}.log')) > 0
+    with open(os.path.join(run_dir, 'metrics', f'{stem}.csv')) as f:
+      rows = f.read().splitlines()
+    # A header and at least one episode's row (under load one actor may
+    # play most of the small budget's episodes).
+    assert 'actor_steps' in rows[0] and len(rows) >= 2, rows[:3]
+    assert rows.count(rows[0]) == 1  # One header.
+    assert glob.glob(os.path.join(run_dir, 'metrics', 'tensorboard', stem,
+                                  'events.*'))
+  # --show_output echoed it, as it reached the run directory.
+  assert '[actor/1] ' in stdout, stdout[-3000:]
+  wait_for(lambda: not cluster.run_processes(), 20, 'no process of the run left')
+
+
+def test_ray_stateful_nodes_on_a_host_without_the_run_directory_checkpoint_into_it_and_resume(
+    cluster, tmp_path):
+  # Replay, counter and learner on host d, which does not see the
+  # run directory; the actor on b, the evaluator on a.
+  run_dir = str(tmp_path / 'runs' / 'unshared_resumed')
+  placement = [f'--config.resources.{group}.{field}={value}'
+               for group, host in (('replay', 'd'), ('counter', 'd'),
+                                   ('learner', 'd'), ('evaluator', 'a'))
+               for field, value in (('ray_cpus', 0.5),
+                                    ('ray_resources', f'host_{host}:1'))]
+  placement += ['--config.resources.actor.ray_cpus=0.5',
+                '--config.resources.actor.ray_resources=host_b:1',
+                '--config.checkpoint.interval_minutes=0.02']
+  learner_dir = os.path.join(run_dir, 'checkpoints', 'learner')
+  launcher = launch(cluster, *placement, run_dir=run_dir, budget=10**6)
+  with killed_on_exit(launcher):
+    # Progress and checkpoints reach the run directory from host d.
+    wait_for(lambda: (actor_steps(run_dir) >= 500 and
+                      glob.glob(os.path.join(learner_dir, 'ckpt-*.index')))
+             or launcher.poll() is not None, 240, 'steps and a checkpoint')
+    assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+    launcher.send_signal(signal.SIGINT)
+    _, stderr = launcher.communicate(timeout=90)
+  assert launcher.returncode == 130, stderr[-3000:]
+  first = read_json(os.path.join(run_dir, 'summary.json'))
+  assert first['exit_reason'] == 'interrupted'
+  record = node_records(run_dir)['learner/0']
+  assert record['bind_address'] == cluster.ips['d']
+  assert record['env']['ACME_LAUNCH_MIRROR_OF'] == run_dir
+  for component in ('learner', 'counter', 'replay'):
+    assert os.listdir(os.path.join(run_dir, 'checkpoints', component))
+  newest = max(glob.glob(os.path.join(learner_dir, 'ckpt-*.index')),
+               key=lambda p: int(re.findall(r'ckpt-(\d+)', p)[-1]))
+  with open(newest.replace('.index', '.digest')) as f:
+    newest_digest = f.read()
+
+  launcher = launch(cluster, *placement, f'--resume={run_dir}',
+                    budget=first['actor_steps'] + 600)
+  with killed_on_exit(launcher):
+    stdout, stderr = launcher.communicate(timeout=300)
+  assert launcher.returncode == 0, stderr[-3000:]
+  assert 'resuming from' in stdout
+  second = read_json(os.path.join(run_dir, 'summary.json'))
+  assert second['exit_reason'] == 'budget_reached'   # Limiter on d: shipped.
+  assert second['restored_actor_steps'] >= first['actor_steps']
+  assert second['learner_steps'] > first['learner_steps']  # Not from 0.
+  # The learner on d restored the newest save the first run left in the run
+  # directory, pushed into its new mirror (a learner that restores nothing
+  # writes no learner_restore.json); so did the counter (the steps above).
+  restore = read_json(os.path.join(run_dir, 'nodes', 'learner_restore.json'))
+  assert restore['checkpoint'].startswith(
+      read_json(os.path.join(run_dir, 'nodes', 'learner_0.json'))['env'][
+          'ACME_LAUNCH_RUN_DIR'])
+  assert os.path.basename(restore['checkpoint']) + '.index' == (
+      os.path.basename(newest))
+  assert restore['digest'] == newest_digest  # The very state it saved.
+  # Saves go on arriving, old ones are removed as on the host (2 kept).
+  assert len(glob.glob(os.path.join(learner_dir, 'ckpt-*.index'))) == 2
+  assert glob.glob(os.path.join(run_dir, 'checkpoints', 'replay', '*', 'DONE'))
+  # Both runs' progress rows under one header.
+  with open(os.path.join(run_dir, 'metrics', 'progress.csv')) as f:
+    rows = f.read().splitlines()
+  assert rows.count(rows[0]) == 1
+  wait_for(lambda: not cluster.run_processes(), 20, 'no process of the run left')
+
+
+def test_ray_ctrl_c_saves_checkpoints_and_leaves_no_process_on_any_host(
+    cluster, tmp_path):
+  run_dir = str(tmp_path / 'runs' / 'interrupted')
+  launcher = launch(cluster, *PLACEMENT, run_dir=run_dir, budget=10**6)
+  with killed_on_exit(launcher):
+    _wait_running_on_every_host(cluster, launcher, run_dir)
+    launcher.send_signal(signal.SIGINT)
+    start = time.time()
+    _, stderr = launcher.communicate(timeout=60)
+    assert time.time() - start < 30
+  assert launcher.returncode == 130, stderr[-3000:]
+  assert read_json(os.path.join(run_dir, 'summary.json'))['exit_reason'] == 'interrupted'
+  assert os.listdir(os.path.join(run_dir, 'checkpoints', 'learner'))
+  assert os.listdir(os.path.join(run_dir, 'checkpoints', 'counter'))
+  wait_for(lambda: not cluster.run_processes(), 20, 'no process of the run left')
+
+
+def test_ray_launcher_killed_with_sigkill_leaves_no_process_on_any_host(
+    cluster, tmp_path):
+  # The launcher gets no chance to clean up: Ray ends the Ray actors it
+  # owned when it dies, and each node process dies with its actor.
+  run_dir = str(tmp_path / 'runs' / 'launcher_killed')
+  launcher = launch(cluster, *PLACEMENT, run_dir=run_dir, budget=10**6)
+  with killed_on_exit(launcher):
+    _wait_running_on_every_host(cluster, launcher, run_dir)
+    launcher.kill()
+    launcher.communicate(timeout=30)
+  assert launcher.returncode == -signal.SIGKILL
+  wait_for(lambda: not cluster.run_processes(), 60,
+           'no node process or NodeHost actor left on any host')
+
+
+def test_ray_actor_killed_on_another_host_is_restarted_there_and_the_run_finishes(
+    cluster, tmp_path):
+  run_dir = str(tmp_path / 'runs' / 'restarted')
+  launcher = launch(cluster, *PLACEMENT, run_dir=run_dir, budget=12000)
+  with killed_on_exit(launcher):
+    wait_for(lambda: actor_steps(run_dir) > 0 or launcher.poll() is not None,
+             240, 'actor steps')
+    assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+    first = node_records(run_dir)['actor/1']
+    victim = first['pid']
+    assert victim in cluster.pids('c')
+    os.kill(victim, signal.SIGKILL)
+    # The restarted actor records itself once its imports are done, well
+    # before the other actor alone reaches the budget.
+    wait_for(lambda: node_records(run_dir)['actor/1']['pid'] != victim or
+             launcher.poll() is not None, 240, 'the restarted actor')
+    assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+    stdout, stderr = launcher.communicate(timeout=300)
+  assert launcher.returncode == 0, stderr[-3000:]
+  assert 'restarting it (1 of at most 3)' in stdout
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['node_restarts'] == {'actor/1': 1}
+  # Started again by its Ray actor on the same host, with new seeds.
+  record = node_records(run_dir)['actor/1']
+  assert record['pid'] != victim
+  assert record['env']['ACME_LAUNCH_NODE_RESTART'] == '1'
+  assert record['ray_node_id'] == first['ray_node_id']
+  wait_for(lambda: not cluster.run_processes(), 20, 'no process of the run left')
+
+
+def test_ray_node_killed_on_another_host_without_restarts_stops_the_run_naming_it(
+    cluster, tmp_path):
+  run_dir = str(tmp_path / 'runs' / 'killed')
+  launcher = launch(cluster, *PLACEMENT, '--max_node_restarts=0',
+                    run_dir=run_dir, budget=10**6)
+  with killed_on_exit(launcher):
+    wait_for(lambda: actor_steps(run_dir) > 0 or launcher.poll() is not None,
+             240, 'actor steps')
+    assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+    victim = node_records(run_dir)['actor/1']['pid']
+    assert victim in cluster.pids('c')
+    os.kill(victim, signal.SIGKILL)
+    start = time.time()
+    _, stderr = launcher.communicate(timeout=90)
+    assert time.time() - start < 30
+  assert launcher.returncode == 1, stderr[-3000:]
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'node_failed'
+  assert summary['failed_node'] == 'actor/1'
+  wait_for(lambda: not cluster.run_processes(), 20, 'no process of the run left')
+
+
+def test_ray_host_lost_its_actor_comes_back_on_the_other_host_and_the_run_finishes(
+    cluster, tmp_path):
+  # One actor, on whichever of b and c Ray picks: while its host is gone
+  # nothing steps, so a small budget still shows the run finishing after it.
+  run_dir = str(tmp_path / 'runs' / 'moved')
+  launcher = launch(cluster, *ON_HOST_A, '--config.num_actors=1',
+                    '--config.resources.actor.ray_cpus=0.5',
+                    '--config.resources.actor.ray_resources=worker:1',
+                    run_dir=run_dir, budget=3000)
+  host_by_ip = {ip: host for host, ip in cluster.ips.items()}
+  with killed_on_exit(launcher):
+    wait_for(lambda: actor_steps(run_dir) > 0 or launcher.poll() is not None,
+             240, 'actor steps')
+    assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+    first = node_records(run_dir)['actor/0']
+    lost = host_by_ip[first['bind_address']]
+    other = {'b': 'c', 'c': 'b'}[lost]
+    try:
+      # Every process of the host at once (raylet, Ray actor, node): lost.
+      cluster.kill_hosts([lost], signals=(signal.SIGKILL,))
+      stdout, stderr = launcher.communicate(timeout=240)
+    finally:
+      cluster.start_ray(lost)  # Back for the tests after this one.
+  assert launcher.returncode == 0, stderr[-3000:]
+  assert (f'node actor/0: host {cluster.ips[lost]} lost; restarting on '
+          f'{cluster.ips[other]} (1 of at most 3)') in stdout, stdout[-3000:]
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['node_restarts'] == {'actor/0': 1}
+  # Its record says where it runs now: the other host's Ray node, address
+  # and a server address there, restarted once, moved from the lost host.
+  record = node_records(run_dir)['actor/0']
+  assert record['bind_address'] == cluster.ips[other]
+  assert record['ray_node_id'] != first['ray_node_id']
+  assert [a.rsplit(':', 1)[0] for a in record['server_addresses']] == [
+      cluster.ips[other]]
+  assert record['env']['ACME_LAUNCH_NODE_RESTART'] == '1'
+  assert record['env']['ACME_LAUNCH_MOVED_FROM'] == cluster.ips[lost]
+  wait_for(lambda: not cluster.run_processes(), 20, 'no process of the run left')
+
+
+def test_ray_two_hosts_lost_at_once_the_replacement_avoids_both_and_comes_back_on_the_first_that_returns(
+    cluster, tmp_path):
+  # The race of a lost host: Ray declares a host dead only after several
+  # missed health checks, and until then may place a new actor on it. With
+  # b and c both killed, every host with `worker` is dead while Ray still
+  # lists both alive: a replacement Ray placed would die with its host. The
+  # launcher must keep it off both until one comes back (a new Ray node on
+  # the same address), then run it there, as restart 1, not 2.
+  run_dir = str(tmp_path / 'runs' / 'both_lost')
+  launcher = launch(cluster, *ON_HOST_A, '--config.num_actors=1',
+                    '--config.resources.actor.ray_cpus=0.5',
+                    '--config.resources.actor.ray_resources=worker:1',
+                    run_dir=run_dir, budget=3000)
+  host_by_ip = {ip: host for host, ip in cluster.ips.items()}
+  out = LiveOutput(launcher)
+  with killed_on_exit(launcher):
+    wait_for(lambda: actor_steps(run_dir) > 0 or launcher.poll() is not None,
+             240, 'actor steps')
+    assert launcher.poll() is None, out.wait(30)[-3000:]
+    first = node_records(run_dir)['actor/0']
+    lost = host_by_ip[first['bind_address']]
+    back = {'b': 'c', 'c': 'b'}[lost]
+    try:
+      cluster.kill_hosts(['b', 'c'], signals=(signal.SIGKILL,))
+      wait_for(lambda: out.has(f'node actor/0: host {cluster.ips[lost]} '
+                               'lost; placing it on a live host') or
+               launcher.poll() is not None, 60, 'the move')
+      assert launcher.poll() is None, out.text()[-3000:]
+      time.sleep(3)  # Ray still lists b and c alive; nothing may start.
+      assert not out.has('restarting on'), out.text()[-3000:]
+      cluster.start_ray(back)
+      stderr = out.wait(240)
+    finally:
+      cluster.start_ray(lost)
+  stdout = out.text()
+  assert launcher.returncode == 0, stderr[-3000:] + stdout[-3000:]
+  assert (f'node actor/0: host {cluster.ips[lost]} lost; restarting on '
+          f'{cluster.ips[back]} (1 of at most 3)') in stdout, stdout[-3000:]
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['node_restarts'] == {'actor/0': 1}
+  record = node_records(run_dir)['actor/0']
+  assert record['bind_address'] == cluster.ips[back]
+  assert record['ray_node_id'] != first['ray_node_id']
+  wait_for(lambda: not cluster.run_processes(), 20, 'no process of the run left')
+
+
+def test_ray_learner_killed_with_auto_resume_resumes_from_its_checkpoint_and_finishes(
+    cluster, tmp_path):
+  run_dir = str(tmp_path / 'runs' / 'resumed')
+  launcher = launch(cluster, *ON_HOST_A, '--auto_resume=1',
+                    '--config.resources.actor.ray_resources=host_b:1',
+                    '--config.checkpoint.interval_minutes=0.02',
+                    run_dir=run_dir, budget=3000)
+  with killed_on_exit(launcher):
+    learner_dir = os.path.join(run_dir, 'checkpoints', 'learner')
+    wait_for(lambda: glob.glob(os.path.join(learner_dir, 'ckpt-*.index')) or
+             launcher.poll() is not None, 240, 'a learner checkpoint')
+    assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+    victim = node_records(run_dir)['learner/0']['pid']
+    os.kill(victim, signal.SIGKILL)
+    _, stderr = launcher.communicate(timeout=300)
+  assert launcher.returncode == 0, stderr[-3000:]
+  assert 'node learner/0 failed; resuming the whole program' in stderr
+  assert '--auto_resume: 1 of 1' in stderr
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['auto_resumes'] == 1
+  # The second attempt's learner, on host a again, started from the first
+  # attempt's checkpoint.
+  record = node_records(run_dir)['learner/0']
+  assert record['pid'] != victim
+  assert record['bind_address'] == cluster.ips['a']
+  restore = read_json(os.path.join(run_dir, 'nodes', 'learner_restore.json'))
+  assert os.path.basename(restore['checkpoint']).startswith('ckpt-')
+  wait_for(lambda: not cluster.run_processes(), 20, 'no process of the run left')
+
+
+def test_ray_runs_a_users_own_agent_and_environment_from_beside_its_config(
+    cluster, tmp_path):
+  # examples/: a dueling DQN and a task of the user's own, found beside the
+  # config file: every host's node processes must import them.
+  run_dir = str(tmp_path / 'runs' / 'own')
+  launcher = launch(
+      cluster, *ON_HOST_A, '--config.num_actors=1',
+      '--config.resources.actor.ray_resources=host_b:1',
+      '--config.eval_every_steps=300', '--config.final_eval_episodes=2',
+      '--config.dueling_dqn.min_replay_size=50',
+      '--config.dueling_dqn.samples_per_insert=2.0',
+      run_dir=run_dir, budget=600,
+      config=os.path.join(REPO_ROOT, 'examples', 'dueling_dqn_corridor.py'))
+  with killed_on_exit(launcher):
+    _, stderr = launcher.communicate(timeout=400)
+  assert launcher.returncode == 0, stderr[-3000:]
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['final_eval_episodes'] == 2
+  assert node_records(run_dir)['actor/0']['bind_address'] == cluster.ips['b']
+  wait_for(lambda: not cluster.run_processes(), 20, 'no process of the run left')
+
+
+def test_unreachable_ray_address_is_one_line_exit_2_within_10_seconds(
+    cluster, tmp_path):
+  nobody = f'{cluster.subnet}.250:6379'  # In the cluster's subnet, no host.
+  start = time.time()
+  result = subprocess.run(
+      cluster.in_host('a', [sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
+                            '--config=smoke', '--launch_type=ray',
+                            f'--ray_address={nobody}',
+                            f'--workdir={tmp_path}', '--run_name=never']),
+      cwd=REPO_ROOT, env=cluster.env, capture_output=True, text=True,
+      timeout=60)
+  assert time.time() - start < 10
+  assert result.returncode == 2
+  errors_seen = [l for l in result.stderr.splitlines()
+                 if l.startswith('acme-launch: error:')]
+  assert len(errors_seen) == 1 and nobody in errors_seen[0], result.stderr[-2000:]
+  assert not os.path.exists(tmp_path / 'never')
+
+
+def test_plan_the_cluster_cannot_hold_is_one_line_naming_the_group_exit_2(
+    cluster, tmp_path):
+  launcher = launch(cluster, '--config.resources.learner.ray_resources=gpu_host:1',
+                    run_dir=str(tmp_path / 'never'))
+  _, stderr = launcher.communicate(timeout=120)
+  assert launcher.returncode == 2
+  lines = [l for l in stderr.splitlines() if l.startswith('acme-launch: error:')]
+  assert len(lines) == 1, stderr[-2000:]
+  assert 'learner' in lines[0] and "'gpu_host'" in lines[0]
+  assert not os.path.exists(tmp_path / 'never')
+  assert not cluster.run_processes()
+
+
+def test_bind_shim_puts_wildcard_binds_on_the_given_address_only():
+  from acme_launch.run import loopback
+  path = loopback.ensure()
+  # 127.0.0.2 is on `lo` (all of 127/8 is): wildcard binds land there.
+  loopback.verify(path, '127.0.0.2')
+  # An address no interface has: the bind fails, it never goes wildcard.
+  with pytest.raises(loopback.Unavailable, match='Cannot assign requested address'):
+    loopback.verify(path, '10.255.255.254')
+  env = dict(os.environ, LD_PRELOAD=path,
+             ACME_LAUNCH_BIND_ADDRESS='not-an-address')
+  probe = ("import socket; s = socket.socket(); s.bind(('0.0.0.0', 0))")
+  result = subprocess.run([sys.executable, '-S', '-c', probe], env=env,
+                          capture_output=True, text=True, check=False)
+  assert result.returncode != 0 and 'Cannot assign' in result.stderr
