@@ -4,11 +4,9 @@ and on the gym backend (Gymnasium + ale-py)."""
 
 import os
 
-import pytest
 
 from tests.conftest import reached_budget, read_json, run_launcher
 
-pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 BUDGET = 400
 EPISODE_STEPS = 100  # Pong games cut short: the evaluations take seconds.

@@ -3,11 +3,9 @@ to a tiny budget, and its bad input refused before anything starts."""
 
 import os
 
-import pytest
 
 from tests.conftest import reached_budget, read_json, run_launcher
 
-pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 BUDGET = 300
 EPISODE_STEPS = 100  # Pong games cut short: the evaluations take seconds.

@@ -17,7 +17,6 @@ from acme_launch.testing import cluster as netns_cluster
 from acme_launch.testing.launcher import checkout_on_path
 from tests.conftest import REPO_ROOT, read_json, user_env
 
-pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 
 def _bench(script: str, *args: str, timeout: float = 300):

@@ -17,7 +17,6 @@ import pytest
 
 from tests.conftest import REPO_ROOT, read_json, user_env
 
-pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 BUNDLE = os.path.join(REPO_ROOT, 'scripts', 'bundle.sh')
 

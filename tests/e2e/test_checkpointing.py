@@ -19,7 +19,6 @@ from tests.e2e.conftest import (BUDGET_A, BUDGET_B, learner_checkpoints as
                                 _learner_checkpoints, resume as _launch,
                                 tracking_env)
 
-pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 def _copy(run_dir, tmp_path):
   copy = str(tmp_path / 'run')

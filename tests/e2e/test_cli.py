@@ -7,7 +7,6 @@ import pytest
 from acme_launch.config import registry
 from tests.conftest import REPO_ROOT, run_launcher
 
-pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 
 def test_list_configs_prints_one_line_per_config():

@@ -11,7 +11,6 @@ import pytest
 
 from tests.conftest import read_json, run_launcher, user_env
 
-pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 TASK = '--config.env_name=tests.faulty_env:RaisingHalfCheetah-v4'
 

@@ -7,14 +7,12 @@ import signal
 import time
 
 import psutil
-import pytest
 
 from tests.conftest import (actor_steps, alive, node_records, read_json,
                             run_launcher, start_launcher, wait_for)
 from tests.e2e.test_launch_e2e import (EXPECTED_NODES,
                                        _assert_trained_to_budget)
 
-pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 
 def test_forked_nodes_train_to_the_budget_each_with_its_own_settings(workdir):

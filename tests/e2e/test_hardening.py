@@ -22,7 +22,6 @@ import pytest
 from tests.conftest import (REPO_ROOT, actor_steps, alive, node_pids, read_json,
                             run_launcher, start_launcher, wait_for)
 
-pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 _LOOPBACK = ('127.0.0.1', '::1', '::ffff:127.0.0.1')
 _NODES = ('replay/0', 'counter/0', 'learner/0', 'actor/0', 'evaluator/0')

@@ -4,11 +4,9 @@ import site
 import subprocess
 import sys
 
-import pytest
 
 from tests.conftest import REPO_ROOT, user_env
 
-pytestmark = pytest.mark.e2e  # Installs into a throwaway venv: slow.
 
 
 def test_installed_command_finds_the_shipped_configs(tmp_path):

@@ -6,7 +6,6 @@ import pytest
 
 from tests.conftest import read_json, run_launcher
 
-pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 SMOKE_BUDGET = 6000
 EXPECTED_NODES = ('replay_0', 'counter_0', 'learner_0', 'actor_0',

@@ -5,12 +5,10 @@ starts (an unknown game: tests/e2e/test_cli.py)."""
 
 import os
 
-import pytest
 
 from tests.conftest import (reached_budget, read_json, resumed_to_budget,
                             run_launcher)
 
-pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 BUDGET, RESUMED_BUDGET = 400, 800
 EPISODE_STEPS = 100  # Games cut short: evaluations take a second.

@@ -21,7 +21,6 @@ import pytest
 from tests.conftest import REPO_ROOT, read_json, run_launcher, wait_for
 from tests.e2e.conftest import tracking_env
 
-pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 MLFLOW = os.path.join(REPO_ROOT, '.venv-mlflow-ui', 'bin', 'mlflow')
 CHROMIUM = shutil.which('chromium')

@@ -209,7 +209,6 @@ def _launch(project, *args, **kwargs):
                       env={'PYTHONPATH': root}, **kwargs)
 
 
-@pytest.mark.e2e
 def test_own_agent_and_environment_reach_the_budget_with_a_final_evaluation_and_resume(
     project, workdir):
   # The task of a family registered by a module of the user's
@@ -237,7 +236,6 @@ def test_own_agent_and_environment_reach_the_budget_with_a_final_evaluation_and_
   assert summary['actor_steps'] >= 900
 
 
-@pytest.mark.e2e
 def test_dry_run_and_sweep_with_an_own_agent_show_its_specs_and_points(
     project, workdir):
   result = _launch(project, '--dry_run')
@@ -257,7 +255,6 @@ def test_dry_run_and_sweep_with_an_own_agent_show_its_specs_and_points(
   assert os.listdir(workdir) == []
 
 
-@pytest.mark.e2e
 @pytest.mark.parametrize('override, expected', [
     ('agent=user_project.no_policy',
      "module user_project.no_policy defines no make_policy"),
@@ -296,7 +293,6 @@ def test_a_bad_own_module_is_one_line_exit_2_and_starts_nothing(
 EXAMPLES = os.path.join(REPO_ROOT, 'examples')
 
 
-@pytest.mark.e2e
 def test_the_example_runs_through_the_python_api_and_resumes(tmp_path):
   import acme_launch
   from acme_launch import errors
@@ -344,7 +340,6 @@ def test_the_example_runs_through_the_python_api_and_resumes(tmp_path):
   assert sorted(os.listdir(workdir)) == ['api']
 
 
-@pytest.mark.e2e
 def test_own_modules_through_the_python_api_with_a_gymnasium_class(
     project, workdir):
   # The same out-of-tree agent, declared as an ADAPTER value, on a Gymnasium

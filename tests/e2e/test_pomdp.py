@@ -4,11 +4,9 @@ evaluation."""
 
 import os
 
-import pytest
 
 from tests.conftest import reached_budget, read_json, run_launcher
 
-pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 BUDGET = 400
 TINY = (

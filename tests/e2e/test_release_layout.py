@@ -11,11 +11,9 @@ version 0.1.0 (pyproject.toml) before the decision was split from acting.
 import os
 import shutil
 
-import pytest
 
 from tests.conftest import REPO_ROOT, read_json, run_launcher
 
-pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 FIXTURES = os.path.join(REPO_ROOT, 'tests', 'fixtures', 'release_0_1')
 

@@ -7,7 +7,6 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
-pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 
 def _choose(tmp_path, nvidia_smi_output=None, **env):

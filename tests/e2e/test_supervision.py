@@ -4,12 +4,10 @@ import os
 import signal
 import time
 
-import pytest
 
 from tests.conftest import (actor_steps, alive, node_pids, read_json,
                             run_launcher, start_launcher, wait_for)
 
-pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 
 def test_kill_9_of_an_actor_without_restarts_stops_the_run_and_names_it(workdir):

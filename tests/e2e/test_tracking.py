@@ -18,7 +18,6 @@ import pytest
 from tests.conftest import REPO_ROOT, read_json, run_launcher, user_env
 from tests.e2e.conftest import BUDGET_A, BUDGET_B, tracking_env
 
-pytestmark = pytest.mark.e2e  # Launches programs: see pytest.ini.
 
 
 def _csv_rows(run_dir, stem):
