@@ -89,6 +89,10 @@ def test_learning_matrix_runs_each_cell_once_and_resumes_cell_by_cell(tmp_path):
   assert os.path.getsize(results['plots']['HalfCheetah-v4']) > 0
   assert run['curve'][-1] == [run['final_eval_actor_steps'],
                               run['final_eval_return_mean']]
+  # Every final episode's return, not only their mean.
+  assert len(run['final_eval_returns']) == 10
+  assert sum(run['final_eval_returns']) / 10 == pytest.approx(
+      run['final_eval_return_mean'])
   # Run again: the finished cell is read back, not run.
   again = _bench('learning.py', *args)
   assert 'finished before' in again.stdout and 'running:' not in again.stdout
