@@ -37,7 +37,7 @@ class EnvPoolEnvironments:
   step in [1, the time limit], as a time limit does (discount 1), and the
   environment restarts on its next step. Otherwise every environment of a
   task whose episodes all run to the limit (HalfCheetah) restarts at the
-  same step, run after run, and an actor's episode starts reach the
+  same step throughout a run, and an actor's episode starts reach the
   learner in bursts: ppo_mujoco's 32 environments put them into about one
   learner batch in 16 (docs/agents.md).
   """
