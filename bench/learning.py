@@ -13,7 +13,8 @@ OUT/NAME_TASK.png (each config's mean evaluation return over seeds
 against actor steps, min-max over seeds shaded). A run that already reached
 its budget is not run again, so an interrupted matrix resumes cell by cell;
 compare variants (extra launch flags) under different `--name`s.
-Each run's evaluation curve is kept in OUT/NAME.json, so
+Each run's evaluation curve and its final evaluation's episode returns
+are kept in OUT/NAME.json, so
 `--merge=A.json,B.json --name=C` pools matrices run apart (other seeds,
 other sessions, other machines) into one table and plots without their run
 directories.
@@ -106,6 +107,16 @@ def evaluation_curve(run: dict) -> Optional[List[List[float]]]:
   return curve or None
 
 
+def final_episodes(run: dict) -> Optional[List[float]]:
+  """Every episode's return of a run's final evaluation (final_eval.json):
+  a mean hides a run whose policy stands still from some starts."""
+  if run.get('final_eval_returns') is not None or not run.get('run_dir'):
+    return run.get('final_eval_returns')
+  from acme_launch import layout
+  final = layout.read_json(layout.final_eval_path(run['run_dir']))
+  return final['returns'] if final else None
+
+
 def late_evaluations(run: dict, steps: int) -> Optional[List[float]]:
   """(min, max, mean) of a run's periodic evaluations in the second half of
   its budget (from steps / 2 on; the final evaluation not among them): where
@@ -151,7 +162,9 @@ def summarize_cell(config_name: str, task: str, steps: int,
                                       'final_eval_actor_steps',
                                       'last_eval_return')} | {
                                           'curve': r.get('curve') or
-                                                   evaluation_curve(r)}
+                                                   evaluation_curve(r),
+                                          'final_eval_returns':
+                                              final_episodes(r)}
                for r in runs],
   }
 
@@ -222,8 +235,11 @@ def report(cells: List[Dict], launch_flags: List[str], out: str,
       late = late_evaluations(run, cell['steps'])
       window = (f'{late[0]:.1f} to {late[1]:.1f}, mean {late[2]:.1f}'
                 if late else '-')
+      episodes = run.get('final_eval_returns')
+      spread = (f' (episodes {min(episodes):.1f} to {max(episodes):.1f})'
+                if episodes else '')
       print(f'  {cell["config"]} {cell["env"]} seed {run["seed"]}: '
-            f'{final}; {window}')
+            f'{final}{spread}; {window}')
   for task, path in plots.items():
     print(f'curves {task}: {path}')
 

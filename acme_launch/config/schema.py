@@ -41,6 +41,9 @@ def base_config(*, agent: str, env_name: str, max_actor_steps: int,
   config.envpool_async_envs = 0             # > envs_per_actor: EnvPool's async
                                             # mode, this many envs (0: off;
                                             # the gym backend ignores it).
+  config.stagger_episode_starts = False     # EnvPool's async mode: each env's
+                                            # first episode ends at a random
+                                            # step (envs/envpool_backend.py).
   config.num_evaluators = 1                 # Evaluator processes.
   config.eval_every_steps = eval_every_steps  # Actor steps between evaluations.
   config.eval_episodes = 1                  # Episodes per evaluation.

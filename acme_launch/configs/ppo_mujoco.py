@@ -17,6 +17,11 @@ def get_config() -> ml_collections.ConfigDict:
   # envs step while the policy acts; 1M steps in 55 s instead of 64, same
   # returns over 6 seeds (docs/results.md). More envs_per_actor: raise it too.
   config.envpool_async_envs = 32
+  # Each env's first episode ends at a random step: HalfCheetah's episodes
+  # all last 1,000 steps, so otherwise all 32 restart together every 1,000
+  # and about one learner batch in 16 holds episode starts: some final
+  # policies then stood still from some starts (docs/results.md).
+  config.stagger_episode_starts = True
   config.eval_episodes = 5
 
   config.ppo = ml_collections.ConfigDict()

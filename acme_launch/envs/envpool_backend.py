@@ -6,7 +6,7 @@ import dm_env
 import numpy as np
 
 from acme_launch.envs import registry
-from acme_launch.envs.batched import FIRST, LAST, TimeSteps
+from acme_launch.envs.batched import FIRST, LAST, MID, TimeSteps
 
 
 class EnvPoolEnvironments:
@@ -30,13 +30,23 @@ class EnvPoolEnvironments:
   returns the next `batch_size` environments that finished a step, whichever
   they are (`TimeSteps.env_id`), so EnvPool's threads step some environments
   while the policy acts for others. 0: sync (every step is all of them).
+
+  `stagger_starts` (async mode only; EnvPool's sync mode cannot restart one
+  environment alone): each environment's first episode ends at a random
+  step in [1, the time limit], as a time limit does (discount 1), and the
+  environment restarts on its next step. Otherwise every environment of a
+  task whose episodes all run to the limit (HalfCheetah) restarts at the
+  same step throughout a run, and an actor's episode starts reach the
+  learner in bursts: ppo_mujoco's 32 environments put them into about one
+  learner batch in 16 (docs/agents.md).
   """
 
   auto_reset = True
 
   def __init__(self, env_name: str, num_envs: int, seed: int,
                max_episode_steps: int = 0, num_threads: int = 1,
-               batch_size: int = 0, evaluation: bool = False):
+               batch_size: int = 0, evaluation: bool = False,
+               stagger_starts: bool = False):
     import envpool
     task = registry.parse_task(env_name)
     family = registry.family(task.family)
@@ -56,6 +66,14 @@ class EnvPoolEnvironments:
     self._limit = int(self._pool.spec.config.max_episode_steps)
     self._elapsed = np.zeros(num_envs, np.int64)
     self._pending = 0  # Environments sent actions and not yet received.
+    # Staggered starts: where each first episode ends, which environments
+    # are still in it, and which ended there and restart on their next send.
+    self._cut_at = self._in_first = self._restart = None
+    if stagger_starts and self._batch_size < num_envs:
+      rng = np.random.default_rng([int(seed), 0x57A66E2])
+      self._cut_at = rng.integers(1, self._limit + 1, num_envs)
+      self._in_first = np.ones(num_envs, bool)
+      self._restart = np.zeros(num_envs, bool)
     observation_spec = self._pool.observation_spec()
     if 'obs' not in observation_spec._fields:  # dm_control's named fields.
       # One vector, as the gym backend's ConcatObservationWrapper makes it.
@@ -114,6 +132,8 @@ class EnvPoolEnvironments:
     while self._pending:  # Steps sent and never received: finish them.
       self.recv()
     self._elapsed[:] = 0
+    if self._cut_at is not None:
+      self._in_first[:], self._restart[:] = True, False
     if self._batch_size == self._num_envs:
       return self._arrays(self._pool.reset())
     self._pool.async_reset()
@@ -121,9 +141,19 @@ class EnvPoolEnvironments:
     return self.recv()
 
   def send(self, actions: np.ndarray, env_id: np.ndarray) -> None:
-    """Actions for environments `env_id` (a batch `recv` returned)."""
-    self._pool.send(self._scale(actions), env_id)
+    """Actions for environments `env_id` (a batch `recv` returned); an
+    environment whose staggered first episode just ended restarts instead
+    (EnvPool ignores the action after a last step too)."""
     self._pending += len(env_id)
+    if self._restart is not None and self._restart[env_id].any():
+      restart = self._restart[env_id]
+      self._restart[env_id[restart]] = False
+      # EnvPool's async_reset for these environments only.
+      self._pool._reset(np.asarray(env_id[restart], np.int32))
+      actions, env_id = np.asarray(actions)[~restart], env_id[~restart]
+      if not env_id.size:
+        return
+    self._pool.send(self._scale(actions), env_id)
 
   def recv(self) -> TimeSteps:
     self._pending -= self._batch_size
@@ -152,9 +182,24 @@ class EnvPoolEnvironments:
     truncated = (step_types == LAST) & (elapsed >= self._limit)
     if truncated.any():
       discounts = np.where(truncated, np.float32(1.0), discounts)
+    if self._cut_at is not None:
+      step_types, discounts = self._stagger(step_types, discounts, env_id,
+                                            elapsed)
     return TimeSteps(step_types, np.asarray(batch.reward, np.float32),
                      discounts, self._observations(batch.observation),
                      env_id)
+
+  def _stagger(self, step_types, discounts, env_id, elapsed):
+    """Ends first episodes at their staggered step, as a time limit."""
+    self._in_first[env_id[step_types == LAST]] = False  # Ended before it.
+    cut = (self._in_first[env_id] & (step_types == MID) &
+           (elapsed >= self._cut_at[env_id]))
+    if not cut.any():
+      return step_types, discounts
+    self._in_first[env_id[cut]] = False
+    self._restart[env_id[cut]] = True
+    return (np.where(cut, np.int8(LAST), step_types),
+            np.where(cut, np.float32(1.0), discounts))
 
   def _observations(self, observation) -> np.ndarray:
     if self._fields is None:

@@ -62,21 +62,23 @@ def make_environment(env_name: str, seed: int, max_episode_steps: int = 0,
 def make_environments(env_name: str, seeds: Sequence[int],
                       max_episode_steps: int = 0, backend: str = 'gym',
                       num_threads: int = 1, async_envs: int = 0,
-                      config=None):
+                      config=None, stagger_starts: bool = False):
   """The N environments of one actor, on the backend (PythonEnvironments or
   EnvPoolEnvironments): `seeds[0]` is the actor's seed.
 
   The gym backend seeds environment j with seeds[j]; EnvPool takes one seed
   and seeds its environment i with seeds[0] + i. `async_envs` above
   len(seeds): EnvPool's async mode, that many environments of which each
-  step receives len(seeds).
+  step receives len(seeds); there `stagger_starts` ends each environment's
+  first episode at a random step (EnvPoolEnvironments).
   """
   _import_env_modules(config)
   if backend == 'envpool':
     if async_envs > len(seeds):
       return EnvPoolEnvironments(env_name, async_envs, seeds[0],
                                  max_episode_steps, num_threads,
-                                 batch_size=len(seeds))
+                                 batch_size=len(seeds),
+                                 stagger_starts=stagger_starts)
     return EnvPoolEnvironments(env_name, len(seeds), seeds[0],
                                max_episode_steps, num_threads)
   return PythonEnvironments([make_environment(env_name, seed, max_episode_steps,

@@ -165,7 +165,8 @@ def make_program(config: ml_collections.ConfigDict,
     envs = environments.make_environments(
         config.env_name, env_seeds, config.env_max_episode_steps, backend,
         num_threads, async_envs=config.get('envpool_async_envs', 0),
-        config=config)
+        config=config,
+        stagger_starts=config.get('stagger_episode_starts', False))
     if adapter.recurrent:  # One state per environment, one call a step.
       # Each environment's key chain, from its seed (EnvPool's async mode
       # runs more environments than seeds: theirs continue the sequence).

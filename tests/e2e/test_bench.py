@@ -89,6 +89,17 @@ def test_learning_matrix_runs_each_cell_once_and_resumes_cell_by_cell(tmp_path):
   assert os.path.getsize(results['plots']['HalfCheetah-v4']) > 0
   assert run['curve'][-1] == [run['final_eval_actor_steps'],
                               run['final_eval_return_mean']]
+  # Every final episode's return, not only their mean.
+  assert len(run['final_eval_returns']) == 10
+  assert sum(run['final_eval_returns']) / 10 == pytest.approx(
+      run['final_eval_return_mean'])
+  # bench/replay_final_eval.py on this run's directory: its saved policy
+  # through the final evaluation's path and Acme's loop, 10 episodes each.
+  replay = _bench('replay_final_eval.py', run['run_dir'],
+                  '--paths=batched,loop').stdout.splitlines()
+  for path in ('recorded', 'batched', 'loop'):
+    [line] = [l for l in replay if l.split()[:1] == [path]]
+    assert line.split()[2].endswith('/10'), line
   # Run again: the finished cell is read back, not run.
   again = _bench('learning.py', *args)
   assert 'finished before' in again.stdout and 'running:' not in again.stdout

@@ -264,6 +264,7 @@ _FIELDS = {
     'num_actors': _ints(-1, 12),
     'envs_per_actor': _ints(-1, 64),
     'envpool_async_envs': _ints(-1, 128),
+    'stagger_episode_starts': _words('true', 'false'),
     'num_evaluators': _ints(-1, 3),
     'eval_every_steps': _ints(-1, 10**6),
     'eval_episodes': _ints(-1, 10),

@@ -104,6 +104,47 @@ def test_time_limit_ends_episodes_at_its_length_with_discount_1(env_name,
              for length, _, discount in episodes), episodes
 
 
+def _async_episodes(envs, steps):
+  """Steps EnvPool's async mode with zero actions; (env, length, discount)
+  of each episode that ended, in order."""
+  timesteps, lengths, ended = envs.reset(), np.zeros(envs.num_envs, int), []
+  for _ in range(steps):
+    envs.send(np.zeros((len(timesteps.env_id), 6), np.float32),
+              timesteps.env_id)
+    timesteps = envs.recv()
+    for row, i in enumerate(timesteps.env_id):
+      if timesteps.first()[row]:
+        lengths[i] = 0
+        continue
+      lengths[i] += 1
+      if timesteps.last()[row]:
+        ended.append((i, lengths[i], float(timesteps.discount[row])))
+  return ended
+
+
+def test_staggered_starts_end_each_first_episode_at_its_own_step():
+  # All HalfCheetah episodes run to the limit: without staggering, every
+  # environment restarts at the same step, run after run.
+  def pool(stagger):
+    return environments.make_environments(
+        'HalfCheetah-v4', [5, 6, 7, 8], max_episode_steps=40,
+        backend='envpool', async_envs=8, stagger_starts=stagger)
+  plain = _async_episodes(pool(False), 200)
+  staggered = _async_episodes(pool(True), 200)
+  assert {length for _, length, _ in plain} == {40}
+  first = {}
+  for i, length, discount in staggered:
+    first.setdefault(i, length)
+    assert discount == 1.0  # Cut as a time limit cuts it.
+  assert len(first) == 8 and len(set(first.values())) > 4, first
+  assert all(1 <= length <= 40 for length in first.values())
+  later = [length for k, (i, length, _) in enumerate(staggered)
+           if any(j == i for j, _, _ in staggered[:k])]
+  assert later and set(later) == {40}  # Then whole episodes.
+  # The same seed, the same cuts.
+  assert _async_episodes(pool(True), 200) == staggered
+
+
 @pytest.mark.parametrize('env_name, backend', [
     ('Hopper-v4', 'gym'), ('Hopper-v4', 'envpool'),
     ('gymnasium:Hopper-v5', 'gym')])

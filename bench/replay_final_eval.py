@@ -1,0 +1,127 @@
+"""Replays a finished run's final evaluation through other evaluation paths.
+
+    .venv/bin/python bench/replay_final_eval.py RUN_DIR [--extra=20] \
+        [--paths=batched,loop,batched_sample,loop_sample,gym,gym_sample]
+
+A final evaluation whose episodes split into runs and standstills could
+come from the policy or from how the evaluator plays it (its seeds, resets,
+observation statistics, the parameters it fetched, its batched policy
+calls). This loads the learner's last checkpoint from RUN_DIR (saved when
+the program stopped: with the learning rate annealed to 0 it holds the
+parameters the final evaluation fetched; `batched` replays final_eval.json
+episode for episode when it does) and plays the final evaluation's seeds
+(plus `--extra` more) through each path, printing every episode's return:
+
+  batched         the final evaluation's own path (program/evaluation.py)
+  loop            Acme's actor and EnvironmentLoop, one environment at a time
+  *_sample        the same with the sampling (training) policy
+  gym, gym_*      the gym backend instead of the run's EnvPool (other start
+                  states for the same seeds: compare the counts)
+
+An episode is counted still when its return is under `--still` (1,000).
+A PPO run (an agent whose policy returns extras) only.
+"""
+
+import argparse
+import os
+import pickle
+import sys
+
+from acme_launch import compat  # JAX aliases; before acme
+import acme
+from acme import core
+from acme import specs
+from acme.jax import variable_utils
+from acme.utils import loggers
+import jax
+import ml_collections
+import numpy as np
+import tensorflow as tf
+
+from acme_launch import agents
+from acme_launch import envs as environments
+from acme_launch import layout
+from acme_launch.program import evaluation
+
+
+class _Params(core.VariableSource):
+
+  def __init__(self, params):
+    self._params = params
+
+  def get_variables(self, names):
+    return [self._params for _ in names]
+
+
+def saved_params(run_dir: str):
+  """The learner's parameters in its newest checkpoint."""
+  path = tf.train.latest_checkpoint(os.path.join(run_dir, 'checkpoints',
+                                                 'learner'))
+  if path is None:
+    sys.exit(f'bench/replay_final_eval.py: no learner checkpoint in {run_dir}')
+  state = pickle.loads(tf.train.load_checkpoint(path).get_tensor(
+      'state/.ATTRIBUTES/py_state'))
+  return jax.tree_util.tree_map(np.asarray, state.params)
+
+
+def main(argv) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('run_dir')
+  parser.add_argument('--paths', default='batched,loop,batched_sample,'
+                      'loop_sample,gym,gym_sample')
+  parser.add_argument('--extra', type=int, default=0,
+                      help='episodes from seeds 1000, 1001, ... as well')
+  parser.add_argument('--still', type=float, default=1000.0)
+  args = parser.parse_args(argv)
+  saved = layout.read_json(os.path.join(args.run_dir, 'config.json'))
+  final = layout.read_json(layout.final_eval_path(args.run_dir))
+  if not saved or not final:
+    sys.exit(f'bench/replay_final_eval.py: {args.run_dir} has no config.json '
+             'or final_eval.json')
+  config = ml_collections.ConfigDict(saved['config'])
+  adapter = agents.load(config.agent)
+  params = saved_params(args.run_dir)
+  spec = specs.make_environment_spec(environments.make_environment(
+      config.env_name, 0, backend=config.env_backend))
+  networks = adapter.make_networks(config, spec)
+  builder = adapter.make_builder(config, loggers.NoOpLogger, spec)
+  # The evaluator's seeds, as program/build.py derives them.
+  seed = saved['node_seeds']['evaluator/0']
+  seeds = [environments.node_seed(seed, 'final_eval', j)
+           for j in range(final['episodes'])]
+  seeds += list(range(1000, 1000 + args.extra))
+  key = jax.random.PRNGKey(environments.node_seed(seed, 'final_eval_key', 0))
+
+  def show(name, returns):
+    returns = np.asarray(returns, float)
+    print(f'{name:<15} still {int((returns < args.still).sum()):>2}/'
+          f'{returns.size}  {np.round(returns).astype(int).tolist()}',
+          flush=True)
+
+  show('recorded', final['returns'])
+  for path in args.paths.split(','):
+    backend = 'gym' if path.startswith('gym') else config.env_backend
+    policy = adapter.make_policy(config, networks, spec,
+                                 evaluation=not path.endswith('sample'))
+    make = lambda s, b=backend: environments.make_environment(
+        config.env_name, s, backend=b, evaluation=True)
+    if path.startswith('loop'):
+      returns = []
+      for j, s in enumerate(seeds):  # A key per episode: its own noise.
+        actor = builder.make_actor(jax.random.fold_in(key, j), policy,
+                                   variable_source=_Params(params))
+        loop = acme.EnvironmentLoop(
+            make(s), actor,
+            logger=loggers.NoOpLogger(), should_update=False)
+        returns.append(float(loop.run_episode()['episode_return']))
+    else:
+      returns = evaluation.Evaluation(
+          make, seeds, policy, variable_utils.VariableClient(
+              _Params(params), adapter.actor_variables),
+          key, adapter.policy_returns_extras).run()['returns']
+    show(path, returns)
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main(sys.argv[1:]))
