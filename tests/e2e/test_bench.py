@@ -95,7 +95,9 @@ def test_learning_matrix_runs_each_cell_once_and_resumes_cell_by_cell(tmp_path):
       run['final_eval_return_mean'])
   # bench/replay_final_eval.py on this run's directory: its saved policy
   # through the final evaluation's path and Acme's loop, 10 episodes each.
-  replay = _bench('replay_final_eval.py', run['run_dir'],
+  run_dir = os.path.join(tmp_path, 'learning', 'smoke', 'HalfCheetah-v4',
+                         'seed0')
+  replay = _bench('replay_final_eval.py', run_dir,
                   '--paths=batched,loop').stdout.splitlines()
   for path in ('recorded', 'batched', 'loop'):
     [line] = [l for l in replay if l.split()[:1] == [path]]
