@@ -230,6 +230,7 @@ def test_soak_samples_every_node_and_reports_growth(tmp_path):
   assert 'largest growth' in result.stdout
 
 
+@pytest.mark.netns_cluster
 def test_cluster_measures_local_mp_and_ray_side_by_side(tmp_path):
   reason = netns_cluster.why_not_available()
   if reason:
