@@ -4,8 +4,9 @@
 # tkinter), the venv with the locked packages (CPU or CUDA build, whichever
 # it holds) and the project's files (git's tracked and untracked, not
 # ignored), as one tar stream, xz-compressed and split into parts of a chosen
-# size, with MANIFEST.sha256 (one sha256 per part) and install_bundle.sh next
-# to them. On the target:
+# size, with MANIFEST.sha256 (one sha256 per part), BUNDLE.json (what it
+# holds, which the installer checks the host against before it unpacks) and
+# install_bundle.sh next to them. On the target:
 #
 #   bash OUT/install_bundle.sh DEST     # checks every part, then installs
 #
@@ -183,6 +184,7 @@ tar -cf - --owner=0 --group=0 \
   -C / --transform="s|^$venv_pattern|acme-launch/.venv|S" "$venv_rel" \
   -C "$root" --transform='s|^\./|acme-launch/|S' --null -T "$files" \
   | "${compress[@]}" | split -b "$part_size" -d -a 3 - "$work/$name."
+cp "$stage/bundle.json" "$work/BUNDLE.json"
 rm -rf "$stage" "$files"
 
 rm -rf "$work/venv"  # The --slim / --cuda copy, packed.
