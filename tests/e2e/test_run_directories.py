@@ -29,11 +29,11 @@ def _refused(result, expected: str) -> str:
   assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-3000:]
   assert 'Traceback' not in result.stderr, result.stderr
   lines = [l for l in result.stderr.splitlines() if l.strip()]
-  errors = [l for l in lines if l.startswith('acme-launch: error: ')]
-  assert len(errors) == 1, result.stderr
-  assert expected in errors[0], errors[0]
+  assert len(lines) == 1 and lines[0].startswith('acme-launch: error: '), (
+      result.stderr)
+  assert expected in lines[0], lines[0]
   assert result.stdout == ''
-  return errors[0]
+  return lines[0]
 
 
 def _tree(path):
