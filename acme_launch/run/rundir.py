@@ -36,7 +36,7 @@ def clear_live_files(run_dir: str) -> None:
 # folder of Launchpad's pickled program (run/core.py): never links.
 _OWN_FILES = ('.lock', '.launchpad', 'config.json', 'progress.json', 'summary.json',
               'final_eval.json', 'stop_request.json', 'tracking.json',
-              'sweep.json', 'sweep_summary.json')
+              'sweep.json', 'sweep_summary.json', '.mlflow-parent.lock')
 _RUN_FOLDERS = ('checkpoints', 'logs', 'nodes', 'metrics')
 
 
