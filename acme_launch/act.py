@@ -66,8 +66,8 @@ def start_fork_server(early: prepare.Early) -> Optional['forkserver.ForkServer']
 
 
 def _take_run_dir(launch: prepare.Launch, fork_server) -> Taken:
-  """The run directory created private, checked, locked and its checkpoints read;
-  LaunchError (the lock given back) if it cannot be used."""
+  """The run directory created private, checked and locked, its checkpoints
+  read; LaunchError (the lock given back) if it cannot be used."""
   from acme_launch.run import disk_space
   from acme_launch.run import resume as resume_lib
   notes: List[str] = []

@@ -126,7 +126,7 @@ class Early:
   launch_type: str
   dry_run: bool
   run_dir: str
-  new_run_dir: bool                # Its name chosen at random: made exclusively.
+  new_run_dir: bool                # Name chosen at random: made exclusively.
   python_path: Tuple[str, ...]     # The user's code folders, first on every path.
   host: host_lib.HostSlice         # The cores and GPUs this launch may use.
   tracking: tracking_lib.Choice

@@ -126,7 +126,8 @@ def test_any_run_name_and_folders_give_a_checked_run_directory_or_one_line(
     assert os.path.dirname(early.run_dir) == str(workdir)
     assert safe_dirs.is_safe_name(os.path.basename(early.run_dir))
     assert early.new_run_dir == (name == '')
-  fine = ((safe or name == '') and workdir_kind in ('missing', 'private', 'sticky')
-          and run_kind in ('missing', 'private'))
+  fine = ((safe or name == '') and
+          workdir_kind in ('missing', 'private', 'sticky') and
+          run_kind in ('missing', 'private'))
   assert refused != fine, (argv, workdir_kind, run_kind)
   assert _snapshot(base) == before

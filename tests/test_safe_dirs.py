@@ -94,7 +94,8 @@ def test_a_workdir_others_can_write_to_is_refused_unless_sticky(tmp_path):
   safe_dirs.check(run_dir, 'run directory', missing_ok=False)
 
 
-@pytest.mark.skipif(not IS_ROOT, reason='needs root to make folders of another user')
+@pytest.mark.skipif(not IS_ROOT,
+                    reason='needs root to make folders of another user')
 def test_folders_of_another_user_are_refused_but_a_sticky_or_root_workdir_holds(
     tmp_path):
   theirs = _folder(tmp_path / 'theirs', 0o700, NOBODY)
@@ -128,7 +129,8 @@ def test_a_file_is_not_a_folder(tmp_path):
   (tmp_path / 'file').write_text('x')
   with pytest.raises(errors.LaunchError) as raised:
     safe_dirs.check(str(tmp_path / 'file'), 'run directory')
-  assert str(raised.value) == f'run directory {tmp_path}/file is not a directory'
+  assert str(raised.value) == (
+      f'run directory {tmp_path}/file is not a directory')
   with pytest.raises(errors.LaunchError) as raised:
     safe_dirs.check(str(tmp_path / 'file' / 'run'), 'run directory')
   assert str(raised.value) == f'workdir {tmp_path}/file is not a directory'

@@ -347,7 +347,8 @@ def _saved_config_argument(argv: List[str]) -> List[str]:
   run_dir = os.path.abspath(given)
   # LaunchError where the folder fails safe_dirs' checks: nothing is read
   # from it then. (A sweep directory holds sweep.json: sweep/record.py.)
-  kind = ('sweep directory' if os.path.isfile(os.path.join(run_dir, 'sweep.json'))
+  kind = ('sweep directory'
+          if os.path.isfile(os.path.join(run_dir, 'sweep.json'))
           else 'run directory')
   if saved_config.read(run_dir, f'--resume={given}: {kind}') is None:
     return argv

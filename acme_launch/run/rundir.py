@@ -34,9 +34,10 @@ def clear_live_files(run_dir: str) -> None:
 
 # The files a run (or a sweep) writes at its top and reads back, and the
 # folder of Launchpad's pickled program (run/core.py): never links.
-_OWN_FILES = ('.lock', '.launchpad', 'config.json', 'progress.json', 'summary.json',
-              'final_eval.json', 'stop_request.json', 'tracking.json',
-              'sweep.json', 'sweep_summary.json', '.mlflow-parent.lock')
+_OWN_FILES = ('.lock', '.launchpad', 'config.json', 'progress.json',
+              'summary.json', 'final_eval.json', 'stop_request.json',
+              'tracking.json', 'sweep.json', 'sweep_summary.json',
+              '.mlflow-parent.lock')
 _RUN_FOLDERS = ('checkpoints', 'logs', 'nodes', 'metrics')
 
 

@@ -108,7 +108,8 @@ def test_a_run_directory_others_can_write_to_is_never_read(run_dir):
 def test_a_saved_config_that_is_a_link_is_refused(run_dir, tmp_path):
   os.rename(os.path.join(run_dir, 'config.json'), tmp_path / 'elsewhere.json')
   os.symlink(tmp_path / 'elsewhere.json', os.path.join(run_dir, 'config.json'))
-  with pytest.raises(errors.LaunchError, match='config.json is a symbolic link'):
+  with pytest.raises(errors.LaunchError,
+                     match='config.json is a symbolic link'):
     options_lib.parse_again(['launch.py', f'--resume={run_dir}'])
 
 
