@@ -157,8 +157,8 @@ def _define(fv: flags.FlagValues,
       "';', for their product. Each point is a launch.py process with this "
       'command\'s flags plus --config.FIELD=VALUE, in its own run directory '
       'under the sweep directory (--workdir/--run_name, default '
-      'runs/<config>_sweep_<date>-<time>), on its own cores (and GPUs) of '
-      'this host, or on the cluster. '
+      'runs/<config>_sweep_<date>-<time>-<random hex>), on its own cores '
+      '(and GPUs) of this host, or on the cluster. '
       'Finish an interrupted sweep with --resume=SWEEP_DIR. With '
       '--sweep_samples: random search, whose values may be ranges.',
       flag_values=fv)
