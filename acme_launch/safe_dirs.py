@@ -11,7 +11,9 @@ such a folder, or swap it for another, runs code as the user. So:
   - a private folder (a run or sweep directory, the compilation cache) must
     be a directory, not a symbolic link, owned by this user and writable by
     nobody else (the sticky bit does not help here: others could still
-    create the files a run is about to create);
+    create the files a run is about to create); write access for the
+    user's own private group (no other member, nobody else's primary
+    group: what umask 002 gives on Debian and Ubuntu) is the user's alone;
   - the folder that holds it (the workdir; the cache's parent) must be a
     directory, not a symbolic link, owned by this user or root and writable
     by nobody else, unless it has the sticky bit: in a shared folder such as
@@ -30,6 +32,7 @@ and Reverb's checkpoint code match paths with.
 """
 
 import errno
+import grp
 import os
 import pwd
 import re
@@ -75,6 +78,21 @@ def _user(uid: int) -> str:
     return f'uid {uid}'
 
 
+def is_private_group(gid: int, uid: int) -> bool:
+  """Whether group `gid` is user `uid`'s own (a user private group, as
+  Debian and Ubuntu make one per account with umask 002): no other account
+  is a member or has it as its primary group. Write access for such a group
+  is write access for that user alone (OpenSSH's StrictModes reads it so)."""
+  try:
+    group = grp.getgrgid(gid)
+    owner = pwd.getpwuid(uid).pw_name
+  except KeyError:
+    return False
+  if set(group.gr_mem) - {owner}:
+    return False
+  return all(p.pw_gid != gid or p.pw_uid == uid for p in pwd.getpwall())
+
+
 def problem_of(st: os.stat_result, what: str, path: str, shared: bool) -> str:
   """Why a folder with status `st` (lstat's or fstat's) is unsafe ('' if
   it is not): the rules of the module docstring, `shared` the holding
@@ -93,7 +111,9 @@ def problem_of(st: os.stat_result, what: str, path: str, shared: bool) -> str:
     return (f'{what} {path} belongs to {_user(st.st_uid)}, not to you '
             f'({_user(me)}): refused, its owner could change what a run '
             'reads there')
-  if mode & (stat.S_IWGRP | stat.S_IWOTH):
+  writers = stat.S_IWOTH | (
+      0 if is_private_group(st.st_gid, st.st_uid) else stat.S_IWGRP)
+  if mode & writers:
     sticky_note = ' and no sticky bit' if shared else ''
     return (f'{what} {path} is writable by others (mode '
             f'{stat.S_IMODE(mode):04o}{sticky_note}): refused, they could '

@@ -79,8 +79,16 @@ def _make(path, kind):
     os.symlink(target, path)
   elif kind != 'missing':
     path.mkdir()
+    if kind == 'group' and os.geteuid() == 0:
+      os.chown(path, -1, 65534)  # nogroup: a group others are in.
     os.chmod(path, {'private': 0o700, 'open': 0o777, 'group': 0o770,
                     'sticky': 0o1777}[kind])
+
+
+# Without root the 'group' folder keeps the user's group: the user's alone
+# when it is a private group (safe_dirs.is_private_group).
+_GROUP_IS_MINE = (os.geteuid() != 0 and
+                  safe_dirs.is_private_group(os.getegid(), os.geteuid()))
 
 
 def _snapshot(path):
@@ -127,7 +135,8 @@ def test_any_run_name_and_folders_give_a_checked_run_directory_or_one_line(
     assert safe_dirs.is_safe_name(os.path.basename(early.run_dir))
     assert early.new_run_dir == (name == '')
   fine = ((safe or name == '') and
-          workdir_kind in ('missing', 'private', 'sticky') and
+          (workdir_kind in ('missing', 'private', 'sticky') or
+           (workdir_kind == 'group' and _GROUP_IS_MINE)) and
           run_kind in ('missing', 'private'))
   assert refused != fine, (argv, workdir_kind, run_kind)
   assert _snapshot(base) == before

@@ -2,7 +2,10 @@
 checks on opened folders, and files never opened through links.
 
 Real folders in the test's temp folder; as root, folders of another user
-are made with chown (uid 65534, nobody), else those cases are skipped.
+are made with chown (uid 65534, nobody), else those cases are skipped. As
+root, folders get the group nogroup (65534: nobody's primary group, so its
+write bit means others); otherwise they keep the user's own group, which
+counts as the user's alone when it is a private group.
 """
 
 import glob
@@ -16,7 +19,11 @@ from acme_launch import errors
 from acme_launch import safe_dirs
 
 NOBODY = 65534
+NOGROUP = 65534
 IS_ROOT = os.geteuid() == 0
+# Whether a group write bit means the user alone on the folders made here.
+GROUP_IS_MINE = (not IS_ROOT and
+                 safe_dirs.is_private_group(os.getegid(), os.geteuid()))
 
 
 @pytest.mark.parametrize('name', [
@@ -56,8 +63,9 @@ def test_a_safe_name_is_one_plain_component_of_any_folder(name):
 def _folder(path, mode, uid=None):
   os.mkdir(path)
   os.chmod(path, mode)
-  if uid is not None:
-    os.chown(path, uid, -1)
+  if IS_ROOT:
+    os.chown(path, -1 if uid is None else uid, NOGROUP)
+    os.chmod(path, mode)  # Again: chown may clear set-id bits.
   return str(path)
 
 
@@ -73,12 +81,36 @@ def test_a_private_folder_of_the_users_passes_and_is_opened(tmp_path):
 @pytest.mark.parametrize('mode', [0o777, 0o770, 0o720, 0o702, 0o1777, 0o1770])
 def test_a_run_directory_others_can_write_to_is_refused_sticky_or_not(
     tmp_path, mode):
+  if GROUP_IS_MINE and not mode & 0o002:
+    pytest.skip("the folders' group here is the user's private group")
   run_dir = _folder(tmp_path / 'run', mode)
   with pytest.raises(errors.LaunchError) as raised:
     safe_dirs.check(run_dir, 'run directory')
   assert str(raised.value) == (
       f'run directory {run_dir} is writable by others (mode {mode:04o}): '
       'refused, they could change what a run reads there')
+
+
+@pytest.mark.skipif(not IS_ROOT, reason='needs root to set a folder\'s group')
+def test_a_folder_writable_by_the_users_own_private_group_passes(tmp_path):
+  # Debian and Ubuntu give each account a group of its own and umask 002:
+  # a group write bit there is the user's alone. root's group 0 has no
+  # other member and is no one else's primary group.
+  assert safe_dirs.is_private_group(0, 0)
+  assert not safe_dirs.is_private_group(NOGROUP, 0)
+  workdir = tmp_path / 'work'
+  os.mkdir(workdir, 0o775)
+  os.chown(workdir, 0, 0)
+  os.chmod(workdir, 0o775)
+  run_dir = workdir / 'run'
+  os.mkdir(run_dir)
+  os.chown(run_dir, 0, 0)
+  os.chmod(run_dir, 0o770)
+  safe_dirs.check(str(run_dir), 'run directory', missing_ok=False)
+  os.chown(run_dir, 0, NOGROUP)   # A group others are in: refused.
+  os.chmod(run_dir, 0o770)
+  with pytest.raises(errors.LaunchError, match='is writable by others'):
+    safe_dirs.check(str(run_dir), 'run directory', missing_ok=False)
 
 
 def test_a_workdir_others_can_write_to_is_refused_unless_sticky(tmp_path):
@@ -205,13 +237,13 @@ def test_any_folder_pair_passes_exactly_when_nobody_else_can_change_it(
   real_run = real_workdir / 'real_run'
   os.mkdir(real_run)
   (real_run / 'config.json').write_text('{"saved": 1}')
-  os.chown(real_run, uids[run_owner], -1)
+  os.chown(real_run, uids[run_owner], NOGROUP if IS_ROOT else -1)
   os.chmod(real_run, run_mode)
   if run_link:
     os.symlink(real_run, real_workdir / 'run')
   else:
     os.rename(real_run, real_workdir / 'run')
-  os.chown(real_workdir, uids[workdir_owner], -1)
+  os.chown(real_workdir, uids[workdir_owner], NOGROUP if IS_ROOT else -1)
   os.chmod(real_workdir, workdir_mode)
   workdir = base / 'workdir'
   if workdir_link:
@@ -219,10 +251,11 @@ def test_any_folder_pair_passes_exactly_when_nobody_else_can_change_it(
   else:
     os.rename(real_workdir, workdir)
   me = os.geteuid()
+  others = 0o002 if GROUP_IS_MINE else 0o022  # Write bits that are others'.
   workdir_ok = not workdir_link and (
       bool(workdir_mode & 0o1000) or
-      (uids[workdir_owner] in (me, 0) and not workdir_mode & 0o022))
-  run_ok = not run_link and uids[run_owner] == me and not run_mode & 0o022
+      (uids[workdir_owner] in (me, 0) and not workdir_mode & others))
+  run_ok = not run_link and uids[run_owner] == me and not run_mode & others
   try:
     safe_dirs.check(str(workdir / 'run'), 'run directory', missing_ok=False)
     passed = True

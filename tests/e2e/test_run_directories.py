@@ -123,11 +123,16 @@ def test_resume_from_an_open_run_directory_imports_nothing_of_its_saved_code(
   with open(os.path.join(run_dir, 'config.json'), 'w') as f:
     json.dump({'config_name': 'smoke', 'python_path': [str(code)],
                'config': {'agent': 'planted_agent'}}, f)
-  os.chmod(run_dir, 0o775)
+  # Group-writable for a group others are in (as root: nogroup; a user's own
+  # private group would make the group bit the user's alone).
+  mode = 0o775 if os.geteuid() == 0 else 0o757
+  if os.geteuid() == 0:
+    os.chown(run_dir, -1, 65534)
+  os.chmod(run_dir, mode)
   result = run_launcher(f'--resume={run_dir}')
-  _refused(result, f'run directory {run_dir} is writable by others (mode 0775)')
+  _refused(result, f'run directory {run_dir} is writable by others (mode {mode:04o})')
   result = run_launcher('--config=smoke', f'--resume={run_dir}', '--dry_run')
-  _refused(result, f'run directory {run_dir} is writable by others (mode 0775)')
+  _refused(result, f'run directory {run_dir} is writable by others (mode {mode:04o})')
   assert not marker.exists()
 
 
