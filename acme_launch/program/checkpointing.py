@@ -43,6 +43,7 @@ import numpy as np
 import reverb
 import tensorflow as tf
 
+from acme_launch import durable
 from acme_launch import layout
 from acme_launch.node import memory
 
@@ -127,8 +128,8 @@ class Checkpointer:
     try:
       with _TF_CHECKPOINT_LOCK:
         path = self._manager.save()  # Writes `state`, the one digested here.
-      with open(path + '.digest', 'w') as f:
-        f.write(state_digest(state))
+      # Replaced whole and durably: a resume checks the state against it.
+      durable.write_atomic(path + '.digest', state_digest(state))
     except (OSError, tf.errors.OpError) as e:
       raise CheckpointWriteError(
           f'cannot save a checkpoint in {self._manager.directory}: '
