@@ -99,11 +99,13 @@ def _sweep_tracking_uri(options: options_lib.Options) -> str:
   """The MLflow URI a new sweep's points track to: --tracking_uri, else
   MLFLOW_TRACKING_URI with --tracking naming mlflow; '' for none."""
   from acme_launch import tracking as tracking_lib
-  if options.tracking_uri:
-    return options.tracking_uri
-  if 'mlflow' in tracking_lib.parse_backends(options.tracking):
-    return os.environ.get('MLFLOW_TRACKING_URI', '')
-  return ''
+  if 'mlflow' not in tracking_lib.parse_backends(options.tracking):
+    if options.tracking_uri:
+      raise errors.LaunchError(
+          '--tracking_uri is MLflow\'s tracking URI: it goes with '
+          '--tracking=mlflow')
+    return ''
+  return options.tracking_uri or os.environ.get('MLFLOW_TRACKING_URI', '')
 
 
 def _resumed_sweep_tracking_uri(options: options_lib.Options,

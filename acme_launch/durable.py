@@ -5,6 +5,8 @@ and after a power loss or a kernel crash the file holds what was last
 written whole (the fsyncs: without them, a rename can reach the disk before
 the data it names, leaving an empty file). Used for the files a resume or
 the launcher trusts: checkpoint digests, progress.json, tracking.json.
+`sync` makes what another writer wrote durable the same way (TF's and
+Reverb's checkpoint files, which neither fsyncs).
 
 The temp file is `.<name>.tmp-XXXX` beside the target: a leading dot, which
 readers of a folder (testing/rundir.py, run/ray/files.py) skip.
@@ -13,15 +15,27 @@ readers of a folder (testing/rundir.py, run/ray/files.py) skip.
 import json
 import os
 import tempfile
-from typing import Any, Union
+from typing import Any, Iterable, Union
 
 
-def _fsync_folder(folder: str) -> None:
-  fd = os.open(folder or '.', os.O_RDONLY | os.O_DIRECTORY)
+def _fsync(path: str) -> None:
+  flags = os.O_RDONLY | (os.O_DIRECTORY if os.path.isdir(path) else 0)
+  fd = os.open(path, flags)
   try:
     os.fsync(fd)
   finally:
     os.close(fd)
+
+
+def _fsync_folder(folder: str) -> None:
+  _fsync(folder or '.')
+
+
+def sync(paths: Iterable[str]) -> None:
+  """fsyncs each file and folder of `paths` (a folder: its entries, not
+  its files' data); OSError as the system reports it."""
+  for path in paths:
+    _fsync(path)
 
 
 def write_atomic(path: str, data: Union[bytes, str]) -> None:

@@ -22,6 +22,7 @@ may restore before any process starts.
 """
 
 import errno
+import glob
 import hashlib
 import os
 import pickle
@@ -92,9 +93,11 @@ class Checkpointer:
 
   Saves at most every `interval_minutes` (or when forced) and keeps
   `max_to_keep` saves. TF writes the data files before it updates the
-  `checkpoint` state file, so a save cut short never becomes the latest one.
-  Each save also leaves `<prefix>.digest` (sha256 of the saved arrays) so a
-  resume can be checked for exactness.
+  `checkpoint` state file, so a save cut short never becomes the latest one;
+  here its files are then fsynced (TF does not), and a resume falls back to
+  the previous save if the newest does not read (run/resume.py).
+  Each save also leaves `<prefix>.digest` (sha256 of the saved arrays),
+  written whole and durably, so a resume can be checked for exactness.
   """
 
   def __init__(self, saveable: core.Saveable, directory: str,
@@ -128,7 +131,11 @@ class Checkpointer:
     try:
       with _TF_CHECKPOINT_LOCK:
         path = self._manager.save()  # Writes `state`, the one digested here.
-      # Replaced whole and durably: a resume checks the state against it.
+      # TF fsyncs none of it: its files, its state file and the folder,
+      # then the digest, replaced whole and durably.
+      directory = self._manager.directory
+      durable.sync([*glob.glob(glob.escape(path) + '.*'),
+                    os.path.join(directory, 'checkpoint'), directory])
       durable.write_atomic(path + '.digest', state_digest(state))
     except (OSError, tf.errors.OpError) as e:
       raise CheckpointWriteError(
@@ -310,6 +317,9 @@ class ReplayNode(lp.ReverbNode):
   def _checkpoint(self, client: reverb.Client, replay_dir: str) -> None:
     try:
       path = client.checkpoint()
+      # Reverb fsyncs none of it: its files, then the folders.
+      durable.sync([*(os.path.join(path, name) for name in os.listdir(path)),
+                    path, replay_dir])
     except Exception as e:
       # Reverb reports a failed write as RuntimeError or a TF error.
       kept = layout.complete_replay_checkpoints(replay_dir)
