@@ -46,7 +46,9 @@ WITHHELD = (
 _USERINFO = re.compile(
     r'(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)'
     r'(?:(?P<user>[^\s/?#@:]*):(?P<password>[^\s/?#]*)|(?P<token>[^\s/?#@:]+))@')
-# A query parameter whose name looks like a credential, and its value.
+# A URL, to its first whitespace; within one, a query parameter whose name
+# looks like a credential, and its value.
+_URL = re.compile(r'\b[A-Za-z][A-Za-z0-9+.-]*://\S+')
 _QUERY = re.compile(
     r'(?P<name>[?&;][^=&;\s#]*?(?:token|key|pass|pwd|secret|sig|auth|cred)'
     r'[^=&;\s#]*=)(?P<value>[^&;\s#]*)', re.IGNORECASE)
@@ -62,7 +64,9 @@ def mask(text: str) -> str:
   """`text` (a URI, a command-line argument, a message) with every URL
   password, user-part token and credential-named query value as MASK."""
   text = _USERINFO.sub(_masked_userinfo, text)
-  return _QUERY.sub(lambda m: m.group('name') + MASK, text)
+  return _URL.sub(
+      lambda url: _QUERY.sub(lambda m: m.group('name') + MASK, url.group()),
+      text)
 
 
 def mask_all(texts: Iterable[str]) -> List[str]:
@@ -73,6 +77,15 @@ def mask_all(texts: Iterable[str]) -> List[str]:
 def has_credentials(uri: str) -> bool:
   """Whether masking changes `uri`: it holds something it must not show."""
   return mask(uri) != uri
+
+
+def is_masked(uri: str) -> bool:
+  """Whether `uri` is a masked one (`mask` put MASK where credentials
+  were): it cannot be used as it is."""
+  return (any(MASK in (m.group('password') or m.group('token') or '')
+              for m in _USERINFO.finditer(uri)) or
+          any(m.group('value') == MASK for url in _URL.finditer(uri)
+              for m in _QUERY.finditer(url.group())))
 
 
 def without_credentials(uri: str) -> str:

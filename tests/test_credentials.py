@@ -22,15 +22,18 @@ def test_passwords_tokens_and_credential_query_values_are_masked(text, masked):
   assert credentials.mask(text) == masked
   assert credentials.has_credentials(text)
   assert credentials.mask(masked) == masked  # Masking twice changes nothing.
+  assert credentials.is_masked(masked) and not credentials.is_masked(text)
 
 
 @pytest.mark.parametrize('text', [
     'http://127.0.0.1:5000', 'file:/runs/a/mlruns', '/runs/a/mlruns',
     'sqlite:///mlflow.db', 'databricks://profile', 'http://h/x?run=1&sslmode=on',
-    '--config.num_actors=2', 'user@example.com'])
+    '--config.num_actors=2', 'user@example.com',
+    "--sweep=ppo.num_passes=1,2;ppo.max_key=3"])  # Query-like, not in a URL.
 def test_text_without_credentials_is_left_as_it_is(text):
   assert credentials.mask(text) == text
   assert not credentials.has_credentials(text)
+  assert not credentials.is_masked(text)
 
 
 def test_without_credentials_keeps_the_address_only():

@@ -112,7 +112,7 @@ def resumed_uri(flag: str, environ_uri: str, saved: str) -> str:
   (`environ_uri`) when it masks to the same, as the first launch may have
   had it. LaunchError (one line) when the credentials are not given again.
   """
-  if flag or not credentials.has_credentials(saved):
+  if flag or not credentials.is_masked(saved):
     return flag or saved
   if environ_uri and credentials.mask(environ_uri) == saved:
     return environ_uri
