@@ -26,7 +26,6 @@ import glob
 import hashlib
 import os
 import pickle
-import shutil
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional
@@ -278,8 +277,11 @@ class ReplayNode(lp.ReverbNode):
   the program stops (a learner blocked on sampling then never returns). This
   one restores the newest complete checkpoint under checkpoints/replay at
   start (Reverb's DefaultCheckpointer does that), saves every
-  `interval_minutes` and once more on stop, keeps `max_to_keep`, then stops
-  the server. It records the restored item count in nodes/replay_restore.json.
+  `interval_minutes` and once more on stop, then stops the server. Reverb's
+  server keeps its newest save and deletes the older ones itself (its
+  checkpoint call asks for one kept), so `max_to_keep` is the learner's and
+  counter's only; the dry run says so. It records the restored item count
+  in nodes/replay_restore.json.
   """
 
   def __init__(self, priority_tables_fn, run_dir: str,
@@ -288,7 +290,6 @@ class ReplayNode(lp.ReverbNode):
     self._run_dir = run_dir
     self._enabled = checkpoint_config.replay
     self._interval_seconds = 60.0 * checkpoint_config.interval_minutes
-    self._max_to_keep = checkpoint_config.max_to_keep
 
   def run(self) -> None:
     self._run_dir = layout.on_this_host(self._run_dir)  # In its process.
@@ -332,6 +333,3 @@ class ReplayNode(lp.ReverbNode):
     released = memory.release_free_memory()
     logging.info('Saved replay checkpoint %s; returned %.0f MiB of freed '
                  'memory to the system', path, released / 2**20)
-    for old in layout.complete_replay_checkpoints(
-        replay_dir)[:-self._max_to_keep]:
-      shutil.rmtree(old, ignore_errors=True)
