@@ -7,7 +7,8 @@ file store in maintenance mode and refuses it unless MLFLOW_ALLOW_FILE_STORE
 is set: for a file store the launcher sets it in its own process (and the
 docs show it for `mlflow ui`). A server URI (--tracking_uri or
 MLFLOW_TRACKING_URI) was probed before launch (tracking/__init__.py); its
-credentials stay in memory, masked in tracking.json and in what is printed.
+credentials stay in memory, masked in tracking.json and in what is printed
+(MLflow's own line with the run's URL is left out for such a URI).
 Rows go in batches, each metric stepped by the row's actor_steps. Params
 are the resolved config, flattened; a resumed run keeps the values it was
 started with (MLflow refuses to change a param) and logs only new ones.
@@ -62,6 +63,9 @@ class MlflowBackend:
     self._uri = uri
     if _is_file_store(uri) and not os.environ.get('MLFLOW_ALLOW_FILE_STORE'):
       os.environ['MLFLOW_ALLOW_FILE_STORE'] = 'true'
+    if credentials.has_credentials(uri):
+      # MLflow prints the run's URL, this URI in it, when a run ends.
+      os.environ['MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT'] = 'true'
     from mlflow import tracking
     self._client = tracking.MlflowClient(tracking_uri=uri)
     saved = saved or {}
