@@ -122,7 +122,8 @@ def _resumed_sweep_tracking_uri(options: options_lib.Options,
           'MLflow URI; its points keep the stores they have')
     return ''
   environ_uri = os.environ.get('MLFLOW_TRACKING_URI', '')
-  uri = tracking_lib.resumed_uri(options.tracking_uri, environ_uri, saved)
+  uri = tracking_lib.resumed_uri(options.tracking_uri, environ_uri, saved,
+                                 what='sweep')
   if credentials.mask(uri) != saved:
     raise errors.LaunchError(
         f'--tracking_uri={credentials.mask(uri)}: this sweep\'s points track '

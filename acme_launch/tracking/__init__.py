@@ -105,7 +105,8 @@ def check_choice(names: Sequence[str], uri: str, project: str,
   return Choice(backends, project, mlflow_uri)
 
 
-def resumed_uri(flag: str, environ_uri: str, saved: str) -> str:
+def resumed_uri(flag: str, environ_uri: str, saved: str,
+                what: str = 'run') -> str:
   """The MLflow URI a resumed run (or sweep) tracks to: `flag`
   (--tracking_uri) when given; else `saved`, the URI its first launch
   recorded, unless that was masked (credentials.py): then MLFLOW_TRACKING_URI
@@ -119,7 +120,7 @@ def resumed_uri(flag: str, environ_uri: str, saved: str) -> str:
   other = (f' (MLFLOW_TRACKING_URI is {credentials.mask(environ_uri)})'
            if environ_uri else '')
   raise errors.LaunchError(
-      f'this run tracks to MLflow at {saved}, whose credentials are never '
+      f'this {what} tracks to MLflow at {saved}, whose credentials are never '
       'saved: give the URI again, as its first launch got it, with '
       f'--tracking_uri or MLFLOW_TRACKING_URI{other}')
 
