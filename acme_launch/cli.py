@@ -8,7 +8,6 @@ two steps), driver.py runs it; here a bad input prints one line
 (`acme-launch: error: ...`) and exits with code 2.
 """
 
-import datetime
 import functools
 import os
 import sys
@@ -20,6 +19,7 @@ from acme_launch import credentials
 from acme_launch import describe
 from acme_launch import errors
 from acme_launch import prepare as prepare_lib
+from acme_launch import safe_dirs
 from acme_launch.config import options as options_lib
 from acme_launch.config import registry
 from acme_launch.plan import host as host_lib
@@ -63,6 +63,10 @@ def _sweep_options(options: options_lib.Options):
                 progress_every=options.progress_every,
                 dry_run=options.dry_run, gpu_inventory=options.gpu_inventory)
   if _is_sweep_resume(options):
+    sweep_dir = os.path.abspath(options.resume)
+    # Its sweep.json says which launchers to start, with which flags.
+    safe_dirs.check(sweep_dir, f'--resume={options.resume}: sweep directory',
+                    missing_ok=False)
     extra = options_lib.argv_without(
         list(options.argv[1:]),
         ('resume', 'max_concurrent', 'progress_every', 'dry_run',
@@ -72,7 +76,6 @@ def _sweep_options(options: options_lib.Options):
           f'--resume={options.resume} finishes a sweep with the flags saved '
           f'in its sweep.json; only --max_concurrent, --progress_every, '
           f'--dry_run and --tracking_uri go with it, not {extra[0]}')
-    sweep_dir = os.path.abspath(options.resume)
     return SweepOptions(
         sweep_dir=sweep_dir, resume=True,
         tracking_uri=_resumed_sweep_tracking_uri(options, sweep_dir), **common)
@@ -81,11 +84,15 @@ def _sweep_options(options: options_lib.Options):
         f'--sweep with --resume={options.resume}: that is not a sweep '
         'directory (no sweep.json); resume a sweep with --resume=SWEEP_DIR '
         'alone')
-  run_name = options.run_name or (
-      f'{options.config_name}_sweep_{datetime.datetime.now():%Y%m%d-%H%M%S}')
+  if options.run_name:
+    safe_dirs.check_name(options.run_name)
+  run_name = options.run_name or prepare_lib.default_run_name(
+      options.config_name, 'sweep')
+  sweep_dir = os.path.abspath(os.path.join(options.workdir, run_name))
+  safe_dirs.check(sweep_dir, 'sweep directory')
   return SweepOptions(
-      sweep_dir=os.path.abspath(os.path.join(options.workdir, run_name)),
-      resume=False, specs=options.sweep, samples=options.sweep_samples,
+      sweep_dir=sweep_dir, resume=False, new_dir=not options.run_name,
+      specs=options.sweep, samples=options.sweep_samples,
       sample_seed=options.sweep_seed,
       # Its points get --tracking_uri in their environment (_sweep_main).
       base_argv=tuple(options_lib.argv_without(
@@ -194,7 +201,10 @@ def _sweep_main(options: options_lib.Options) -> int:
 def main(argv: List[str]) -> int:
   """List configs, sweep, dry run, or run and report: flags read once here."""
   del argv  # What absl left: the program's name; options keep sys.argv.
-  options = options_lib.read()
+  try:
+    options = options_lib.read()
+  except errors.LaunchError as e:  # A --resume folder changed since parsing.
+    _fail(str(e))
   if options.list_configs:
     print(registry.listing())
     return 0

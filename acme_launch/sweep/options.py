@@ -10,6 +10,7 @@ class SweepOptions:
   """What the sweep launcher was asked, as plain values (made in cli.py)."""
   sweep_dir: str                  # Absolute.
   resume: bool                    # sweep_dir holds a sweep.json to finish.
+  new_dir: bool = False           # Its name chosen at random: made exclusively.
   specs: Tuple[str, ...] = ()     # --sweep values as given (new sweep only).
   base_argv: Tuple[str, ...] = ()  # launch.py flags for every point.
   config_name: str = ''
