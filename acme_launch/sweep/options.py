@@ -21,3 +21,6 @@ class SweepOptions:
   cwd: str = ''                   # Where the children run (relative paths).
   samples: int = 0                # --sweep_samples; 0: a grid.
   sample_seed: int = 0            # --sweep_seed: what the draws come from.
+  # The MLflow URI its points track to (their MLFLOW_TRACKING_URI), with
+  # any credentials: sweep.json keeps it masked (credentials.py).
+  tracking_uri: str = ''

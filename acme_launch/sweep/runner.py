@@ -31,6 +31,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from acme_launch import credentials
 from acme_launch import paths
 from acme_launch import layout
 from acme_launch import safe_dirs
@@ -151,7 +152,8 @@ class SweepRunner:
       env['CUDA_DEVICE_ORDER'] = 'PCI_BUS_ID'  # nvidia-smi's numbering.
     path = log_path(self._dir, point.name)
     log = os.fdopen(safe_dirs.open_append_nofollow(path), 'a')
-    log.write(f'acme-launch sweep: {" ".join(argv)} ({describe_slot(slot)})\n')
+    log.write(f'acme-launch sweep: {" ".join(credentials.mask_all(argv))} '
+              f'({describe_slot(slot)})\n')
     log.flush()
     popen = subprocess.Popen(
         argv, cwd=self._record.get('cwd') or None, env=env,

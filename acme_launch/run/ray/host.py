@@ -188,6 +188,8 @@ class NodeHost:
     command is pointed at it. GPUs: a node planned on GPUs sees the ones
     Ray assigned to this actor.
     """
+    from acme_launch import credentials
+    from acme_launch.plan import node_env
     from acme_launch.run import loopback
     import ray
     from acme_launch import safe_dirs
@@ -199,7 +201,11 @@ class NodeHost:
     argv = [sys.executable] + [local_path if a == program_path else a
                                for a in argv[1:]]
 
-    env = {k: v for k, v in os.environ.items() if k not in _RAY_WORKER_ONLY}
+    # This host's worker environment (`ray start`'s) less its credentials
+    # (credentials.py), but those the plan's pass_env keeps.
+    passed = node_env.NodeEnv.from_environ(env_overrides).pass_env
+    env = {k: v for k, v in credentials.node_environ(os.environ, passed).items()
+           if k not in _RAY_WORKER_ONLY}
     env.update(env_overrides)
     if env_overrides.get('CUDA_VISIBLE_DEVICES'):
       env['CUDA_VISIBLE_DEVICES'] = ','.join(str(g) for g in ray.get_gpu_ids())
