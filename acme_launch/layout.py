@@ -17,9 +17,9 @@
 import errno
 import json
 import os
-import tempfile
 from typing import Any, List
 
+from acme_launch import durable
 from acme_launch.plan import node_env
 from acme_launch.plan import topology
 
@@ -35,7 +35,7 @@ def component_dir(run_dir: str, component: str) -> str:
 
 # The components saved by TF's checkpointer (replay: Reverb's own).
 COMPONENTS = ('learner', 'counter')
-_DONE_FILE = 'DONE'  # Reverb writes it last into a complete checkpoint.
+REVERB_DONE_FILE = 'DONE'  # Reverb writes it last into a complete checkpoint.
 
 
 def complete_replay_checkpoints(replay_dir: str) -> List[str]:
@@ -44,7 +44,7 @@ def complete_replay_checkpoints(replay_dir: str) -> List[str]:
     return []
   return sorted(
       os.path.join(replay_dir, name) for name in os.listdir(replay_dir)
-      if os.path.isfile(os.path.join(replay_dir, name, _DONE_FILE)))
+      if os.path.isfile(os.path.join(replay_dir, name, REVERB_DONE_FILE)))
 
 
 def logs_dir(run_dir: str) -> str:
@@ -114,17 +114,9 @@ def final_eval_path(run_dir: str) -> str:
 
 
 def write_json_atomic(path: str, data: Any) -> None:
-  """Writes JSON through a temp file and rename: readers never see half."""
-  directory = os.path.dirname(path)
-  fd, tmp_path = tempfile.mkstemp(dir=directory, prefix='.tmp-')
-  try:
-    with os.fdopen(fd, 'w') as f:
-      json.dump(data, f, indent=2, sort_keys=True, default=str)
-    os.replace(tmp_path, path)
-  except BaseException:
-    if os.path.exists(tmp_path):
-      os.unlink(tmp_path)
-    raise
+  """Writes JSON through a temp file, fsync and rename: readers never see
+  half, and a crash leaves the old file or the new one (durable.write_json)."""
+  durable.write_json(path, data)
 
 
 def read_json(path: str, default: Any = None) -> Any:

@@ -23,6 +23,7 @@ import tensorflow as tf
 from acme_launch.program import evaluation as evaluation_lib
 from acme_launch import durable
 from acme_launch import layout
+from acme_launch import safe_dirs
 from acme_launch.plan import topology
 
 
@@ -43,7 +44,8 @@ class MetricsLogger(loggers.Logger):
     self._steps_key = steps_key
     self._last_write = -float('inf')
     self._rows = 0
-    self._file = open(self._path, 'a', newline='')
+    self._file = os.fdopen(safe_dirs.open_append_nofollow(self._path), 'a',
+                           newline='')  # Never through a link.
     self._writer = None
     self._summary_writer = tf.summary.create_file_writer(
         os.path.join(layout.tensorboard_dir(run_dir), topology.file_stem(node)))

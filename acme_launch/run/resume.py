@@ -107,7 +107,6 @@ def _verify_tf_component(directory: str, component: str):
       f'({problems[0] if problems else "no checkpoint files"})')
 
 
-_REVERB_DONE_FILE = 'DONE'  # Reverb's mark of a complete save (layout.py).
 
 
 def _verify_replay(replay_dir: str):
@@ -128,7 +127,7 @@ def _verify_replay(replay_dir: str):
           for _ in tf.data.TFRecordDataset(os.path.join(folder, name)):
             pass
     except tf.errors.OpError as e:
-      os.remove(os.path.join(folder, _REVERB_DONE_FILE))
+      os.remove(os.path.join(folder, layout.REVERB_DONE_FILE))
       os.rename(folder, folder + '.corrupt')
       warnings.append(f'replay checkpoint {folder} unreadable, moved to '
                       f'{folder}.corrupt: {" ".join(str(e).split())[:160]}')

@@ -18,7 +18,6 @@ resumed run asks for it again, by flag or environment (resumed_uri).
 
 import dataclasses
 import importlib
-import json
 import os
 import socket
 import urllib.error
@@ -28,6 +27,7 @@ from typing import Optional, Sequence, Tuple
 
 from acme_launch import credentials
 from acme_launch import errors
+from acme_launch import layout
 
 # Always written by the nodes; named in --tracking for completeness.
 ALWAYS = ('tensorboard', 'csv')
@@ -171,9 +171,5 @@ def state_path(run_dir: str) -> str:
 def read_state(run_dir: str) -> dict:
   """tracking.json's content; {} when there is none (or it is unreadable:
   the runs then start afresh)."""
-  try:
-    with open(state_path(run_dir)) as f:
-      state = json.load(f)
-  except (OSError, ValueError):
-    return {}
+  state = layout.read_json(state_path(run_dir), {})  # Never through a link.
   return state if isinstance(state, dict) else {}

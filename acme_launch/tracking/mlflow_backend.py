@@ -20,6 +20,7 @@ import time
 from typing import Dict, Iterable, List, Optional
 
 from acme_launch import credentials
+from acme_launch import safe_dirs
 from acme_launch.tracking import follower
 
 _BATCH = 1000        # MLflow's limit of metrics per log_batch call.
@@ -104,7 +105,7 @@ class MlflowBackend:
     while they look for it, so that they all find the same one."""
     import fcntl
     lock_path = os.path.join(os.path.dirname(run_dir), '.mlflow-parent.lock')
-    with open(lock_path, 'a') as lock:
+    with os.fdopen(safe_dirs.open_append_nofollow(lock_path), 'a') as lock:
       fcntl.flock(lock, fcntl.LOCK_EX)
       found = self._client.search_runs(
           [self._experiment_id],
