@@ -16,9 +16,13 @@ def _locked(package: str) -> str:
     return re.search(rf'^{package}==(\S+)', f.read(), re.M).group(1)
 
 
-def test_the_manifest_names_the_locked_ray_and_the_documented_resources():
+def _documents():
   with open(MANIFEST) as f:
-    spec = yaml.safe_load(f)['spec']
+    return {doc['kind']: doc for doc in yaml.safe_load_all(f)}
+
+
+def test_the_manifest_names_the_locked_ray_and_the_documented_resources():
+  spec = _documents()['RayCluster']['spec']
   assert spec['rayVersion'] == _locked('ray')
   groups = [spec['headGroupSpec'], *spec['workerGroupSpecs']]
   # KubeRay passes `resources` to `ray start --resources` as a quoted JSON.
@@ -31,3 +35,21 @@ def test_the_manifest_names_the_locked_ray_and_the_documented_resources():
     assert env['RAY_AUTH_MODE'] == 'token'
     mounts = {m['mountPath'] for m in container['volumeMounts']}
     assert os.path.dirname(env['RAY_AUTH_TOKEN_PATH']) in mounts
+
+
+def test_only_the_clusters_own_pods_reach_its_pods():
+  docs = _documents()
+  assert set(docs) == {'RayCluster', 'NetworkPolicy'}
+  own = {'ray.io/cluster': docs['RayCluster']['metadata']['name']}
+  policy = docs['NetworkPolicy']
+  assert policy['apiVersion'] == 'networking.k8s.io/v1'
+  spec = policy['spec']
+  # Every pod of the RayCluster (KubeRay's label), inbound only.
+  assert spec['podSelector'] == {'matchLabels': own}
+  assert spec['policyTypes'] == ['Ingress']
+  # One rule: from the cluster's own pods, on any port; nothing else (no
+  # namespaceSelector or ipBlock that would let other pods or hosts in).
+  rule, = spec['ingress']
+  assert set(rule) == {'from'}
+  peer, = rule['from']
+  assert peer == {'podSelector': {'matchLabels': own}}
