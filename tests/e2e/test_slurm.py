@@ -8,8 +8,8 @@ both, and runs launch.py with --launch_type=ray on the first, as a user's
 `sbatch` would.
 """
 
+import glob
 import os
-import secrets
 
 import pytest
 
@@ -37,15 +37,11 @@ def slurm(tmp_path_factory):
     if os.environ.get('CI'):
       pytest.fail(f'CI must run the Slurm tests: {reason}')
     pytest.skip(f'no Slurm here: {reason}')
-  base = tmp_path_factory.mktemp('slurm')
-  token = base / 'ray_token'
-  token.write_text(secrets.token_hex(32))
-  token.chmod(0o600)
-  # Ray's token authentication on, as the docs ask; Ray's files in a short
-  # folder of this test's (socket paths have a length limit).
-  cluster = slurm_cluster.SlurmCluster(nodes=2, cpus=2, env=user_env({
-      'RAY_AUTH_MODE': 'token', 'RAY_AUTH_TOKEN_PATH': str(token),
-      'RAY_USAGE_STATS_ENABLED': '0'}))
+  # No Ray token of the user's: the template makes one for the job.
+  env = user_env({'RAY_USAGE_STATS_ENABLED': '0'})
+  for name in ('RAY_AUTH_MODE', 'RAY_AUTH_TOKEN_PATH'):
+    env.pop(name, None)
+  cluster = slurm_cluster.SlurmCluster(nodes=2, cpus=2, env=env)
   # Ray's files in a short folder (socket paths have a length limit) that
   # each Slurm node has to itself, as a node-local /tmp.
   cluster.env['RAY_TMPDIR'] = cluster.ray_tmp
@@ -72,6 +68,10 @@ def test_the_template_runs_a_program_over_the_job_s_two_nodes(slurm, tmp_path):
   assert result.returncode == 0, (result.stderr + job_output[-4000:] +
                                   slurm.log_tails())
   assert f'2 hosts in the Ray cluster at {slurm.address}:6379' in job_output
+  # The job's cluster asked for a token the template made, and removed.
+  assert ('Ray token authentication with a new token for this job' in
+          job_output), job_output[-2000:]
+  assert not glob.glob(os.path.join(REPO_ROOT, '.acme-launch-ray-auth.*'))
   run_dir = str(tmp_path / 'slurm')
   summary = reached_budget(result, run_dir, BUDGET)
   config = read_json(os.path.join(run_dir, 'config.json'))
