@@ -244,6 +244,7 @@ def connect_cluster(options: options_lib.Options) -> Tuple[str, Any]:
   from acme_launch.run.ray import cluster as ray_cluster
   address = ray_cluster.resolve_address(options.ray_address)
   hosts = ray_cluster.connect(address)
+  ray_cluster.check_token_auth(options.allow_open_cluster)
   ray_cluster.check_addresses(hosts, options.allow_public_cluster_address)
   return address, hosts
 

@@ -143,6 +143,12 @@ def _define(fv: flags.FlagValues,
       'head (`ray start --head --port=PORT`) or auto; default: RAY_ADDRESS.',
       flag_values=fv)
   flags.DEFINE_boolean(
+      'allow_open_cluster', False,
+      '--launch_type=ray: run on a Ray cluster that answers without Ray\'s '
+      'token authentication (RAY_AUTH_MODE=token). Refused otherwise: whoever '
+      'reaches such a cluster can run code on its hosts.',
+      flag_values=fv)
+  flags.DEFINE_boolean(
       'allow_public_cluster_address', False,
       '--launch_type=ray: run even on hosts whose cluster address is public. '
       'Courier and Reverb servers have no authentication: only on a network '
@@ -261,6 +267,7 @@ class Options:
   allow_exposed_listeners: bool = False
   ray_address: str = ''
   allow_public_cluster_address: bool = False
+  allow_open_cluster: bool = False
   sweep: Tuple[str, ...] = ()
   max_concurrent: int = 0
   sweep_samples: int = 0         # 0: a grid.
@@ -317,7 +324,8 @@ _PLAIN_FLAGS = (
     'show_output', 'max_wall_time', 'progress_every', 'dry_run',
     'gpu_inventory', 'debug_node', 'max_node_restarts', 'node_start', 'auto_resume',
     'node_log_max_mb', 'disk_guard_mb', 'allow_exposed_listeners',
-    'ray_address', 'allow_public_cluster_address', 'max_concurrent')
+    'ray_address', 'allow_public_cluster_address', 'allow_open_cluster',
+    'max_concurrent')
 
 
 def _is_saved_config_file(path: str) -> bool:

@@ -54,7 +54,8 @@ class NetnsCluster:
 
   def __init__(self, names: Sequence[str], cpus: Dict[str, int],
                resources: Optional[Dict[str, Dict[str, float]]] = None,
-               private: Optional[Dict[str, Sequence[str]]] = None):
+               private: Optional[Dict[str, Sequence[str]]] = None,
+               token_auth: bool = True):
     self.names = list(names)
     self.cpus = cpus
     self.resources = resources or {}
@@ -67,6 +68,8 @@ class NetnsCluster:
     self.env = dict(os.environ, RAY_AUTH_MODE='token',
                     RAY_AUTH_TOKEN_PATH=self.token_path,
                     RAY_USAGE_STATS_ENABLED='0')
+    if not token_auth:  # An open cluster, as `ray start` makes by default.
+      del self.env['RAY_AUTH_MODE'], self.env['RAY_AUTH_TOKEN_PATH']
     self.env.pop('RAY_ADDRESS', None)
     # As a user's shell has it: a jax import in the test process sets
     # TF_CPP_MIN_LOG_LEVEL=1, which launchers would keep (TF's warnings).

@@ -113,6 +113,42 @@ def connect(address: str) -> Tuple[Host, ...]:
                for n in ray.nodes() if n.get('Alive'))
 
 
+def answers_without_token(gcs_address: str) -> bool:
+  """Whether the cluster's GCS at HOST:PORT answers a call that carries no
+  Ray token: asked, not read from this process's RAY_AUTH_MODE. A cluster
+  started with RAY_AUTH_MODE=token refuses it (UNAUTHENTICATED)."""
+  import grpc
+  from ray.core.generated import gcs_service_pb2
+  from ray.core.generated import gcs_service_pb2_grpc
+  with grpc.insecure_channel(gcs_address) as channel:
+    stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+    try:
+      stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(),
+                        timeout=REACH_TIMEOUT_SECONDS * 5)
+    except grpc.RpcError as e:
+      if e.code() == grpc.StatusCode.UNAUTHENTICATED:
+        return False
+      raise errors.LaunchError(
+          f'cannot ask the Ray cluster at {gcs_address} whether it needs a '
+          f'token: {e.code().name}') from None
+  return True
+
+
+def check_token_auth(allow_open: bool) -> None:
+  """Refuses (LaunchError) the connected cluster if it answers without a
+  token, unless `allow_open`: node servers take unauthenticated calls, and
+  whoever reaches an open cluster can also start work on it."""
+  import ray
+  address = ray.get_runtime_context().gcs_address
+  if allow_open or not answers_without_token(address):
+    return
+  raise errors.LaunchError(
+      f'the Ray cluster at {address} answers without a token: anyone who '
+      'reaches it can run code on its hosts; start its Ray with '
+      'RAY_AUTH_MODE=token (docs/ray-clusters.md), or pass '
+      '--allow_open_cluster if nobody else can reach it')
+
+
 def is_private(ip: str) -> bool:
   try:
     address = ipaddress.ip_address(ip)
