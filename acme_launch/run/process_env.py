@@ -23,7 +23,7 @@ def node_process_env(node: str, overrides: Mapping[str, str], *,
   loopback shim `preload` ('' for none) first in LD_PRELOAD."""
   env = node_env.updated({**os.environ, **overrides}, node=node,
                          run_dir=run_dir, compilation_cache=compilation_cache,
-                         pdb=pdb)
+                         pdb=pdb, bind_address='')  # Loopback, screened.
   env['PYTHONPATH'] = os.pathsep.join(
       p for p in (*python_path, paths.ROOT, env.get('PYTHONPATH', ''))
       if p)
