@@ -15,7 +15,7 @@ port:
 - calls of get_variables and of get_counts whose argument is a "reduced"
   object naming os.system with `touch SENTINEL`: where Courier's decoder
   runs it, SENTINEL appears (written by the node, as its user);
-- `server_info`: Reverb's server_info (True when it answered).
+- `server_info`: Reverb's ServerInfo call (True when it answered).
 
 Prints one JSON object: {port: {check: result}}. Exits 0 whatever answered.
 """
@@ -91,9 +91,16 @@ def courier_checks(port: int, sentinel: str) -> dict:
 
 
 def reverb_answers(port: int) -> bool:
-  import reverb
-  return _answers(lambda: reverb.Client(f'localhost:{port}').server_info(
-      timeout=TIMEOUT_SECONDS))
+  """Reverb's ServerInfo RPC, what reverb.Client.server_info sends (through
+  grpcio: importing reverb takes TensorFlow's seconds): True when the
+  server's tables came back."""
+  import grpc
+  with grpc.insecure_channel(f'localhost:{port}') as channel:
+    server_info = channel.unary_unary(
+        '/deepmind.reverb.ReverbService/ServerInfo')
+    found = []
+    _answers(lambda: found.append(server_info(b'', timeout=TIMEOUT_SECONDS)))
+  return bool(found and found[0])
 
 
 def main(argv) -> int:
