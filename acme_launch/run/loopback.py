@@ -16,8 +16,9 @@ untouched.
 Loopback keeps other machines out, not other users of this one. The library
 also wraps `accept()` and `accept4()` (gRPC's accept loop calls glibc's
 `accept4`): a connection reaches the server only when the peer's socket
-belongs to the process's effective user, looked up in /proc/net/tcp and
-/proc/net/tcp6 (SO_PEERCRED for Unix sockets). Any other is closed before
+belongs to the process's effective user, looked up by its address and port
+(NETLINK_SOCK_DIAG, or /proc/net/tcp and /proc/net/tcp6 where that is not
+available; SO_PEERCRED for Unix sockets). Any other is closed before
 the server sees it: the other user's client reads nothing, and the server
 keeps listening (a non-blocking accept goes on to the next pending
 connection, a blocking one fails with ECONNABORTED, a client that gave up).
@@ -209,8 +210,8 @@ def verify(path: str, bind_address: str = '') -> None:
   elif any(a not in expected for a in addresses):
     detail = 'a wildcard bind landed on ' + ', '.join(addresses)
   elif not found.get('accepted'):
-    detail = ('it refused a connection of this user (is /proc/net/tcp '
-              'readable?)')
+    detail = ('it refused a connection of this user (can it ask '
+              'NETLINK_SOCK_DIAG or read /proc/net/tcp?)')
   elif found.get('screened') != (not bind_address):
     detail = ('it does not screen connections' if not bind_address else
               'it screens connections on a cluster address')

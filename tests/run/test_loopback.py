@@ -115,9 +115,12 @@ class _Server:
     self.home = other_user.home_of(uid, scratch)
     self.process = subprocess.Popen(
         other_user.command(uid, [sys.executable, '-S', '-c', _SERVER], scratch),
-        stdout=subprocess.PIPE, text=True,
-        env=other_user.environment(self.home, {'LD_PRELOAD': shim_path, **(env or {})}))
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=other_user.environment(self.home, {
+            'LD_PRELOAD': shim_path, 'ACME_LAUNCH_LOOPBACK_DEBUG': '1',
+            **(env or {})}))
     self.targets = json.loads(self.process.stdout.readline())
+    self.stderr = ''
 
   def client(self, uid, scratch):
     """What a client as `uid` read from each listener ('hello': answered)."""
@@ -129,16 +132,19 @@ class _Server:
     return json.loads(result.stdout)
 
   def stop(self):
-    """Everything the server logged: a dict per connection accepted or refused."""
+    """Everything the server logged: a dict per connection accepted or
+    refused (the shim's own lines in self.stderr)."""
     self.process.send_signal(signal.SIGTERM)
-    out, _ = self.process.communicate(timeout=30)
+    out, self.stderr = self.process.communicate(timeout=30)
     return [json.loads(line) for line in out.splitlines()]
 
 
+@pytest.mark.parametrize('lookup', ['sock_diag', '/proc/net/tcp'])
 @pytest.mark.parametrize('server_uid', [0, other_user.ORDINARY])
 def test_only_connections_of_the_servers_user_are_answered(shim, scratch,
-                                                           server_uid):
-  server = _Server(shim, server_uid, scratch)
+                                                           server_uid, lookup):
+  env = {'ACME_LAUNCH_LOOPBACK_LOOKUP': 'proc'} if lookup.startswith('/') else {}
+  server = _Server(shim, server_uid, scratch, env)
   try:
     intruder = server.client(other_user.NOBODY, scratch)
     owner = server.client(server_uid, scratch)   # After the refusals.
@@ -160,6 +166,11 @@ def test_only_connections_of_the_servers_user_are_answered(shim, scratch,
     assert not any(d.startswith('from-0-') for d in received), log
   refused = [entry['refused'] for entry in log if 'refused' in entry]
   assert refused.count('v4') >= 2 and refused.count('unix') >= 1, log
+  # Each refusal in the shim's words, by the lookup asked for.
+  said = [l for l in server.stderr.splitlines() if 'refused a connection' in l]
+  assert any(f'from uid {other_user.NOBODY} ' in l and f'; {lookup})' in l
+             for l in said), server.stderr
+  assert not any('; /proc' in l for l in said) or lookup.startswith('/'), said
 
 
 def test_a_cluster_bind_address_is_not_screened(shim, scratch):
