@@ -63,13 +63,12 @@
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <stdint.h>
 #include <sys/types.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 typedef int (*bind_fn)(int, const struct sockaddr *, socklen_t);
@@ -84,6 +83,7 @@ static in_addr_t target_v4;  /* Network order: loopback or the bind address. */
 static int target_invalid;   /* ACME_LAUNCH_BIND_ADDRESS set but unreadable. */
 static uid_t run_uid;        /* The only user whose connections are accepted. */
 static int use_proc;         /* Look peers up in /proc/net/tcp* only. */
+static int diag_found_one;   /* sock_diag has found a socket in this process. */
 
 /* Found by the Python side to tell that the shim is loaded in a process. */
 int acme_launch_loopback_active = 1;
@@ -102,7 +102,7 @@ __attribute__((constructor)) static void init(void) {
   target_v4 = htonl(INADDR_LOOPBACK);
   const char *address = getenv("ACME_LAUNCH_BIND_ADDRESS");
   if (address != NULL && address[0] != '\0') {
-    acme_launch_peer_check = 0;  /* Peers on other hosts: not in /proc here. */
+    acme_launch_peer_check = 0;  /* Peers on other hosts: not looked up here. */
     struct in_addr parsed;
     if (inet_pton(AF_INET, address, &parsed) == 1)
       target_v4 = parsed.s_addr;
@@ -266,7 +266,8 @@ static int same_address(int family, const uint32_t *words,
  * exact address (NETLINK_SOCK_DIAG: one hash lookup; reading /proc/net/tcp
  * walks the whole connection table, milliseconds on a large host). 1 when
  * it is a live socket of run_uid, 0 when it is not or there is none, -1
- * when sock_diag cannot answer here. */
+ * when sock_diag cannot answer here. A kernel without TCP sock_diag says
+ * "no such socket" too: until a lookup has found one, that is -1. */
 static int diag_says_ours(const struct endpoint *peer,
                           const struct endpoint *local, long *seen) {
   int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
@@ -310,15 +311,17 @@ static int diag_says_ours(const struct endpoint *peer,
   if (!NLMSG_OK(reply, (size_t)got)) return -1;
   if (reply->nlmsg_type == NLMSG_ERROR) {
     const struct nlmsgerr *error = NLMSG_DATA(reply);
+    /* No such socket, or (never found one yet) no TCP sock_diag here. */
     if (reply->nlmsg_len >= NLMSG_LENGTH(sizeof *error) &&
-        error->error == -ENOENT)
-      return 0;  /* No such socket on this host: not ours. */
+        error->error == -ENOENT && diag_found_one)
+      return 0;
     return -1;
   }
   if (reply->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
       reply->nlmsg_len < NLMSG_LENGTH(sizeof(struct inet_diag_msg)))
     return -1;
   const struct inet_diag_msg *found = NLMSG_DATA(reply);
+  diag_found_one = 1;
   /* The lookup falls back on a listener at the peer's port when no
    * connection is there: only the peer's own connection counts. */
   if (found->idiag_state == 10 /* TCP_LISTEN */ ||
