@@ -4,14 +4,14 @@ prepare.py decides and touches nothing. Here the fork server starts between
 the decision's two steps (local_mp, --node_start=fork: its imports overlap
 the launcher's own and the program's build, the start-up win bench/startup.py
 measures), and the run directory is taken: created private to the user,
-locked, its checkpoints verified for resume, its free space checked; the
+locked, its checkpoints verified for resume, its free space checked, all
+on the folder it opened without following links (safe_dirs.py); the
 compilation cache folder is checked too. A LaunchError here stops the fork
 server and gives the run directory back before it leaves; driver.py runs the
 `Taken`.
 """
 
 import dataclasses
-import os
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from acme_launch import compilation_cache as cache_lib
@@ -66,20 +66,18 @@ def start_fork_server(early: prepare.Early) -> Optional['forkserver.ForkServer']
 
 
 def _take_run_dir(launch: prepare.Launch, fork_server) -> Taken:
-  """The run directory created private, locked and its checkpoints read;
-  LaunchError (the lock given back) if it cannot be used."""
+  """The run directory created private, checked and locked, its checkpoints
+  read; LaunchError (the lock given back) if it cannot be used."""
   from acme_launch.run import disk_space
   from acme_launch.run import resume as resume_lib
   notes: List[str] = []
   cache = _compilation_cache(launch.compilation_cache, launch.launch_type,
                              notes)
   run_dir = launch.run_dir
-  rundir.prepare(run_dir)
-  try:
-    os.chmod(run_dir, 0o700)  # Also one an older version left open to others.
-  except OSError:
-    pass  # Not ours to change; writable, as prepare() checked.
-  rundir.lock(run_dir)
+  # Made (exclusively under a name chosen at random) or opened, checked on
+  # its descriptor, locked; the decision made the same checks before the
+  # fork server started, this makes them on what the run will use.
+  rundir.take(run_dir, new=launch.new_run_dir)
   try:
     resume = resume_lib.verify_for_resume(run_dir)
     short = disk_space.shortage(run_dir, launch.supervision.disk_guard_bytes)
@@ -95,8 +93,10 @@ def _compilation_cache(folder: str, launch_type: str, notes: List[str]) -> str:
   """The cache folder to hand the nodes ('': none), from --compilation_cache.
 
   local_mp checks the folder here (it creates it), so that a problem with it
-  is one warning line and the run goes on without it. A Ray node checks its
-  own host's ('default': the default folder there).
+  is one warning line and the run goes on without it; a --compilation_cache
+  folder that others could change was refused by the decision, the default
+  folder is then not used. A Ray node checks its own host's ('default':
+  the default folder there).
   """
   if folder == 'none' or launch_type not in ('local_mp', 'ray'):
     return ''

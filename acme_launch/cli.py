@@ -8,7 +8,6 @@ two steps), driver.py runs it; here a bad input prints one line
 (`acme-launch: error: ...`) and exits with code 2.
 """
 
-import datetime
 import functools
 import os
 import sys
@@ -16,9 +15,11 @@ from typing import List, Optional
 
 from absl import app
 
+from acme_launch import credentials
 from acme_launch import describe
 from acme_launch import errors
 from acme_launch import prepare as prepare_lib
+from acme_launch import safe_dirs
 from acme_launch.config import options as options_lib
 from acme_launch.config import registry
 from acme_launch.plan import host as host_lib
@@ -27,7 +28,7 @@ EXIT_BAD_INPUT = 2
 
 
 def _fail(message: str) -> None:
-  print(f'acme-launch: error: {message}', file=sys.stderr)
+  print(f'acme-launch: error: {credentials.mask(message)}', file=sys.stderr)
   sys.exit(EXIT_BAD_INPUT)
 
 
@@ -62,30 +63,79 @@ def _sweep_options(options: options_lib.Options):
                 progress_every=options.progress_every,
                 dry_run=options.dry_run, gpu_inventory=options.gpu_inventory)
   if _is_sweep_resume(options):
+    sweep_dir = os.path.abspath(options.resume)
+    # Its sweep.json says which launchers to start, with which flags.
+    safe_dirs.check(sweep_dir, f'--resume={options.resume}: sweep directory',
+                    missing_ok=False)
     extra = options_lib.argv_without(
         list(options.argv[1:]),
-        ('resume', 'max_concurrent', 'progress_every', 'dry_run'))
+        ('resume', 'max_concurrent', 'progress_every', 'dry_run',
+         'tracking_uri'))
     if extra:
       raise errors.LaunchError(
           f'--resume={options.resume} finishes a sweep with the flags saved '
-          f'in its sweep.json; only --max_concurrent, --progress_every and '
-          f'--dry_run go with it, not {extra[0]}')
+          f'in its sweep.json; only --max_concurrent, --progress_every, '
+          f'--dry_run and --tracking_uri go with it, not {extra[0]}')
     return SweepOptions(
-        sweep_dir=os.path.abspath(options.resume), resume=True, **common)
+        sweep_dir=sweep_dir, resume=True,
+        tracking_uri=_resumed_sweep_tracking_uri(options, sweep_dir), **common)
   if options.resume:
     raise errors.LaunchError(
         f'--sweep with --resume={options.resume}: that is not a sweep '
         'directory (no sweep.json); resume a sweep with --resume=SWEEP_DIR '
         'alone')
-  run_name = options.run_name or (
-      f'{options.config_name}_sweep_{datetime.datetime.now():%Y%m%d-%H%M%S}')
+  if options.run_name:
+    safe_dirs.check_name(options.run_name)
+  run_name = options.run_name or prepare_lib.default_run_name(
+      options.config_name, 'sweep')
+  sweep_dir = os.path.abspath(os.path.join(options.workdir, run_name))
+  safe_dirs.check(sweep_dir, 'sweep directory')
   return SweepOptions(
-      sweep_dir=os.path.abspath(os.path.join(options.workdir, run_name)),
-      resume=False, specs=options.sweep, samples=options.sweep_samples,
+      sweep_dir=sweep_dir, resume=False, new_dir=not options.run_name,
+      specs=options.sweep, samples=options.sweep_samples,
       sample_seed=options.sweep_seed,
+      # Its points get --tracking_uri in their environment (_sweep_main).
       base_argv=tuple(options_lib.argv_without(
-          list(options.argv[1:]), options_lib.SWEEP_ONLY_FLAGS)),
+          list(options.argv[1:]),
+          (*options_lib.SWEEP_ONLY_FLAGS, 'tracking_uri'))),
+      tracking_uri=_sweep_tracking_uri(options),
       config_name=options.config_name, cwd=os.getcwd(), **common)
+
+
+def _sweep_tracking_uri(options: options_lib.Options) -> str:
+  """The MLflow URI a new sweep's points track to: --tracking_uri, else
+  MLFLOW_TRACKING_URI with --tracking naming mlflow; '' for none."""
+  from acme_launch import tracking as tracking_lib
+  if 'mlflow' not in tracking_lib.parse_backends(options.tracking):
+    if options.tracking_uri:
+      raise errors.LaunchError(
+          '--tracking_uri is MLflow\'s tracking URI: it goes with '
+          '--tracking=mlflow')
+    return ''
+  return options.tracking_uri or os.environ.get('MLFLOW_TRACKING_URI', '')
+
+
+def _resumed_sweep_tracking_uri(options: options_lib.Options,
+                                sweep_dir: str) -> str:
+  """The MLflow URI a resumed sweep's points track to: the one sweep.json
+  recorded, its credentials given again (tracking.resumed_uri)."""
+  from acme_launch import tracking as tracking_lib
+  from acme_launch.sweep import record as sweep_record
+  saved = sweep_record.read_record(sweep_dir).get('tracking_uri', '')
+  if not saved:
+    if options.tracking_uri:
+      raise errors.LaunchError(
+          f'--tracking_uri: the sweep in {sweep_dir} was started without an '
+          'MLflow URI; its points keep the stores they have')
+    return ''
+  environ_uri = os.environ.get('MLFLOW_TRACKING_URI', '')
+  uri = tracking_lib.resumed_uri(options.tracking_uri, environ_uri, saved,
+                                 what='sweep')
+  if credentials.mask(uri) != saved:
+    raise errors.LaunchError(
+        f'--tracking_uri={credentials.mask(uri)}: this sweep\'s points track '
+        f'to {saved}; give that URI')
+  return uri
 
 
 def _check_sweep_point(argv: List[str],
@@ -125,6 +175,10 @@ def _sweep_main(options: options_lib.Options) -> int:
   cluster = None
   try:
     sweep_options = _sweep_options(options)
+    if sweep_options.tracking_uri:
+      # To the points by their environment, never their command lines
+      # (which `ps` shows anyone) nor sweep.json (which masks it).
+      os.environ['MLFLOW_TRACKING_URI'] = sweep_options.tracking_uri
     cluster = _sweep_cluster(sweep_options)
     record, todo, slots = sweep_plan.prepare(
         sweep_options, functools.partial(_check_sweep_point, cluster=cluster),
@@ -147,7 +201,10 @@ def _sweep_main(options: options_lib.Options) -> int:
 def main(argv: List[str]) -> int:
   """List configs, sweep, dry run, or run and report: flags read once here."""
   del argv  # What absl left: the program's name; options keep sys.argv.
-  options = options_lib.read()
+  try:
+    options = options_lib.read()
+  except errors.LaunchError as e:  # A --resume folder changed since parsing.
+    _fail(str(e))
   if options.list_configs:
     print(registry.listing())
     return 0

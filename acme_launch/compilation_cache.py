@@ -12,13 +12,19 @@ before anything compiles. Runs may share the folder while they run: JAX's
 cache reads and writes its entries under a file lock (it takes one when the
 cache has a size limit, which `enable` always sets), so no process reads an
 entry another is still writing. Problems with the folder (not writable, full)
-never stop a run: it goes on without the cache.
+never stop a run: it goes on without the cache. A folder that others could
+change (not the user's, writable by others, a link) is never used: its code
+would run in every node (an explicit --compilation_cache is refused before
+launch, see prepare.py).
 """
 
 import os
 import shutil
 import tempfile
 from typing import Tuple
+
+from acme_launch import errors
+from acme_launch import safe_dirs
 
 # Oldest entries are evicted past this size (it is also what makes JAX lock).
 MAX_BYTES = 2 * 2**30
@@ -36,17 +42,28 @@ def default_dir() -> str:
 def usable(path: str) -> Tuple[str, str]:
   """(the folder, '') if the cache can live in `path`, else ('', why).
 
-  Creates the folder (private to the user) and writes and removes a probe
-  file in it, so that an unwritable folder or a full disk shows here.
+  Creates the folder (private to the user), checks that nobody else can
+  change it or swap it (safe_dirs.py: the nodes load the compiled code it
+  holds), and writes and removes a probe file in it, so that an unwritable
+  folder or a full disk shows here.
   """
   path = os.path.abspath(os.path.expanduser(path))
   try:
     os.makedirs(path, mode=0o700, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=path, prefix='.probe-'):
-      pass
-    free = shutil.disk_usage(path).free
+    fd = safe_dirs.open_checked(path, 'compilation cache folder',
+                                'folder holding the compilation cache')
+    try:
+      with tempfile.NamedTemporaryFile(dir=path, prefix='.probe-'):
+        pass
+      free = shutil.disk_usage(path).free
+      if not safe_dirs.is_same_folder(path, fd):
+        return '', f'{path}: replaced while it was checked'
+    finally:
+      os.close(fd)
   except OSError as e:
     return '', f'{path}: {e.strerror or e}'
+  except errors.LaunchError as e:
+    return '', str(e)
   if free < MIN_FREE_BYTES:
     return '', f'{path}: only {free / 2**20:.0f} MiB free'
   return path, ''

@@ -17,6 +17,16 @@ def _describe_nodes(built, launch_type: str) -> str:
   return '\n'.join(lines)
 
 
+def _describe_checkpoints(checkpoint) -> str:
+  """What the run keeps on disk. Reverb's server keeps its newest save
+  and deletes the older ones itself, whatever max_to_keep says."""
+  kept = (f'learner and counter keep their newest {checkpoint.max_to_keep} '
+          f'(checkpoint.max_to_keep), every {checkpoint.interval_minutes:g} min')
+  replay = ('replay keeps its newest only (Reverb deletes the older ones)'
+            if checkpoint.replay else 'replay not saved (checkpoint.replay)')
+  return f'checkpoints: {kept}; {replay}'
+
+
 def dry_run_text(launch: Launch) -> str:
   """The whole --dry_run output for `launch`, without its final newline."""
   # Imported here: the program and the Ray cluster module import acme, TF
@@ -36,6 +46,7 @@ def dry_run_text(launch: Launch) -> str:
   ]
   if launch.replay is not None:
     parts.append('\n' + replay_memory.format_plan(launch.replay))
+  parts.append('\n' + _describe_checkpoints(config.checkpoint))
   parts.extend(launch.notes)
   if launch.slurm is not None:
     parts.append('\n' + slurm_lib.format_allocation(launch.slurm))

@@ -14,6 +14,7 @@ import math
 import os
 import sys
 
+from acme_launch import credentials
 from acme_launch import errors
 from acme_launch.act import Taken
 from acme_launch.plan import topology
@@ -34,7 +35,8 @@ def _write_run_config(run_dir, config_name, config, built, plan, seeds,
       'config': config.to_dict(),
       'identity': built.identity,
       'launch_type': launch_type,
-      'argv': list(argv),
+      # Credentials in it (a --tracking_uri's) masked: credentials.py.
+      'argv': credentials.mask_all(argv),
       'python_path': list(python_path),
       'node_seeds': seeds,
       'resource_plan': [

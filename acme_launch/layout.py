@@ -14,6 +14,7 @@
       wandb/, mlruns/ with --tracking: W&B offline runs, MLflow file store
 """
 
+import errno
 import json
 import os
 import tempfile
@@ -127,8 +128,18 @@ def write_json_atomic(path: str, data: Any) -> None:
 
 
 def read_json(path: str, default: Any = None) -> Any:
+  """The JSON at `path`; `default` if it is missing, damaged or a symbolic
+  link (a run directory's files are never read through links)."""
   try:
-    with open(path) as f:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+  except FileNotFoundError:
+    return default
+  except OSError as e:
+    if e.errno == errno.ELOOP:
+      return default
+    raise
+  try:
+    with os.fdopen(fd) as f:
       return json.load(f)
-  except (FileNotFoundError, json.JSONDecodeError):
+  except (json.JSONDecodeError, UnicodeDecodeError):
     return default

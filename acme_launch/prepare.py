@@ -16,12 +16,14 @@ makes both steps for --dry_run and the Python API's dry_run,
 import dataclasses
 import datetime
 import os
+import secrets
 import sys
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 import ml_collections
 
 from acme_launch import errors
+from acme_launch import safe_dirs
 from acme_launch import tracking as tracking_lib
 from acme_launch.config import options as options_lib
 from acme_launch.config import saved as saved_config
@@ -39,12 +41,42 @@ if TYPE_CHECKING:  # Heavy imports, for the annotations only.
   from acme_launch.run.ray import cluster as ray_cluster
 
 
-def _run_dir_path(options: options_lib.Options, config_name: str) -> str:
+def default_run_name(config_name: str, kind: str = '') -> str:
+  """<config>_<date>-<time>-<6 hex digits> (kind 'sweep':
+  <config>_sweep_...): the random part makes the next name unguessable, so
+  that nobody can make that folder first (act makes it exclusively)."""
+  return (f'{safe_dirs.safe_name(config_name)}_{kind + "_" if kind else ""}'
+          f'{datetime.datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}')
+
+
+def _run_dir_path(options: options_lib.Options,
+                  config_name: str) -> Tuple[str, bool]:
+  """(the run directory, whether its name was chosen here: a new folder),
+  checked with its workdir (safe_dirs.py); LaunchError if unsafe, a bad
+  --run_name or a --resume that names no folder."""
   if options.resume:
-    return os.path.abspath(options.resume)
-  run_name = options.run_name or (
-      f'{config_name}_{datetime.datetime.now():%Y%m%d-%H%M%S}')
-  return os.path.abspath(os.path.join(options.workdir, run_name))
+    run_dir = os.path.abspath(options.resume)
+    safe_dirs.check(run_dir, f'--resume={options.resume}: run directory',
+                    missing_ok=False)
+    return run_dir, False
+  workdir = os.path.abspath(options.workdir)
+  if options.run_name:
+    safe_dirs.check_name(options.run_name)
+    run_dir = os.path.join(workdir, options.run_name)
+  else:
+    run_dir = os.path.join(workdir, default_run_name(config_name))
+  safe_dirs.check(run_dir, 'run directory')
+  return run_dir, not options.run_name
+
+
+def _check_compilation_cache(folder: str, launch_type: str) -> None:
+  """A --compilation_cache folder that others could change is refused
+  (its compiled code is loaded by every node). Only local_mp's: a Ray node
+  checks its own host's, and goes without the cache if it fails."""
+  if folder in ('', 'none') or launch_type != 'local_mp':
+    return
+  safe_dirs.check(os.path.expanduser(folder), 'compilation cache folder',
+                  'folder holding the compilation cache')
 
 
 def _load_config(options: options_lib.Options):
@@ -94,6 +126,7 @@ class Early:
   launch_type: str
   dry_run: bool
   run_dir: str
+  new_run_dir: bool                # Name chosen at random: made exclusively.
   python_path: Tuple[str, ...]     # The user's code folders, first on every path.
   host: host_lib.HostSlice         # The cores and GPUs this launch may use.
   tracking: tracking_lib.Choice
@@ -140,6 +173,9 @@ class Launch:
   # --compilation_cache as given ('': the default folder, 'none': off);
   # act.py checks the folder.
   compilation_cache: str = ''
+  # The run directory's name was chosen at random: act.py makes it
+  # exclusively (someone else's folder of that name is refused).
+  new_run_dir: bool = False
   # The replay node's memory, planned (None: the agent declares no tables).
   replay: Optional['replay_memory.ReplayPlan'] = None
   # The Slurm job this launcher runs in, read for --dry_run (None outside).
@@ -253,6 +289,9 @@ def decide_early(options: options_lib.Options,
   if options.max_concurrent:
     raise errors.LaunchError(
         '--max_concurrent goes with --sweep (programs of a sweep at once)')
+  # Folders first: nothing of the user's is read from one that fails.
+  run_dir, new_run_dir = _run_dir_path(options, options.config_name)
+  _check_compilation_cache(options.compilation_cache, launch_type)
   if launch_type == 'ray' and connected_cluster is None:
     connected_cluster = connect_cluster(options)
   if options.auto_resume and launch_type not in ('local_mp', 'ray'):
@@ -260,7 +299,6 @@ def decide_early(options: options_lib.Options,
         '--auto_resume works with --launch_type=local_mp or ray only (under '
         'local_mt and test_mt a failure ends this process)')
   config, config_name, python_path = _load_config(options)
-  run_dir = _run_dir_path(options, config_name)
   # Trackers checked (packages, server) before the heavy imports: a bad
   # choice is reported within seconds.
   tracking_choice = tracking_lib.check_choice(
@@ -279,7 +317,8 @@ def decide_early(options: options_lib.Options,
       config.resources, inventory, 1, _host_cores(launch_type, host))
   return Early(
       config=config, config_name=config_name, launch_type=launch_type,
-      dry_run=dry_run, run_dir=run_dir, python_path=python_path, host=host,
+      dry_run=dry_run, run_dir=run_dir, new_run_dir=new_run_dir,
+      python_path=python_path, host=host,
       tracking=tracking_choice, preload=preload, exposed_reason=exposed_reason,
       inventory=inventory, plan=plan,
       # A dry run's note only where the plan uses the GPUs.
@@ -328,6 +367,7 @@ def decide(early: Early) -> Launch:
   return Launch(
       config=config, config_name=early.config_name, launch_type=launch_type,
       dry_run=early.dry_run, plan=plan, built=built, run_dir=early.run_dir,
+      new_run_dir=early.new_run_dir,
       argv=early.argv, supervision=early.supervision, preload=early.preload,
       exposed_reason=early.exposed_reason, notes=early.notes,
       debug_node=early.debug_node, pdb=early.pdb, cluster=cluster,

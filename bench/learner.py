@@ -202,6 +202,8 @@ def main(argv: List[str]) -> int:
                       help='seconds after the run\'s first learner step '
                       'before measuring')
   parser.add_argument('--timeout', type=float, default=900.0)
+  parser.add_argument('--alone_only', action='store_true',
+                      help='measure the learner alone, start no run')
   parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
   parser.add_argument('extra', nargs='*', help='launch flags after --')
   args = parser.parse_args(argv)
@@ -211,26 +213,33 @@ def main(argv: List[str]) -> int:
     parser.error('--seconds must be positive and --settle not negative')
   config = _load_config(args.config, args.extra)
   rate_alone, steps_alone = alone(config, args.seconds)
+  import jax
+  device = jax.devices()[0].device_kind
+  print(f'config {args.config} {" ".join(args.extra)}'.rstrip() +
+        f' on {os.cpu_count()} cores, JAX on {device}: {config.agent} learner, '
+        'SGD steps/s')
+  print(f'  alone, in-memory batches   {rate_alone:8.2f}  ({steps_alone} steps)')
+  result = {'config': args.config, 'extra': args.extra,
+            'cores': os.cpu_count(), 'jax_device': device, 'agent': config.agent,
+            'alone_sgd_steps_per_second': rate_alone,
+            'alone_sgd_steps': steps_alone,
+            'sgd_steps_per_learner_step': sgd_steps_per_learner_step(config)}
+  os.makedirs(args.out, exist_ok=True)
+  if args.alone_only:
+    with open(os.path.join(args.out, 'learner.json'), 'w') as f:
+      json.dump(result, f, indent=1)
+    return 0
   rate_run, steps_run, actor_rate = in_a_run(
       args.config, args.extra, args.seconds, args.settle,
       os.path.join(args.out, 'learner'), args.timeout,
       sgd_steps_per_count(config))
-  print(f'config {args.config} {" ".join(args.extra)}'.rstrip() +
-        f' on {os.cpu_count()} cores: {config.agent} learner, SGD steps/s')
-  print(f'  alone, in-memory batches   {rate_alone:8.1f}  ({steps_alone} steps)')
   print(f'  in a run of the config     {rate_run:8.1f}  ({steps_run} steps)')
   print(f'  in a run / alone           {rate_run / rate_alone:8.0%}')
   print(f'  actors in the run, env steps/s {actor_rate:8.1f}')
-  os.makedirs(args.out, exist_ok=True)
+  result.update(run_sgd_steps_per_second=rate_run, ratio=rate_run / rate_alone,
+                run_sgd_steps=steps_run, run_actor_steps_per_second=actor_rate)
   with open(os.path.join(args.out, 'learner.json'), 'w') as f:
-    json.dump({'config': args.config, 'extra': args.extra,
-               'cores': os.cpu_count(), 'agent': config.agent,
-               'alone_sgd_steps_per_second': rate_alone,
-               'run_sgd_steps_per_second': rate_run,
-               'ratio': rate_run / rate_alone,
-               'alone_sgd_steps': steps_alone, 'run_sgd_steps': steps_run,
-               'sgd_steps_per_learner_step': sgd_steps_per_learner_step(config),
-               'run_actor_steps_per_second': actor_rate}, f, indent=1)
+    json.dump(result, f, indent=1)
   return 0
 
 

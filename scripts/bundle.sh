@@ -4,17 +4,28 @@
 # tkinter), the venv with the locked packages (CPU or CUDA build, whichever
 # it holds) and the project's files (git's tracked and untracked, not
 # ignored), as one tar stream, xz-compressed and split into parts of a chosen
-# size, with MANIFEST.sha256 (one sha256 per part) and install_bundle.sh next
-# to them. On the target:
+# size, with MANIFEST.sha256 (one sha256 per part), BUNDLE.json (what it
+# holds, which the installer checks the host against before it unpacks) and
+# install_bundle.sh next to them. On the target:
 #
 #   bash OUT/install_bundle.sh DEST     # checks every part, then installs
 #
-#   scripts/bundle.sh [--venv=.venv] [--part_size=60M] [--xz_level=9] OUT
+#   scripts/bundle.sh [--venv=.venv] [--part_size=60M] [--xz_level=9]
+#       [--slim] [--cuda=none|minimal] [--cuda_from_host=cudnn] OUT
 #
 # --part_size: split(1) sizes (K, M, G are powers of 1024). --xz_level: 0-9
 # (9, the default, is the smallest and slowest; 0 packed the 2.7 GB CPU venv
 # to 878 MB in 265 s on a loaded 2-core machine) or `none` (a plain tar).
-# For the CUDA build on a machine without a GPU:
+# --slim packs a copy of the venv without what a run on one host does not
+# use: Ray, W&B, MLflow, OpenCV (the gym Atari backend), TF's C headers,
+# EnvPool's VizDoom and Procgen, and TensorFlow's CUDA build (tensorflow-cpu
+# of the same version in its place: TF never takes a GPU here).
+# --cuda=minimal adds to a copy of a CPU venv only what an NVIDIA host with
+# no CUDA 12 libraries lacks (docker/requirements-cuda12-minimal.txt, pruned)
+# and turns JAX's start-up check of the libraries left out off;
+# --cuda_from_host=cudnn leaves cuDNN out too (the host's libcudnn.so.9).
+# Both download from the package index while packing, never on the target.
+# For the full CUDA build on a machine without a GPU:
 #   ACME_LAUNCH_JAX=cuda12 ACME_LAUNCH_VENV=.venv-cuda12 scripts/setup.sh
 #   scripts/bundle.sh --venv=.venv-cuda12 OUT
 # The interpreter must be self-contained (pyenv's, uv's): a system Python
@@ -27,12 +38,18 @@ fail() { echo "acme-launch: error: $*" >&2; exit 2; }
 venv=${ACME_LAUNCH_VENV:-.venv}
 part_size=60M
 xz_level=9
+slim=
+cuda=none
+from_host=
 out=
 for arg in "$@"; do
   case "$arg" in
     --venv=*) venv=${arg#*=} ;;
     --part_size=*) part_size=${arg#*=} ;;
     --xz_level=*) xz_level=${arg#*=} ;;
+    --slim) slim=1 ;;
+    --cuda=*) cuda=${arg#*=} ;;
+    --cuda_from_host=*) from_host=${arg#*=} ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     -*) fail "unknown option $arg (see scripts/bundle.sh --help)" ;;
     *) [ -z "$out" ] || fail "one output directory, not '$out' and '$arg'"
@@ -43,6 +60,12 @@ done
 [[ "$part_size" =~ ^[1-9][0-9]*[KMG]?$ ]] || \
   fail "--part_size must be a number with an optional K, M or G suffix, not '$part_size'"
 [[ "$xz_level" =~ ^([0-9]|none)$ ]] || fail "--xz_level must be 0-9 or none, not '$xz_level'"
+case "$cuda" in none|minimal) ;; *) fail "--cuda must be none or minimal, not '$cuda'" ;; esac
+case "$from_host" in
+  '') ;;
+  cudnn) [ "$cuda" = minimal ] || fail "--cuda_from_host=cudnn goes with --cuda=minimal" ;;
+  *) fail "--cuda_from_host takes cudnn (the one library a host may lend), not '$from_host'" ;;
+esac
 [ "$xz_level" = none ] || command -v xz >/dev/null || fail "xz is not installed (or pass --xz_level=none)"
 case "$venv" in /*) ;; *) venv="$root/$venv" ;; esac
 [ -x "$venv/bin/python" ] || fail "no venv at $venv: run scripts/setup.sh first"
@@ -66,6 +89,8 @@ case "$base_prefix" in
     fail "the venv's interpreter is a system Python ($base_prefix): make the venv with a self-contained CPython 3.10 (pyenv's or uv's; ACME_LAUNCH_PYTHON=PATH scripts/setup.sh)" ;;
 esac
 [ -f "$base_prefix/lib/python3.10/os.py" ] || fail "no standard library under $base_prefix/lib/python3.10"
+[ "$cuda" = none ] || [ "$jax_build" = cpu ] || \
+  fail "--cuda=$cuda adds to a CPU venv; $venv already holds JAX's CUDA build"
 
 work=$(mktemp -d "$out.partial.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -84,14 +109,52 @@ tar -C "$base_prefix" -cf - --anchored --wildcards \
   . | tar -C "$stage/python" -xf -
 "$venv/bin/python" "$root/scripts/relocate.py" runpath "$stage/python" "$base_prefix"
 
+# 1b. --slim, --cuda: a copy of the venv, changed; the original stays as it is.
+if [ -n "$slim" ] || [ "$cuda" != none ]; then
+  cp -a "$venv" "$work/venv"
+  venv=$work/venv
+  pip=("$venv/bin/python" -m pip --quiet --disable-pip-version-check)
+  site=$venv/lib/python3.10/site-packages
+  if [ -n "$slim" ]; then
+    tf_version=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("tensorflow"))' 2>/dev/null || true)
+    "${pip[@]}" uninstall --yes ray wandb mlflow-skinny opencv-python-headless tensorflow 2>/dev/null || true
+    if [ -n "$tf_version" ]; then
+      "${pip[@]}" install --no-deps "tensorflow-cpu==$tf_version" \
+        || fail "could not fetch tensorflow-cpu==$tf_version from the package index"
+    fi
+    rm -rf "$site/tensorflow/include" "$site/envpool/procgen" "$site/envpool/vizdoom"
+  fi
+  if [ "$cuda" = minimal ]; then
+    wanted=$(grep -v '^#' "$root/docker/requirements-cuda12-minimal.txt")
+    [ "$from_host" = cudnn ] && wanted=$(printf '%s\n' "$wanted" | grep -v '^nvidia-cudnn')
+    # shellcheck disable=SC2086
+    "${pip[@]}" install --no-deps $wanted \
+      || fail "could not fetch the CUDA wheels of docker/requirements-cuda12-minimal.txt"
+    rm -rf "$site/nvidia/cudnn/lib/libcudnn_adv.so.9" "$site"/nvidia/*/include \
+      "$site/nvidia/cublas/lib/libnvblas.so.12"
+    find "$site/nvidia/cuda_nvcc" -mindepth 1 -maxdepth 1 ! -name bin ! -name nvvm -exec rm -rf {} +
+    find "$site/nvidia/cuda_nvcc/bin" -mindepth 1 ! -name ptxas -exec rm -rf {} +
+    find "$site/nvidia/cuda_nvcc/nvvm" -mindepth 1 -maxdepth 1 ! -name libdevice -exec rm -rf {} +
+    # JAX asks at start-up for cuFFT, cuSOLVER, cuSPARSE and cuPTI too; the
+    # bundle leaves them out, so every process of this venv skips that check.
+    echo "import os; os.environ.setdefault('JAX_SKIP_CUDA_CONSTRAINTS_CHECK', '1')" \
+      > "$site/acme_launch_cuda_minimal.pth"
+    jax_build=cuda12-minimal
+  fi
+  # Scripts pip wrote name the copy; the installer rewrites the original's path.
+  grep -rlI -- "$venv" "$venv/bin" | while IFS= read -r f; do
+    sed -i "s|$venv|$venv_prefix|g" "$f"; done
+fi
+
 commit=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
 "$venv/bin/python" - "$stage/bundle.json" "$base_prefix" "$venv_prefix" "$version" \
-  "$jax_build" "$commit" <<'EOF'
+  "$jax_build" "$commit" "$from_host" <<'EOF'
 import json, sys, time
-path, prefix, venv, version, jax_build, commit = sys.argv[1:]
+path, prefix, venv, version, jax_build, commit, from_host = sys.argv[1:]
 with open(path, 'w') as f:
   json.dump({'python_prefix': prefix, 'venv': venv, 'python_version': version,
-             'jax_build': jax_build, 'project_commit': commit,
+             'jax_build': jax_build, 'from_host': from_host.split(',') if from_host else [],
+             'project_commit': commit,
              'created': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())},
             f, indent=2)
 EOF
@@ -121,8 +184,10 @@ tar -cf - --owner=0 --group=0 \
   -C / --transform="s|^$venv_pattern|acme-launch/.venv|S" "$venv_rel" \
   -C "$root" --transform='s|^\./|acme-launch/|S' --null -T "$files" \
   | "${compress[@]}" | split -b "$part_size" -d -a 3 - "$work/$name."
+cp "$stage/bundle.json" "$work/BUNDLE.json"
 rm -rf "$stage" "$files"
 
+rm -rf "$work/venv"  # The --slim / --cuda copy, packed.
 (cd "$work" && sha256sum "$name".* > MANIFEST.sha256)
 cp "$root/scripts/install_bundle.sh" "$work/install_bundle.sh"
 chmod 755 "$work"

@@ -3,8 +3,10 @@
 #
 #   bash install_bundle.sh [--parts=DIR] DEST
 #
-# DIR (default: this script's folder) holds the parts and MANIFEST.sha256;
-# DEST must not exist yet. Every part is checked against the manifest before
+# DIR (default: this script's folder) holds the parts, MANIFEST.sha256 and
+# BUNDLE.json; DEST must not exist yet. A CUDA bundle on a host without an
+# NVIDIA driver for CUDA 12 (or, packed with --cuda_from_host=cudnn, without
+# the host's libcudnn.so.9) is refused in one line, exit 2, first. Every part is checked against the manifest before
 # anything is unpacked; a missing or corrupt part is named in one line, exit
 # 2. The archive is unpacked into DEST.partial.* beside DEST, its venv is
 # pointed at the new path (scripts/relocate.py, with the bundled Python), the
@@ -33,6 +35,24 @@ manifest="$parts_dir/MANIFEST.sha256"
 parent=$(dirname "$dest")
 [ -d "$parent" ] && [ -w "$parent" ] || fail "$parent is not a writable directory"
 dest=$(cd "$parent" && pwd)/$(basename "$dest")
+
+# 0. What the bundle needs of this host (BUNDLE.json, beside the parts):
+# JAX's CUDA 12 build needs an NVIDIA driver for CUDA 12 (525.60.13 or newer),
+# and a bundle packed with --cuda_from_host=cudnn the host's libcudnn.so.9.
+info=$(cat "$parts_dir/BUNDLE.json" 2>/dev/null || true)
+build=$(printf '%s' "$info" | sed -n 's/.*"jax_build": *"\([^"]*\)".*/\1/p' | head -n 1 || true)
+case "$build" in
+  cuda12*)
+    driver=$(sed -n 's/.*Kernel Module *\([0-9][0-9.]*\).*/\1/p' /proc/driver/nvidia/version 2>/dev/null | head -n 1 || true)
+    [ -n "$driver" ] || driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1 || true)
+    [ -n "$driver" ] || fail "this bundle holds JAX's CUDA 12 build, and this host shows no NVIDIA driver (no /proc/driver/nvidia/version, no nvidia-smi): install the driver, or a CPU bundle"
+    printf '525.60.13\n%s\n' "$driver" | sort -V -C \
+      || fail "this bundle holds JAX's CUDA 12 build, which needs NVIDIA driver 525.60.13 or newer; this host has $driver"
+    if printf '%s' "$info" | tr -d '\n' | grep -q '"from_host": *\[[^]]*"cudnn"'; then
+      ldconfig -p 2>/dev/null | grep -q 'libcudnn\.so\.9 ' \
+        || fail "this bundle takes cuDNN from the host (packed with --cuda_from_host=cudnn), and this host has no libcudnn.so.9 (ldconfig -p)"
+    fi ;;
+esac
 
 # 1. Every part present and intact, before anything is written.
 names=()

@@ -35,10 +35,20 @@ _E2E_DIR = os.path.join(REPO_ROOT, 'tests', 'e2e') + os.sep
 
 
 def pytest_collection_modifyitems(items):
-  """Everything in tests/e2e/, and nothing else, is an end-to-end test."""
+  """Everything in tests/e2e/, and nothing else, is an end-to-end test.
+
+  With pytest-xdist (`scripts/test.sh` runs two workers, `--dist
+  loadgroup`), a file's tests stay on one worker (its module fixtures are
+  made once), and every test marked `netns_cluster` goes to one worker: one
+  namespace cluster at a time on a small machine.
+  """
   for item in items:
-    if str(item.fspath).startswith(_E2E_DIR):
+    path = str(item.fspath)
+    if path.startswith(_E2E_DIR):
       item.add_marker(pytest.mark.e2e)
+    group = ('netns_cluster' if item.get_closest_marker('netns_cluster')
+             else os.path.relpath(path, REPO_ROOT))
+    item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture

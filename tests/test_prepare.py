@@ -3,11 +3,15 @@ anything; act.py is what takes the run directory."""
 
 import dataclasses
 import os
+import re
 
+from hypothesis import HealthCheck, given, settings, strategies as st
 import psutil
 import pytest
 
+from acme_launch import errors
 from acme_launch import prepare
+from acme_launch import safe_dirs
 from acme_launch.config import options as options_lib
 
 
@@ -50,3 +54,89 @@ def test_a_run_is_decided_without_touching_anything(tmp_path):
   assert launch.plan is early.plan     # Planned once.
   assert not os.path.exists(workdir)
   assert psutil.Process().children(recursive=True) == children
+
+
+def test_default_run_names_have_a_random_part_and_are_safe():
+  """Two runs started in the same second get different names, which nobody
+  can guess ahead (act.py makes the folder exclusively)."""
+  names = {prepare.default_run_name('smoke') for _ in range(20)}
+  assert len(names) == 20
+  for name in names:
+    assert re.fullmatch(r'smoke_\d{8}-\d{6}-[0-9a-f]{6}', name), name
+    safe_dirs.check_name(name)
+  assert re.fullmatch(r'my_config_1__sweep_\d{8}-\d{6}-[0-9a-f]{6}',
+                      prepare.default_run_name('my config[1]', 'sweep'))
+  assert prepare.default_run_name('../..').startswith('_..')
+
+
+def _make(path, kind):
+  """A folder of `kind` at `path` (or nothing for 'missing')."""
+  if kind == 'file':
+    path.write_text('x')
+  elif kind == 'link':
+    target = path.parent / f'{path.name}-target'
+    target.mkdir(mode=0o700)
+    os.symlink(target, path)
+  elif kind != 'missing':
+    path.mkdir()
+    if kind == 'group' and os.geteuid() == 0:
+      os.chown(path, -1, 65534)  # nogroup: a group others are in.
+    os.chmod(path, {'private': 0o700, 'open': 0o777, 'group': 0o770,
+                    'sticky': 0o1777}[kind])
+
+
+# Without root the 'group' folder keeps the user's group: the user's alone
+# when it is a private group (safe_dirs.is_private_group).
+_GROUP_IS_MINE = (os.geteuid() != 0 and
+                  safe_dirs.is_private_group(os.getegid(), os.geteuid()))
+
+
+def _snapshot(path):
+  return sorted((folder, tuple(sorted(names)), tuple(sorted(files)))
+                for folder, names, files in os.walk(path))
+
+
+@settings(max_examples=400, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow])
+@given(name=st.one_of(st.text(max_size=24),
+                      st.text(alphabet='ab.[]*?/=,_-', max_size=8),
+                      st.sampled_from(['..', '.', 'a/b', 'a[1]', '/', 'run',
+                                       'seed=0,lr=0.1', '../x', 'x/..'])),
+       workdir_kind=st.sampled_from(['missing', 'private', 'open', 'group',
+                                     'sticky', 'link', 'file']),
+       run_kind=st.sampled_from(['missing', 'private', 'open', 'sticky',
+                                 'link', 'file']))
+def test_any_run_name_and_folders_give_a_checked_run_directory_or_one_line(
+    tmp_path_factory, name, workdir_kind, run_kind):
+  """The decision over any --run_name and any state of the workdir and run
+  directory: a run directory that is one safe folder in a workdir nobody
+  else can change, or one line (exit 2); nothing there changed either way."""
+  base = tmp_path_factory.mktemp('names')
+  workdir = base / 'workdir'
+  _make(workdir, workdir_kind)
+  safe = safe_dirs.is_safe_name(name)
+  if safe and workdir_kind in ('private', 'open', 'group', 'sticky'):
+    _make(workdir / name, run_kind)
+  else:
+    run_kind = 'missing'
+  before = _snapshot(base)
+  argv = ['launch.py', '--config=smoke', f'--workdir={workdir}',
+          f'--run_name={name}']
+  try:
+    early = prepare.decide_early(
+        dataclasses.replace(options_lib.parse_again(argv), dry_run=True))
+  except errors.LaunchError as e:
+    assert str(e) and '\n' not in str(e), argv
+    refused = True
+  else:
+    refused = False
+    assert os.path.dirname(early.run_dir) == str(workdir)
+    assert safe_dirs.is_safe_name(os.path.basename(early.run_dir))
+    assert early.new_run_dir == (name == '')
+  fine = ((safe or name == '') and
+          (workdir_kind in ('missing', 'private', 'sticky') or
+           (workdir_kind == 'group' and _GROUP_IS_MINE)) and
+          run_kind in ('missing', 'private'))
+  assert refused != fine, (argv, workdir_kind, run_kind)
+  assert _snapshot(base) == before

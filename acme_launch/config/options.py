@@ -44,17 +44,22 @@ def _define(fv: flags.FlagValues,
       flag_values=fv)
   flags.DEFINE_string(
       'workdir', 'runs', 'Folder that holds run directories (and sweep '
-      'directories).',
+      'directories): yours or root\'s and writable by nobody else, or a '
+      'shared folder with the sticky bit such as /tmp; not a symbolic link.',
       flag_values=fv)
   flags.DEFINE_string(
-      'run_name', '', 'Run directory name under --workdir; default '
-      '<config>_<date>-<time>. An existing run directory is resumed. With '
-      '--sweep: the sweep directory\'s name, default '
-      '<config>_sweep_<date>-<time>.',
+      'run_name', '', 'Run directory name under --workdir: letters, digits '
+      'and . _ , = + -, not starting with .; default '
+      '<config>_<date>-<time>-<random hex>, a folder the run makes new. An '
+      'existing run directory of yours, writable by nobody else, is resumed. '
+      'With --sweep: the sweep directory\'s name, default '
+      '<config>_sweep_<date>-<time>-<random hex>.',
       flag_values=fv)
   flags.DEFINE_string(
       'resume', '', 'Run directory to resume (same as --workdir and --run_name '
-      'naming it). Without --config, the config saved in it is used, with '
+      'naming it); only one of yours that nobody else can change (not a '
+      'link, writable by you alone). Without --config, the config saved in '
+      'it is used, with '
       'any --config.FIELD=VALUE overrides applied (e.g. a raised '
       '--config.max_actor_steps). A '
       'sweep directory (one with sweep.json) runs the sweep\'s unfinished '
@@ -152,8 +157,8 @@ def _define(fv: flags.FlagValues,
       "';', for their product. Each point is a launch.py process with this "
       'command\'s flags plus --config.FIELD=VALUE, in its own run directory '
       'under the sweep directory (--workdir/--run_name, default '
-      'runs/<config>_sweep_<date>-<time>), on its own cores (and GPUs) of '
-      'this host, or on the cluster. '
+      'runs/<config>_sweep_<date>-<time>-<random hex>), on its own cores '
+      '(and GPUs) of this host, or on the cluster. '
       'Finish an interrupted sweep with --resume=SWEEP_DIR. With '
       '--sweep_samples: random search, whose values may be ranges.',
       flag_values=fv)
@@ -191,7 +196,8 @@ def _define(fv: flags.FlagValues,
       'compilation cache, shared by runs: each node reads the functions an '
       'earlier run (or node) compiled instead of compiling them again. '
       'Default: $XDG_CACHE_HOME/acme-launch/jax (~/.cache/acme-launch/jax), on '
-      'each host; none: no cache.',
+      'each host; none: no cache. Its code runs in every node: a folder '
+      'that others could change is refused.',
       flag_values=fv)
   flags.DEFINE_list(
       'tracking', [], 'Also send every node\'s metrics to these trackers, '
@@ -333,12 +339,18 @@ def _saved_config_argument(argv: List[str]) -> List[str]:
   """`--resume=DIR` without --config: `argv` with --config naming DIR's saved
   config (config/saved.py), so that --config.FIELD overrides apply to it.
   As is when DIR holds no config.json (a sweep directory, or a mistake that
-  prepare reports)."""
-  run_dir = _flag_value(argv, 'resume')
-  if not run_dir or _flag_value(argv, 'config') is not None:
+  prepare reports); LaunchError when DIR is a folder others could change
+  (safe_dirs.py)."""
+  given = _flag_value(argv, 'resume')
+  if not given or _flag_value(argv, 'config') is not None:
     return argv
-  run_dir = os.path.abspath(run_dir)
-  if saved_config.read(run_dir) is None:
+  run_dir = os.path.abspath(given)
+  # LaunchError where the folder fails safe_dirs' checks: nothing is read
+  # from it then. (A sweep directory holds sweep.json: sweep/record.py.)
+  kind = ('sweep directory'
+          if os.path.isfile(os.path.join(run_dir, 'sweep.json'))
+          else 'run directory')
+  if saved_config.read(run_dir, f'--resume={given}: {kind}') is None:
     return argv
   return [argv[0], f'--config={saved_config.__file__}:{run_dir}', *argv[1:]]
 

@@ -8,23 +8,53 @@ with the same parsing and the same errors as to a named config: raising a
 finished run's budget is `--resume=DIR --config.max_actor_steps=N`.
 """
 
+import json
+import os
 from typing import Optional
 
 import ml_collections
 
-from acme_launch import layout
+from acme_launch import errors
+from acme_launch import safe_dirs
 from acme_launch.config import schema
 
 
-def read(run_dir: str) -> Optional[dict]:
-  """RUN_DIR/config.json as saved (None if there is none)."""
-  return layout.read_json(layout.config_path(run_dir))
+def read(run_dir: str, what: str = 'run directory') -> Optional[dict]:
+  """RUN_DIR/config.json as saved (None if the folder or the file is not
+  there). Read only from a run directory that passes safe_dirs' checks,
+  without following links: its agent module and python_path are imported
+  by the launcher and every node. LaunchError if it fails them, or if the
+  file is not a saved config (`what` names the folder in messages)."""
+  data = safe_dirs.read_file(run_dir, 'config.json', what)
+  if data is None:
+    return None
+  path = os.path.join(os.path.abspath(run_dir), 'config.json')
+  try:
+    saved = json.loads(data)
+  except ValueError:
+    saved = None
+  if not (isinstance(saved, dict) and isinstance(saved.get('config'), dict)
+          and isinstance(saved.get('config_name', ''), str)
+          and _is_folder_list(saved.get('python_path', []))):
+    raise errors.LaunchError(
+        f'{path} is not a saved run config (a JSON object with a "config" '
+        'object); pass --config to resume with a config of yours')
+  return saved
+
+
+def _is_folder_list(value) -> bool:
+  return isinstance(value, list) and all(isinstance(p, str) for p in value)
 
 
 def config_of(saved: dict) -> ml_collections.ConfigDict:
   """The experiment config of a saved config.json, with the shared fields
   added since it was written (schema.add_missing_fields)."""
-  config = ml_collections.ConfigDict(saved['config'])
+  try:
+    config = ml_collections.ConfigDict(saved['config'])
+  except (TypeError, ValueError, KeyError, AttributeError) as e:
+    raise errors.LaunchError(
+        f'the saved config is not a config: {" ".join(str(e).split())[:200]}'
+    ) from None
   schema.add_missing_fields(config)
   return config
 

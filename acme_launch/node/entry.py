@@ -85,10 +85,20 @@ def configure_process(settings: node_env.NodeEnv) -> None:
           f'initializes: {" ".join(str(e).split())}')
 
 
+def _jax_memory_limits(devices) -> list:
+  """Bytes each accelerator's allocator may use (None on the CPU)."""
+  limits = []
+  for device in devices:
+    stats = device.memory_stats() if device.platform != 'cpu' else None
+    limits.append((stats or {}).get('bytes_limit'))
+  return limits
+
+
 def record_received(settings: node_env.NodeEnv) -> None:
   """Writes nodes/<node>.json: the env, JAX devices and TF devices it got."""
   import jax
   import tensorflow as tf
+  devices = jax.devices()
   layout.write_json_atomic(
       os.path.join(layout.nodes_dir(settings.run_dir),
                    topology.file_stem(settings.node) + '.json'),
@@ -108,8 +118,11 @@ def record_received(settings: node_env.NodeEnv) -> None:
                   if k.startswith(_RECORDED_ENV_PREFIXES)},
           # The cores it may run on (pinned by the plan, or the launcher's).
           'cpu_affinity': node_env.format_cores(os.sched_getaffinity(0)),
-          'jax_devices': [str(d) for d in jax.devices()],
+          'jax_devices': [str(d) for d in devices],
+          'jax_device_kinds': [d.device_kind for d in devices],
           'jax_platform': jax.default_backend(),
+          # What XLA_PYTHON_CLIENT_MEM_FRACTION gave the allocator, per device.
+          'jax_memory_limit_bytes': _jax_memory_limits(devices),
           'tf_visible_devices': [d.name for d in tf.config.get_visible_devices()],
           'tf_visible_gpus': [d.name for d in tf.config.get_visible_devices('GPU')],
           'tf_intra_op_threads': tf.config.threading.get_intra_op_parallelism_threads(),

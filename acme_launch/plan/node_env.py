@@ -64,6 +64,9 @@ class NodeEnv:
   tf_gpu: str = ''                  # 'none' (also ''), 'growth', 'limit:<MB>'.
   tf_intra_op_threads: int = 0      # 0: TF's default.
   tf_inter_op_threads: int = 0
+  # Variables (names or patterns) kept for it that credentials.is_withheld
+  # would drop: config.resources.<group>.pass_env. Names only, never values.
+  pass_env: Tuple[str, ...] = ()
   # From the launcher.
   node: str = ''                    # 'actor/3'.
   run_dir: str = ''                 # Where it writes (a mirror on a Ray host
@@ -172,6 +175,7 @@ _VARIABLES = {   # field -> (variable, kind)
     'tf_gpu': (PREFIX + 'TF_GPU', 'tf_gpu'),
     'tf_intra_op_threads': (PREFIX + 'TF_INTRA_OP_THREADS', 'int'),
     'tf_inter_op_threads': (PREFIX + 'TF_INTER_OP_THREADS', 'int'),
+    'pass_env': (PREFIX + 'PASS_ENV', 'list'),
     'node': (PREFIX + 'NODE', 'str'),
     'run_dir': (PREFIX + 'RUN_DIR', 'str'),
     'mirror_of': (PREFIX + 'MIRROR_OF', 'str'),

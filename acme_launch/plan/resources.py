@@ -71,7 +71,7 @@ class ResourcePlan:
 
 def _settings(spec: NodeSpec, cores: Tuple[int, ...]) -> node_env.NodeEnv:
   return node_env.NodeEnv(
-      cpus=tuple(cores), tf_gpu=spec.tf_gpu,
+      cpus=tuple(cores), tf_gpu=spec.tf_gpu, pass_env=spec.pass_env,
       # Pinned: as many threads as its cores, unless the config says.
       tf_intra_op_threads=spec.intra_op_threads or len(cores),
       tf_inter_op_threads=spec.inter_op_threads or len(cores))

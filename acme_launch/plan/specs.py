@@ -10,6 +10,7 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 
 import ml_collections
 
+from acme_launch import credentials
 from acme_launch import errors
 from acme_launch.plan import node_env
 from acme_launch.plan.node_env import format_cores, parse_core_list
@@ -39,6 +40,7 @@ def _group_defaults(gpus: str, jax_mem_fraction: float) -> ml_collections.Config
   group.omp_threads = 0
   group.cpus = 'auto'
   group.extra_env = ''
+  group.pass_env = ''
   group.ray_cpus = 1.0
   group.ray_memory_mb = 0
   group.ray_resources = ''
@@ -76,6 +78,7 @@ class NodeSpec:
   inter_op_threads: int
   omp_threads: int
   extra_env: Tuple[Tuple[str, str], ...]
+  pass_env: Tuple[str, ...] = ()  # Withheld variables kept (credentials.py).
   ray_cpus: float = 1.0
   ray_memory_mb: int = 0
   ray_resources: Tuple[Tuple[str, float], ...] = ()
@@ -144,8 +147,27 @@ def _parse_extra_env(text: str, where: str) -> Tuple[Tuple[str, str], ...]:
     if key in _PLANNER_OWNED or key.startswith(_PLANNER_OWNED_PREFIXES):
       fail(f'{where} sets {key}, which the resource planner sets; use the '
             'gpus, jax_*, tf_gpu and *_threads fields instead')
+    if credentials.is_withheld(key, value):
+      fail(f'{where} sets {key}, a credential by its name or value: '
+           'extra_env values are written to config.json and printed by '
+           f'--dry_run; export it and name it in pass_env instead '
+           f'(config.resources.GROUP.pass_env={key})')
     pairs.append((key, value))
   return tuple(pairs)
+
+
+def _parse_pass_env(text: str, where: str) -> Tuple[str, ...]:
+  """'WANDB_API_KEY,AWS_*' -> ('WANDB_API_KEY', 'AWS_*'): names, or
+  patterns with * and ?, of variables the node keeps."""
+  names = []
+  for item in filter(None, (i.strip() for i in str(text).split(','))):
+    if not re.fullmatch(r'[A-Za-z_*?][A-Za-z0-9_*?]*', item):
+      fail(f"{where}: cannot read {item!r}; expected variable names or "
+           "patterns separated by ',', e.g. 'HF_TOKEN,AWS_*' (names only: "
+           'the values come from the environment)')
+    if item not in names:
+      names.append(item)
+  return tuple(names)
 
 
 def _parse_ray_resources(text: str, where: str) -> Tuple[Tuple[str, float], ...]:
@@ -248,6 +270,7 @@ def _node_spec(fields: Mapping[str, Tuple[object, str]]) -> NodeSpec:
       inter_op_threads=int(value['inter_op_threads']),
       omp_threads=int(value['omp_threads']),
       extra_env=_parse_extra_env(str(value['extra_env']), where['extra_env']),
+      pass_env=_parse_pass_env(value['pass_env'], where['pass_env']),
       ray_cpus=ray_cpus,
       ray_memory_mb=int(value['ray_memory_mb']),
       ray_resources=_parse_ray_resources(value['ray_resources'],

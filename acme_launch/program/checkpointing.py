@@ -22,10 +22,10 @@ may restore before any process starts.
 """
 
 import errno
+import glob
 import hashlib
 import os
 import pickle
-import shutil
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional
@@ -43,6 +43,7 @@ import numpy as np
 import reverb
 import tensorflow as tf
 
+from acme_launch import durable
 from acme_launch import layout
 from acme_launch.node import memory
 
@@ -91,9 +92,11 @@ class Checkpointer:
 
   Saves at most every `interval_minutes` (or when forced) and keeps
   `max_to_keep` saves. TF writes the data files before it updates the
-  `checkpoint` state file, so a save cut short never becomes the latest one.
-  Each save also leaves `<prefix>.digest` (sha256 of the saved arrays) so a
-  resume can be checked for exactness.
+  `checkpoint` state file, so a save cut short never becomes the latest one;
+  here its files are then fsynced (TF does not), and a resume falls back to
+  the previous save if the newest does not read (run/resume.py).
+  Each save also leaves `<prefix>.digest` (sha256 of the saved arrays),
+  written whole and durably, so a resume can be checked for exactness.
   """
 
   def __init__(self, saveable: core.Saveable, directory: str,
@@ -127,8 +130,12 @@ class Checkpointer:
     try:
       with _TF_CHECKPOINT_LOCK:
         path = self._manager.save()  # Writes `state`, the one digested here.
-      with open(path + '.digest', 'w') as f:
-        f.write(state_digest(state))
+      # TF fsyncs none of it: its files, its state file and the folder,
+      # then the digest, replaced whole and durably.
+      directory = self._manager.directory
+      durable.sync([*glob.glob(glob.escape(path) + '.*'),
+                    os.path.join(directory, 'checkpoint'), directory])
+      durable.write_atomic(path + '.digest', state_digest(state))
     except (OSError, tf.errors.OpError) as e:
       raise CheckpointWriteError(
           f'cannot save a checkpoint in {self._manager.directory}: '
@@ -270,8 +277,11 @@ class ReplayNode(lp.ReverbNode):
   the program stops (a learner blocked on sampling then never returns). This
   one restores the newest complete checkpoint under checkpoints/replay at
   start (Reverb's DefaultCheckpointer does that), saves every
-  `interval_minutes` and once more on stop, keeps `max_to_keep`, then stops
-  the server. It records the restored item count in nodes/replay_restore.json.
+  `interval_minutes` and once more on stop, then stops the server. Reverb's
+  server keeps its newest save and deletes the older ones itself (its
+  checkpoint call asks for one kept), so `max_to_keep` is the learner's and
+  counter's only; the dry run says so. It records the restored item count
+  in nodes/replay_restore.json.
   """
 
   def __init__(self, priority_tables_fn, run_dir: str,
@@ -280,7 +290,6 @@ class ReplayNode(lp.ReverbNode):
     self._run_dir = run_dir
     self._enabled = checkpoint_config.replay
     self._interval_seconds = 60.0 * checkpoint_config.interval_minutes
-    self._max_to_keep = checkpoint_config.max_to_keep
 
   def run(self) -> None:
     self._run_dir = layout.on_this_host(self._run_dir)  # In its process.
@@ -309,6 +318,9 @@ class ReplayNode(lp.ReverbNode):
   def _checkpoint(self, client: reverb.Client, replay_dir: str) -> None:
     try:
       path = client.checkpoint()
+      # Reverb fsyncs none of it: its files, then the folders.
+      durable.sync([*(os.path.join(path, name) for name in os.listdir(path)),
+                    path, replay_dir])
     except Exception as e:
       # Reverb reports a failed write as RuntimeError or a TF error.
       kept = layout.complete_replay_checkpoints(replay_dir)
@@ -321,6 +333,3 @@ class ReplayNode(lp.ReverbNode):
     released = memory.release_free_memory()
     logging.info('Saved replay checkpoint %s; returned %.0f MiB of freed '
                  'memory to the system', path, released / 2**20)
-    for old in layout.complete_replay_checkpoints(
-        replay_dir)[:-self._max_to_keep]:
-      shutil.rmtree(old, ignore_errors=True)

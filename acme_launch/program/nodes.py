@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from acme_launch.program import evaluation as evaluation_lib
+from acme_launch import durable
 from acme_launch import layout
 from acme_launch.plan import topology
 
@@ -172,7 +173,7 @@ def write_progress(run_dir: str, counts: dict, max_actor_steps: int) -> bool:
   never takes `budget_reached` back.
   """
   budget_reached = counts.get('actor_steps', 0) >= max_actor_steps
-  layout.write_json_atomic(
+  durable.write_json(
       layout.progress_path(run_dir),
       {'time': time.time(), 'counts': counts,
        'budget_reached': budget_reached})

@@ -37,6 +37,7 @@ import time
 from typing import (Callable, Dict, Iterable, List, Mapping, Optional,
                     Sequence, Tuple)
 
+from acme_launch import credentials
 from acme_launch.plan import node_env
 
 # Variables read at import or interpreter start, not later: JAX copies
@@ -58,9 +59,11 @@ def die_with_parent() -> None:
 
 def server_env(node_env_: Mapping[str, str]) -> Dict[str, str]:
   """The fork server's environment: a node's, without our per-node
-  ACME_LAUNCH_* settings."""
+  ACME_LAUNCH_* settings and without the credentials that node's pass_env
+  kept (credentials.py): each forked node gets its own in its request."""
   return {k: v for k, v in node_env_.items()
-          if not k.startswith(node_env.PREFIX)}
+          if not k.startswith(node_env.PREFIX)
+          and not credentials.is_withheld(k, v)}
 
 
 ENTRY_ARGV = ['-m', 'acme_launch.node.entry']   # After the interpreter.

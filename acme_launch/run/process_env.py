@@ -3,11 +3,16 @@
 One function, shared by the supervisor (run/local_mp/launch.py), which starts
 node processes, and the early start of the fork server (run/forkserver.py),
 which must see the environment those processes will get.
+
+A node inherits the launcher's environment less its credentials
+(credentials.node_environ: the launcher tracks, its nodes do not), except
+the variables the plan's `pass_env` names for it.
 """
 
 import os
 from typing import Dict, Mapping, Sequence
 
+from acme_launch import credentials
 from acme_launch import paths
 from acme_launch.plan import node_env
 from acme_launch.run import loopback
@@ -17,11 +22,14 @@ def node_process_env(node: str, overrides: Mapping[str, str], *,
                      run_dir: str, compilation_cache: str = '',
                      pdb: bool = False, python_path: Sequence[str] = (),
                      preload: str = '') -> Dict[str, str]:
-  """This process's environment with the plan's `overrides` for `node`, the
+  """This process's environment less its credentials (but those the plan's
+  pass_env keeps), with the plan's `overrides` for `node`, the
   launcher's own fields (node, run directory, cache, --pdb), the user's code
   folders and the package first on PYTHONPATH, unbuffered output, and the
   loopback shim `preload` ('' for none) first in LD_PRELOAD."""
-  env = node_env.updated({**os.environ, **overrides}, node=node,
+  passed = node_env.NodeEnv.from_environ(overrides).pass_env
+  inherited = credentials.node_environ(os.environ, passed)
+  env = node_env.updated({**inherited, **overrides}, node=node,
                          run_dir=run_dir, compilation_cache=compilation_cache,
                          pdb=pdb, bind_address='')  # Loopback, screened.
   env['PYTHONPATH'] = os.pathsep.join(

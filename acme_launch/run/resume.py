@@ -107,11 +107,18 @@ def _verify_tf_component(directory: str, component: str):
       f'({problems[0] if problems else "no checkpoint files"})')
 
 
+_REVERB_DONE_FILE = 'DONE'  # Reverb's mark of a complete save (layout.py).
+
+
 def _verify_replay(replay_dir: str):
   """(newest complete replay folder whose files read, or '', warnings).
 
-  Folders without Reverb's DONE marker are ignored by Reverb itself; a
-  complete one whose files do not read is renamed `*.corrupt`.
+  Folders without Reverb's DONE marker are ignored by Reverb itself (its
+  load-latest takes the newest folder that has one). A complete one whose
+  files do not read loses its DONE marker first, so that neither Reverb nor
+  a later resume can ever load it, then is renamed `*.corrupt` and kept for
+  a look. (Reverb keeps one save, so there is rarely an older one to fall
+  back to: the replay then starts empty, with the warning.)
   """
   warnings = []
   for folder in reversed(layout.complete_replay_checkpoints(replay_dir)):
@@ -121,6 +128,7 @@ def _verify_replay(replay_dir: str):
           for _ in tf.data.TFRecordDataset(os.path.join(folder, name)):
             pass
     except tf.errors.OpError as e:
+      os.remove(os.path.join(folder, _REVERB_DONE_FILE))
       os.rename(folder, folder + '.corrupt')
       warnings.append(f'replay checkpoint {folder} unreadable, moved to '
                       f'{folder}.corrupt: {" ".join(str(e).split())[:160]}')

@@ -10,6 +10,7 @@ class SweepOptions:
   """What the sweep launcher was asked, as plain values (made in cli.py)."""
   sweep_dir: str                  # Absolute.
   resume: bool                    # sweep_dir holds a sweep.json to finish.
+  new_dir: bool = False           # Its name chosen at random: made exclusively.
   specs: Tuple[str, ...] = ()     # --sweep values as given (new sweep only).
   base_argv: Tuple[str, ...] = ()  # launch.py flags for every point.
   config_name: str = ''
@@ -20,3 +21,6 @@ class SweepOptions:
   cwd: str = ''                   # Where the children run (relative paths).
   samples: int = 0                # --sweep_samples; 0: a grid.
   sample_seed: int = 0            # --sweep_seed: what the draws come from.
+  # The MLflow URI its points track to (their MLFLOW_TRACKING_URI), with
+  # any credentials: sweep.json keeps it masked (credentials.py).
+  tracking_uri: str = ''

@@ -129,7 +129,8 @@ def _join(fields: Sequence[Tuple[str, Any]]) -> str:
 def safe_name(text: str) -> str:
   """A file name for a point: letters, digits and ._,=+- kept, others '_'."""
   name = re.sub(r'[^A-Za-z0-9._,=+-]', '_', text) or '_'
-  return name if name not in ('.', '..') else '_' + name
+  # A run name (safe_dirs.check_name) does not start with '.'.
+  return '_' + name if name.startswith('.') else name
 
 
 def field_value(config, field: str) -> Any:

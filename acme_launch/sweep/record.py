@@ -8,6 +8,7 @@ import os
 import statistics
 from typing import Any, Dict, List, Optional, Sequence
 
+from acme_launch import credentials
 from acme_launch import errors
 from acme_launch import layout
 from acme_launch.sweep.options import SweepOptions
@@ -50,6 +51,8 @@ def new_record(options: SweepOptions, points: List[Point],
                   'max_actor_steps': p.max_actor_steps,
                   'uses_gpus': p.uses_gpus, 'launches': []} for p in points],
   }
+  if options.tracking_uri:  # Masked: a resume asks for it again.
+    record['tracking_uri'] = credentials.mask(options.tracking_uri)
   if options.samples:  # Random search: how its points were drawn.
     record['random_search'] = {'samples': options.samples,
                                'seed': options.sample_seed,

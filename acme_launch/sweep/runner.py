@@ -31,8 +31,10 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from acme_launch import credentials
 from acme_launch import paths
 from acme_launch import layout
+from acme_launch import safe_dirs
 from acme_launch.run import rundir
 from acme_launch.sweep.options import SweepOptions
 from acme_launch.sweep.plan import drawn
@@ -149,8 +151,9 @@ class SweepRunner:
       env['CUDA_VISIBLE_DEVICES'] = ','.join(map(str, slot.gpus))
       env['CUDA_DEVICE_ORDER'] = 'PCI_BUS_ID'  # nvidia-smi's numbering.
     path = log_path(self._dir, point.name)
-    log = open(path, 'a')
-    log.write(f'acme-launch sweep: {" ".join(argv)} ({describe_slot(slot)})\n')
+    log = os.fdopen(safe_dirs.open_append_nofollow(path), 'a')
+    log.write(f'acme-launch sweep: {" ".join(credentials.mask_all(argv))} '
+              f'({describe_slot(slot)})\n')
     log.flush()
     popen = subprocess.Popen(
         argv, cwd=self._record.get('cwd') or None, env=env,
@@ -230,9 +233,10 @@ class SweepRunner:
 def run(options: SweepOptions, record: Dict[str, Any],
         todo: List[Tuple[Point, str]], slots: List[Slot]) -> int:
   """Runs the sweep to its end; prints and writes the table; exit code."""
-  os.makedirs(os.path.join(options.sweep_dir, 'logs'), mode=0o700,
-              exist_ok=True)
-  rundir.lock(options.sweep_dir)
+  # Made (exclusively under a name chosen at random) or opened, checked on
+  # its descriptor (safe_dirs.py), locked.
+  rundir.take(options.sweep_dir, new=options.new_dir, what='sweep directory',
+              folders=('logs',))
   record['slots'] = [dataclasses.asdict(s) for s in slots]
   layout.write_json_atomic(record_path(options.sweep_dir), record)
   total = len(record['points'])

@@ -10,6 +10,10 @@ offsets kept in tracking.json.
 
 This module is light: it names the backends and checks the choice before
 launch (check_choice); wandb and mlflow are imported only when chosen.
+
+A tracking URI's credentials (credentials.py) are never written: the
+launcher holds the URI in memory, tracking.json keeps it masked, and a
+resumed run asks for it again, by flag or environment (resumed_uri).
 """
 
 import dataclasses
@@ -22,6 +26,7 @@ import urllib.parse
 import urllib.request
 from typing import Optional, Sequence, Tuple
 
+from acme_launch import credentials
 from acme_launch import errors
 
 # Always written by the nodes; named in --tracking for completeness.
@@ -91,12 +96,33 @@ def check_choice(names: Sequence[str], uri: str, project: str,
   mlflow_uri = ''
   if 'mlflow' in backends:
     if 'mlflow' in saved:  # Resuming: the store that holds its run.
-      mlflow_uri = uri or saved['mlflow'].get('tracking_uri', '')
+      mlflow_uri = resumed_uri(uri, environ.get('MLFLOW_TRACKING_URI', ''),
+                               saved['mlflow'].get('tracking_uri', ''))
     else:
       mlflow_uri = uri or environ.get('MLFLOW_TRACKING_URI', '')
     if mlflow_uri:
       probe_mlflow(mlflow_uri)
   return Choice(backends, project, mlflow_uri)
+
+
+def resumed_uri(flag: str, environ_uri: str, saved: str,
+                what: str = 'run') -> str:
+  """The MLflow URI a resumed run (or sweep) tracks to: `flag`
+  (--tracking_uri) when given; else `saved`, the URI its first launch
+  recorded, unless that was masked (credentials.py): then MLFLOW_TRACKING_URI
+  (`environ_uri`) when it masks to the same, as the first launch may have
+  had it. LaunchError (one line) when the credentials are not given again.
+  """
+  if flag or not credentials.is_masked(saved):
+    return flag or saved
+  if environ_uri and credentials.mask(environ_uri) == saved:
+    return environ_uri
+  other = (f' (MLFLOW_TRACKING_URI is {credentials.mask(environ_uri)})'
+           if environ_uri else '')
+  raise errors.LaunchError(
+      f'this {what} tracks to MLflow at {saved}, whose credentials are never '
+      'saved: give the URI again, as its first launch got it, with '
+      f'--tracking_uri or MLFLOW_TRACKING_URI{other}')
 
 
 def _check_installed(name: str) -> None:
@@ -114,14 +140,17 @@ def _check_installed(name: str) -> None:
 def probe_mlflow(uri: str) -> None:
   """An http(s) tracking URI must answer (any HTTP status will do) within
   PROBE_TIMEOUT_SECONDS; other URIs (file:, a path, sqlite:, databricks)
-  are left to MLflow."""
+  are left to MLflow. The probe sends no credentials; messages show the
+  URI masked."""
   parsed = urllib.parse.urlparse(uri)
   if parsed.scheme not in ('http', 'https'):
     return
+  shown = credentials.mask(uri)
   if not parsed.hostname:
-    raise errors.LaunchError(f'--tracking_uri={uri}: no host in that URI')
+    raise errors.LaunchError(f'--tracking_uri={shown}: no host in that URI')
+  address = credentials.without_credentials(uri)
   try:
-    with urllib.request.urlopen(uri.rstrip('/') + '/health',
+    with urllib.request.urlopen(address.rstrip('/') + '/health',
                                 timeout=PROBE_TIMEOUT_SECONDS):
       pass
   except urllib.error.HTTPError:
@@ -129,7 +158,7 @@ def probe_mlflow(uri: str) -> None:
   except (urllib.error.URLError, socket.timeout, OSError) as e:
     reason = getattr(e, 'reason', e)
     raise errors.LaunchError(
-        f'MLflow tracking server {uri} does not answer ({reason}); start it, '
+        f'MLflow tracking server {shown} does not answer ({reason}); start it, '
         'fix --tracking_uri (or MLFLOW_TRACKING_URI), or leave it out for a '
         'file store in the run directory') from None
 

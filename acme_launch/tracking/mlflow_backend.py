@@ -6,7 +6,9 @@ the sweep. MLflow 3 keeps its
 file store in maintenance mode and refuses it unless MLFLOW_ALLOW_FILE_STORE
 is set: for a file store the launcher sets it in its own process (and the
 docs show it for `mlflow ui`). A server URI (--tracking_uri or
-MLFLOW_TRACKING_URI) was probed before launch (tracking/__init__.py).
+MLFLOW_TRACKING_URI) was probed before launch (tracking/__init__.py); its
+credentials stay in memory, masked in tracking.json and in what is printed
+(MLflow's own line with the run's URL is left out for such a URI).
 Rows go in batches, each metric stepped by the row's actor_steps. Params
 are the resolved config, flattened; a resumed run keeps the values it was
 started with (MLflow refuses to change a param) and logs only new ones.
@@ -17,6 +19,7 @@ import re
 import time
 from typing import Dict, Iterable, List, Optional
 
+from acme_launch import credentials
 from acme_launch.tracking import follower
 
 _BATCH = 1000        # MLflow's limit of metrics per log_batch call.
@@ -60,6 +63,9 @@ class MlflowBackend:
     self._uri = uri
     if _is_file_store(uri) and not os.environ.get('MLFLOW_ALLOW_FILE_STORE'):
       os.environ['MLFLOW_ALLOW_FILE_STORE'] = 'true'
+    if credentials.has_credentials(uri):
+      # MLflow prints the run's URL, this URI in it, when a run ends.
+      os.environ['MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT'] = 'true'
     from mlflow import tracking
     self._client = tracking.MlflowClient(tracking_uri=uri)
     saved = saved or {}
@@ -122,14 +128,15 @@ class MlflowBackend:
 
   def state(self) -> dict:
     """Ids, and the URI ('' for the run directory's own store, so that a
-    copied or moved run directory keeps its store with it)."""
+    copied or moved run directory keeps its store with it), its
+    credentials masked (a resume asks for them again)."""
     uri = ('' if self._uri == default_uri(self._run_dir, self._group)
-           else self._uri)
+           else credentials.mask(self._uri))
     return {'run_id': self._run_id, 'experiment_id': self._experiment_id,
             'tracking_uri': uri}
 
   def describe(self) -> str:
-    return f'mlflow run {self._run_id} ({self._uri})'
+    return f'mlflow run {self._run_id} ({credentials.mask(self._uri)})'
 
   def log_rows(self, rows: Iterable[follower.Row]) -> None:
     from mlflow import entities

@@ -13,6 +13,8 @@ import sys
 import time
 from typing import Callable, Dict, List, Optional
 
+from acme_launch import credentials
+from acme_launch import durable
 from acme_launch import layout
 from acme_launch import tracking
 from acme_launch.tracking import follower as follower_lib
@@ -41,7 +43,10 @@ def flatten(tree: Dict[str, object], prefix: str = '') -> Dict[str, object]:
 
 
 def _warn(message: str) -> None:
-  print(f'acme-launch: warning: {message}', file=sys.stderr, flush=True)
+  """One line on stderr, any URI credentials in it (a backend's error
+  naming its server) masked."""
+  print(f'acme-launch: warning: {credentials.mask(message)}', file=sys.stderr,
+        flush=True)
 
 
 class Tracker:
@@ -81,7 +86,7 @@ class Tracker:
     self._state['files'] = self._follower.state()
     for backend in self._backends:
       self._state[backend.name] = backend.state()
-    layout.write_json_atomic(tracking.state_path(self._run_dir), self._state)
+    durable.write_json(tracking.state_path(self._run_dir), self._state)
 
   def _each(self, what: str, call) -> None:
     for backend in list(self._backends):

@@ -11,8 +11,10 @@ against `actor_steps` (define_metric), whichever node logged last.
 """
 
 import os
+import sys
 from typing import Dict, Iterable, List, Optional
 
+from acme_launch import credentials
 from acme_launch.tracking import follower
 
 
@@ -31,10 +33,16 @@ class WandbBackend:
     settings = wandb.Settings(console='off', save_code=False,
                               disable_git=True, x_disable_stats=True,
                               x_save_requirements=False)
-    self._run = wandb.init(
-        project=project, name=run_name, group=group or None,
-        id=saved.get('run_id') or None, resume='allow', dir=run_dir,
-        config=params, settings=settings)
+    # W&B records this process's command line with the run (its metadata,
+    # in the run's files): there too, a --tracking_uri's credentials masked.
+    argv, sys.argv = sys.argv, credentials.mask_all(sys.argv)
+    try:
+      self._run = wandb.init(
+          project=project, name=run_name, group=group or None,
+          id=saved.get('run_id') or None, resume='allow', dir=run_dir,
+          config=params, settings=settings)
+    finally:
+      sys.argv = argv
     if saved.get('run_id'):
       self._run.config.update(params, allow_val_change=True)
     self._step = int(saved.get('step', 0))

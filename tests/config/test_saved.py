@@ -72,3 +72,50 @@ def test_an_older_config_gets_the_fields_added_since(run_dir):
   options = options_lib.parse_again(
       ['launch.py', f'--resume={run_dir}', '--config.final_eval_episodes=3'])
   assert options.config.final_eval_episodes == 3
+
+
+@pytest.mark.parametrize('content', [
+    '[1, 2]', '"text"', '7', 'null', '{}', '{"config": [1]}',
+    '{"config": {}, "python_path": "/x"}', '{"config": {}, "config_name": 1}',
+    'not json', '\xff'])
+def test_a_config_json_that_is_no_saved_config_is_one_line(run_dir, content):
+  with open(os.path.join(run_dir, 'config.json'), 'w',
+            encoding='latin-1') as f:
+    f.write(content)
+  with pytest.raises(errors.LaunchError) as raised:
+    options_lib.parse_again(['launch.py', f'--resume={run_dir}'])
+  assert str(raised.value) == (
+      f'{run_dir}/config.json is not a saved run config (a JSON object with '
+      'a "config" object); pass --config to resume with a config of yours')
+
+
+def test_a_run_directory_others_can_write_to_is_never_read(run_dir):
+  """Its saved python_path and agent module would run in every node."""
+  path = os.path.join(run_dir, 'config.json')
+  with open(path) as f:
+    record = json.load(f)
+  record['python_path'] = ['/tmp/planted']
+  with open(path, 'w') as f:
+    json.dump(record, f)
+  os.chmod(run_dir, 0o777)
+  with pytest.raises(errors.LaunchError) as raised:
+    options_lib.parse_again(['launch.py', f'--resume={run_dir}'])
+  assert str(raised.value) == (
+      f'--resume={run_dir}: run directory {run_dir} is writable by others '
+      '(mode 0777): refused, they could change what a run reads there')
+
+
+def test_a_saved_config_that_is_a_link_is_refused(run_dir, tmp_path):
+  os.rename(os.path.join(run_dir, 'config.json'), tmp_path / 'elsewhere.json')
+  os.symlink(tmp_path / 'elsewhere.json', os.path.join(run_dir, 'config.json'))
+  with pytest.raises(errors.LaunchError,
+                     match='config.json is a symbolic link'):
+    options_lib.parse_again(['launch.py', f'--resume={run_dir}'])
+
+
+def test_resume_of_a_file_is_one_line(tmp_path):
+  (tmp_path / 'file').write_text('x')
+  with pytest.raises(errors.LaunchError) as raised:
+    options_lib.parse_again(['launch.py', f'--resume={tmp_path}/file'])
+  assert str(raised.value) == (f'--resume={tmp_path}/file: run directory '
+                               f'{tmp_path}/file is not a directory')

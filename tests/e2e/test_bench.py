@@ -193,16 +193,36 @@ _LEARNERS = {
 }
 
 
-@pytest.mark.parametrize('config_name', sorted(_LEARNERS))
-def test_learner_measures_alone_and_in_a_run(tmp_path, config_name):
-  result = _bench('learner.py', f'--config={config_name}', '--seconds=2',
-                  '--settle=1', f'--out={tmp_path}', '--',
-                  '--config.num_actors=1', '--config.eval_every_steps=100000',
+@pytest.mark.parametrize('config_name', ['dqn_minatar', 'impala_minatar',
+                                         'r2d2_minatar'])
+def test_learner_alone_steps_each_agents_own_batches(tmp_path, config_name):
+  # Alone only: the in-a-run side is the same for every agent (the SAC test
+  # below measures it).
+  result = _bench('learner.py', f'--config={config_name}', '--seconds=1',
+                  '--alone_only', f'--out={tmp_path}', '--',
                   *_LEARNERS[config_name])
   results = read_json(os.path.join(tmp_path, 'learner.json'))
   assert results['agent'] == config_name.split('_')[0]
   assert results['alone_sgd_steps_per_second'] > 0
-  assert results['run_sgd_steps_per_second'] > 0
+  assert results['jax_device'] == 'cpu'
+  assert 'run_sgd_steps_per_second' not in results
+  assert 'in a run' not in result.stdout
+  assert not os.path.exists(os.path.join(tmp_path, 'learner'))
+
+
+def test_learner_measures_alone_and_in_a_run_counting_sgd_steps(tmp_path):
+  # Acme's SAC learner counts one step per learner step of (here) 2 SGD
+  # steps, on a batch twice the size; both sides are reported in SGD steps.
+  result = _bench('learner.py', '--config=sac_mujoco', '--seconds=2',
+                  '--settle=1', f'--out={tmp_path}', '--',
+                  '--config.num_actors=1', '--config.eval_every_steps=100000',
+                  '--config.sac.num_sgd_steps_per_step=2',
+                  *_LEARNERS['sac_mujoco'])
+  results = read_json(os.path.join(tmp_path, 'learner.json'))
+  assert results['sgd_steps_per_learner_step'] == 2
+  assert results['alone_sgd_steps'] > 0 and results['run_sgd_steps'] > 0
+  assert results['alone_sgd_steps'] % 2 == 0
+  assert results['run_sgd_steps'] % 2 == 0
   assert results['ratio'] == pytest.approx(
       results['run_sgd_steps_per_second'] /
       results['alone_sgd_steps_per_second'])
@@ -210,20 +230,6 @@ def test_learner_measures_alone_and_in_a_run(tmp_path, config_name):
   assert 'actors in the run' in result.stdout
   # Actors count their steps at each episode's end: a 2 s window may hold none.
   assert results['run_actor_steps_per_second'] >= 0
-
-
-def test_learner_counts_sgd_steps_when_a_learner_step_runs_several(tmp_path):
-  # Acme's SAC learner counts one step per learner step of (here) 2 SGD
-  # steps, on a batch twice the size; both sides are reported in SGD steps.
-  _bench('learner.py', '--config=sac_mujoco', '--seconds=2', '--settle=1',
-         f'--out={tmp_path}', '--', '--config.num_actors=1',
-         '--config.eval_every_steps=100000',
-         '--config.sac.num_sgd_steps_per_step=2', *_LEARNERS['sac_mujoco'])
-  results = read_json(os.path.join(tmp_path, 'learner.json'))
-  assert results['sgd_steps_per_learner_step'] == 2
-  assert results['alone_sgd_steps'] > 0 and results['run_sgd_steps'] > 0
-  assert results['alone_sgd_steps'] % 2 == 0
-  assert results['run_sgd_steps'] % 2 == 0
 
 
 def test_soak_samples_every_node_and_reports_growth(tmp_path):
@@ -238,6 +244,7 @@ def test_soak_samples_every_node_and_reports_growth(tmp_path):
   assert 'largest growth' in result.stdout
 
 
+@pytest.mark.netns_cluster
 def test_cluster_measures_local_mp_and_ray_side_by_side(tmp_path):
   reason = netns_cluster.why_not_available()
   if reason:

@@ -8,6 +8,7 @@ over 4 minutes for the 2.7 GB venv on this 2-core machine. The xz path, and
 the refusals, use a small bundle of the same interpreter with an empty venv.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -184,10 +185,91 @@ def test_an_existing_destination_is_refused(small_bundle, tmp_path):
       f'acme-launch: error: {tmp_path}/dest already exists: choose a new directory']
 
 
+def _no_nvidia_driver_here() -> bool:
+  return (not os.path.exists('/proc/driver/nvidia/version') and
+          shutil.which('nvidia-smi') is None)
+
+
+def _as_cuda_bundle(small_bundle, bundle, from_host=()):
+  """A copy of the small bundle whose BUNDLE.json says it holds the CUDA
+  build (what `--cuda=minimal` writes), to see the installer's host checks."""
+  shutil.copytree(small_bundle, bundle)
+  info = read_json(bundle / 'BUNDLE.json')
+  assert info['jax_build'] == 'cpu' and info['from_host'] == []
+  info.update(jax_build='cuda12-minimal', from_host=list(from_host))
+  with open(bundle / 'BUNDLE.json', 'w') as f:
+    json.dump(info, f)
+
+
+def _planted_nvidia_smi(tmp_path, driver):
+  """A PATH whose first folder holds an `nvidia-smi` that reports `driver`:
+  a host with that NVIDIA driver, as far as the installer can tell."""
+  tools = tmp_path / 'tools'
+  tools.mkdir()
+  (tools / 'nvidia-smi').write_text(f'#!/bin/sh\necho {driver}\n')
+  (tools / 'nvidia-smi').chmod(0o755)
+  return dict(user_env(), PATH=f'{tools}:{os.environ["PATH"]}')
+
+
+@pytest.mark.skipif(not _no_nvidia_driver_here(), reason='an NVIDIA driver is here')
+def test_a_cuda_bundle_on_a_host_without_a_driver_is_one_line_exit_2(
+    small_bundle, tmp_path):
+  _as_cuda_bundle(small_bundle, tmp_path / 'bundle')
+  result = _install(tmp_path / 'bundle', tmp_path / 'dest')
+  assert result.returncode == 2
+  assert _error_lines(result) == [
+      "acme-launch: error: this bundle holds JAX's CUDA 12 build, and this host "
+      'shows no NVIDIA driver (no /proc/driver/nvidia/version, no nvidia-smi): '
+      'install the driver, or a CPU bundle']
+  assert _left_behind(tmp_path / 'dest') == []
+
+
+@pytest.mark.skipif(os.path.exists('/proc/driver/nvidia/version'),
+                    reason='this host has an NVIDIA kernel module')
+@pytest.mark.parametrize('driver, from_host, message', [
+    ('470.82.01', (), "which needs NVIDIA driver 525.60.13 or newer; this host "
+     'has 470.82.01'),
+    ('580.95.05', ('cudnn',), 'takes cuDNN from the host (packed with '
+     '--cuda_from_host=cudnn), and this host has no libcudnn.so.9'),
+])
+def test_a_cuda_bundle_the_host_cannot_run_is_one_line_exit_2(
+    small_bundle, tmp_path, driver, from_host, message):
+  if from_host and 'libcudnn.so.9 ' in subprocess.run(
+      ['ldconfig', '-p'], capture_output=True, text=True, check=False).stdout:
+    pytest.skip('this host has a libcudnn.so.9')
+  _as_cuda_bundle(small_bundle, tmp_path / 'bundle', from_host)
+  result = subprocess.run(
+      ['bash', str(tmp_path / 'bundle' / 'install_bundle.sh'),
+       str(tmp_path / 'dest')], capture_output=True, text=True, check=False,
+      env=_planted_nvidia_smi(tmp_path, driver), timeout=60)
+  assert result.returncode == 2
+  lines = _error_lines(result)
+  assert len(lines) == 1 and message in lines[0], lines
+  assert _left_behind(tmp_path / 'dest') == []
+
+
+def test_cuda_minimal_refuses_a_venv_that_holds_the_cuda_build(tmp_path):
+  venv = tmp_path / 'venv'
+  subprocess.run([os.path.join(sys.base_prefix, 'bin', 'python3.10'), '-m',
+                  'venv', '--without-pip', str(venv)], check=True)
+  plugin = venv / 'lib' / 'python3.10' / 'site-packages' / 'jax_cuda12_plugin'
+  plugin.mkdir(parents=True)
+  (plugin / '__init__.py').write_text('')
+  result = _bundle('--cuda=minimal', str(tmp_path / 'out'), venv=str(venv))
+  assert result.returncode == 2
+  assert _error_lines(result) == [
+      f'acme-launch: error: --cuda=minimal adds to a CPU venv; {venv} already '
+      "holds JAX's CUDA build"]
+  assert not (tmp_path / 'out').exists()
+
+
 @pytest.mark.parametrize('args, message', [
     (['--xz_level=10'], '--xz_level must be 0-9 or none'),
     (['--part_size=60MB'], '--part_size must be a number'),
     (['--compress'], 'unknown option --compress'),
+    (['--cuda=full'], '--cuda must be none or minimal'),
+    (['--cuda_from_host=cudnn'], '--cuda_from_host=cudnn goes with --cuda=minimal'),
+    (['--cuda=minimal', '--cuda_from_host=nccl'], '--cuda_from_host takes cudnn'),
     ([], 'usage: scripts/bundle.sh'),
 ])
 def test_bad_bundle_options_are_one_line_exit_2(tmp_path, args, message):

@@ -15,6 +15,9 @@ from acme_launch.testing import cluster as netns_cluster
 from acme_launch.testing.launcher import checkout_on_path
 from tests.conftest import REPO_ROOT, read_json, user_env
 
+# One namespace cluster at a time under pytest-xdist (tests/conftest.py).
+pytestmark = pytest.mark.netns_cluster
+
 CHAOS = os.path.join(REPO_ROOT, 'bench', 'chaos.py')
 
 

@@ -18,6 +18,9 @@ from tests import slurm_cluster
 from tests.conftest import (REPO_ROOT, node_records, read_json, reached_budget,
                             user_env, wait_for)
 
+# One namespace cluster at a time under pytest-xdist (tests/conftest.py).
+pytestmark = pytest.mark.netns_cluster
+
 TEMPLATE = os.path.join('scripts', 'slurm', 'acme_launch.sbatch')
 BUDGET = 600
 # Each Slurm node's Ray has the job's 2 CPUs there: the learner and the actor

@@ -9,6 +9,7 @@ import pytest
 
 from acme_launch import errors
 from acme_launch.plan import gpu_inventory
+from acme_launch.plan import node_env
 from acme_launch.plan import resources
 from acme_launch.plan import specs
 from acme_launch.plan import table
@@ -232,6 +233,12 @@ BAD_INPUTS = [
     (None, {'actor__extra_env': 'CUDA_VISIBLE_DEVICES=0'},
      ['config.resources.actor.extra_env', 'CUDA_VISIBLE_DEVICES', 'gpus']),
     (None, {'actor__extra_env': 'not an assignment'}, ['KEY=VALUE']),
+    # A credential's value would be written to config.json: pass_env instead.
+    (None, {'actor__extra_env': 'HF_TOKEN=hf_abc'},
+     ['config.resources.actor.extra_env', 'HF_TOKEN', 'pass_env']),
+    (None, {'actor__extra_env': 'PROXY=http://u:pw@h:1'}, ['PROXY', 'pass_env']),
+    (None, {'actor__pass_env': 'HF_TOKEN=x'},
+     ['config.resources.actor.pass_env', 'names only']),
     (None, {'cuda_context_overhead_mb': -1}, ['cuda_context_overhead_mb']),
 ]
 
@@ -341,3 +348,13 @@ def test_read_inventory_on_this_machine_returns_gpu_infos():
   gpus = gpu_inventory.read_inventory()
   assert isinstance(gpus, tuple)
   assert all(isinstance(g, gpu_inventory.GpuInfo) for g in gpus)
+
+
+def test_pass_env_names_reach_their_nodes_plan_and_no_values():
+  p = plan(actor__pass_env='HF_TOKEN, AWS_*,HF_TOKEN',
+           node_overrides='evaluator/0:pass_env=WANDB_API_KEY')
+  variable = node_env.variable('pass_env')
+  assert p.placement('actor/0').env[variable] == 'HF_TOKEN,AWS_*'
+  assert p.placement('actor/0').settings.pass_env == ('HF_TOKEN', 'AWS_*')
+  assert p.placement('evaluator/0').env[variable] == 'WANDB_API_KEY'
+  assert variable not in p.placement('learner/0').env

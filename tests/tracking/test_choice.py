@@ -66,3 +66,38 @@ def test_an_unreadable_state_file_counts_as_none(tmp_path):
   assert tracking.read_state(str(tmp_path)) == {}
   (tmp_path / 'tracking.json').write_text('[1, 2]')
   assert tracking.read_state(str(tmp_path)) == {}
+
+
+_WITH_PASSWORD = 'http://alice:s3cret@127.0.0.1:5000'
+_MASKED = 'http://alice:***@127.0.0.1:5000'
+
+
+def test_a_resumed_run_asks_again_for_a_uri_whose_credentials_were_masked():
+  # Saved masked: the flag, or the environment masking to the same, gives
+  # it back; nothing else does.
+  assert tracking.resumed_uri(_WITH_PASSWORD, '', _MASKED) == _WITH_PASSWORD
+  assert tracking.resumed_uri('', _WITH_PASSWORD, _MASKED) == _WITH_PASSWORD
+  for environ_uri in ('', 'http://alice:s3cret@10.0.0.9:5000'):
+    with pytest.raises(errors.LaunchError) as e:
+      tracking.resumed_uri('', environ_uri, _MASKED)
+    message = str(e.value)
+    assert _MASKED in message and 's3cret' not in message
+    assert '--tracking_uri or MLFLOW_TRACKING_URI' in message
+    assert '\n' not in message
+  # Saved whole (no credentials): as before, the saved store.
+  assert tracking.resumed_uri('', 'file:/elsewhere', 'http://h:5000') == (
+      'http://h:5000')
+  saved = {'backends': ['mlflow'], 'mlflow': {'run_id': 'r',
+                                              'tracking_uri': _MASKED}}
+  with pytest.raises(errors.LaunchError, match='credentials are never saved'):
+    tracking.check_choice([], '', '', saved=saved, environ={})
+
+
+def test_an_unreachable_server_with_a_password_is_named_masked():
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+  with pytest.raises(errors.LaunchError) as e:
+    tracking.probe_mlflow(f'http://alice:s3cret@127.0.0.1:{port}')
+  assert f'http://alice:***@127.0.0.1:{port} does not answer' in str(e.value)
+  assert 's3cret' not in str(e.value)

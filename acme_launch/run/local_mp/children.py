@@ -19,9 +19,20 @@ import threading
 from typing import Dict, List, Optional
 
 from acme_launch import paths
+from acme_launch import safe_dirs
 from acme_launch.run import forkserver
 
 NODE_LOG_BACKUPS = 3   # Rotated node logs kept: log.1 ... log.3.
+
+
+class _NoFollowRotatingHandler(logging.handlers.RotatingFileHandler):
+  """logging's rotating file, opened (and reopened after each rotation)
+  private and never through a symbolic link: OSError (ELOOP) if the log is
+  one. Rotation renames, which replaces a link rather than following it."""
+
+  def _open(self):
+    return os.fdopen(safe_dirs.open_append_nofollow(self.baseFilename),
+                     self.mode, encoding=self.encoding, errors=self.errors)
 
 
 class NodeLog:
@@ -34,7 +45,7 @@ class NodeLog:
 
   def __init__(self, path: str, max_bytes: int, backups: int = NODE_LOG_BACKUPS):
     self.path = path
-    self._handler = logging.handlers.RotatingFileHandler(
+    self._handler = _NoFollowRotatingHandler(
         path, maxBytes=max_bytes, backupCount=backups)
     self._handler.terminator = ''  # Lines keep their own newline.
     self._handler.setFormatter(logging.Formatter('%(message)s'))

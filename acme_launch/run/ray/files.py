@@ -34,12 +34,14 @@ small files; a run with big files to share is better served by a shared
 filesystem.
 """
 
+import errno
 import os
 import shutil
 import tempfile
 from typing import Dict, List, Optional, Tuple
 
 from acme_launch import layout
+from acme_launch import safe_dirs
 from acme_launch.plan import node_env
 from acme_launch.run import rundir
 from acme_launch.plan import topology
@@ -73,7 +75,8 @@ class Mirror:
   """
 
   def __init__(self):
-    self.root = tempfile.mkdtemp(prefix='acme-launch-run-')
+    self.root = safe_dirs.private_temp_folder('acme-launch-run-',
+                                              'mirror of the run directory')
     rundir.create(self.root)
     self._pulled: Dict[str, object] = {}  # Offset, or (size, mtime_ns).
 
@@ -153,7 +156,13 @@ def apply(run_dir: str, changes: List[Change]) -> None:
       continue
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     if how == 'append':
-      with open(path, 'ab') as f:
+      try:
+        fd = safe_dirs.open_append_nofollow(path)
+      except OSError as e:
+        if e.errno == errno.ELOOP:
+          continue  # Never written through a link (see rundir.take).
+        raise
+      with os.fdopen(fd, 'ab') as f:
         f.write(data)
     else:
       fd, tmp_path = tempfile.mkstemp(dir=os.path.dirname(path),

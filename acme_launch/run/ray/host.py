@@ -132,12 +132,25 @@ class NodeHost:
   def check_host(self, marker_path: str, marker_text: str,
                  ip: str) -> Tuple[bool, str]:
     """(whether this host sees the run directory, '' when it can run nodes
-    of the run, else why not in one line)."""
+    of the run, else why not in one line).
+
+    It sees it when the folder at that path here passes the launcher's
+    checks (safe_dirs.py: this user's, nobody else's to change, not a link)
+    and holds the launcher's random marker text, read without following a
+    link; else its nodes write into a private mirror (run/ray/files.py).
+    """
+    from acme_launch import errors
+    from acme_launch import safe_dirs
     try:
-      with open(marker_path) as f:
-        shared = f.read() == marker_text
-    except OSError:
+      shared = safe_dirs.read_file(
+          os.path.dirname(marker_path), os.path.basename(marker_path),
+          'run directory') == marker_text.encode()
+    except (OSError, errors.LaunchError):
       shared = False
+    try:  # Where the node's program and mirror go (private_temp_folder).
+      safe_dirs.check_shared(tempfile.gettempdir(), 'temp folder')
+    except errors.LaunchError as e:
+      return shared, str(e)
     from acme_launch.run import loopback
     try:
       loopback.ensure(ip)
@@ -175,17 +188,24 @@ class NodeHost:
     command is pointed at it. GPUs: a node planned on GPUs sees the ones
     Ray assigned to this actor.
     """
+    from acme_launch import credentials
+    from acme_launch.plan import node_env
     from acme_launch.run import loopback
     import ray
-    self._folder = tempfile.mkdtemp(prefix='acme-launch-node-')
-    os.chmod(self._folder, 0o700)
+    from acme_launch import safe_dirs
+    self._folder = safe_dirs.private_temp_folder(
+        'acme-launch-node-', 'folder of the node\'s program')
     local_path = os.path.join(self._folder, os.path.basename(program_path))
     with open(os.open(local_path, os.O_WRONLY | os.O_CREAT, 0o600), 'wb') as f:
       f.write(program_bytes)
     argv = [sys.executable] + [local_path if a == program_path else a
                                for a in argv[1:]]
 
-    env = {k: v for k, v in os.environ.items() if k not in _RAY_WORKER_ONLY}
+    # This host's worker environment (`ray start`'s) less its credentials
+    # (credentials.py), but those the plan's pass_env keeps.
+    passed = node_env.NodeEnv.from_environ(env_overrides).pass_env
+    env = {k: v for k, v in credentials.node_environ(os.environ, passed).items()
+           if k not in _RAY_WORKER_ONLY}
     env.update(env_overrides)
     if env_overrides.get('CUDA_VISIBLE_DEVICES'):
       env['CUDA_VISIBLE_DEVICES'] = ','.join(str(g) for g in ray.get_gpu_ids())
@@ -193,7 +213,7 @@ class NodeHost:
         p for p in (_REPO_ROOT, env.get('PYTHONPATH', '')) if p)
     env['LD_PRELOAD'] = loopback.preload_value(env.get('LD_PRELOAD', ''),
                                                loopback.library_path())
-    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    log_fd = safe_dirs.open_append_nofollow(log_path)  # Never through a link.
     try:
       self._popen = subprocess.Popen(
           argv, env=env, cwd=_REPO_ROOT, stdin=subprocess.DEVNULL,

@@ -31,6 +31,7 @@ and once more at its end (run/ray/files.py says what travels and how).
 """
 
 import os
+import secrets
 import sys
 import threading
 import time
@@ -38,6 +39,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 from acme_launch import paths
 from acme_launch import errors
+from acme_launch import safe_dirs
 from acme_launch.program import build as program_lib
 from acme_launch.run.ray import cluster as ray_cluster
 from acme_launch.run.ray import files as ray_files
@@ -51,6 +53,24 @@ from acme_launch.plan import topology
 
 CALL_TIMEOUT_SECONDS = 30.0   # One round of actor calls (poll, ports, ...).
 _MARKER = '.ray_shared_check'
+
+
+def _write_marker(run_dir: str, text: str) -> None:
+  """RUN_DIR/_MARKER holding `text`, made anew (a killed launcher's is
+  removed first), through the checked run directory, never through a link."""
+  fd = safe_dirs.open_checked(run_dir, 'run directory')
+  try:
+    try:
+      os.unlink(_MARKER, dir_fd=fd)
+    except FileNotFoundError:
+      pass
+    marker = safe_dirs.open_file(
+        fd, _MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+        os.path.join(run_dir, _MARKER))
+  finally:
+    os.close(fd)
+  with os.fdopen(marker, 'w') as f:
+    f.write(text)
 
 
 class RaySupervisor(core.SupervisorCore):
@@ -176,9 +196,9 @@ class RaySupervisor(core.SupervisorCore):
     if not by_host:
       return
     marker = os.path.join(self._run_dir, _MARKER)
-    text = f'{os.getpid()} {time.time()}\n'
-    with open(marker, 'w') as f:
-      f.write(text)
+    # Random: a host sees the run directory only if it reads this text.
+    text = secrets.token_hex(16)
+    _write_marker(self._run_dir, text)
     try:
       ray_cluster.check_addresses(
           [ray_cluster.Host(host, ip, {}) for host, (_, ip) in by_host.items()],
@@ -194,7 +214,10 @@ class RaySupervisor(core.SupervisorCore):
           self._unshared_hosts.add(host)
       self._checked_hosts.update(by_host)
     finally:
-      os.unlink(marker)
+      try:
+        os.unlink(marker)
+      except FileNotFoundError:
+        pass
 
   def settle(self, node: str, where: Dict) -> Tuple[Dict[str, str], str]:
     """A moved node's new host checked; its run-directory env and log path."""
@@ -272,7 +295,8 @@ class RaySupervisor(core.SupervisorCore):
     if start is not None:
       self._starts[node] = start
     print(line, flush=True)
-    with open(layout.log_path(self._run_dir, node), 'a') as f:
+    with os.fdopen(safe_dirs.open_append_nofollow(
+        layout.log_path(self._run_dir, node)), 'a') as f:
       f.write(f'\n{line}\n')
     try:
       ray.get(self._actors[node].start.remote(

@@ -16,6 +16,9 @@ import pytest
 from acme_launch.testing import cluster as netns_cluster
 from tests.conftest import REPO_ROOT, node_records, read_json, wait_for
 
+# One namespace cluster at a time under pytest-xdist (tests/conftest.py).
+pytestmark = pytest.mark.netns_cluster
+
 
 @pytest.fixture(scope='module')
 def cluster():

@@ -29,6 +29,9 @@ from acme_launch.run.ray import cluster as ray_cluster
 from acme_launch.testing import cluster as netns_cluster
 from tests.conftest import REPO_ROOT
 
+# One namespace cluster at a time under pytest-xdist (tests/conftest.py).
+pytestmark = pytest.mark.netns_cluster
+
 HOST_OF = {'replay/0': 'a', 'counter/0': 'a', 'learner/0': 'a',
            'evaluator/0': 'a', 'actor/0': 'b', 'actor/1': 'c'}
 # Small Ray CPU demands: the namespaces share this machine's two cores.

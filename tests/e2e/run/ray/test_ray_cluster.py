@@ -23,6 +23,9 @@ from tests.conftest import (REPO_ROOT, actor_steps, killed_on_exit,
 from tests.run.ray.test_ray_cluster import (HOST_OF, ON_HOST_A, PLACEMENT,
                                             four_hosts, launch)
 
+# One namespace cluster at a time under pytest-xdist (tests/conftest.py).
+pytestmark = pytest.mark.netns_cluster
+
 
 @pytest.fixture(scope='module')
 def cluster(tmp_path_factory):

@@ -23,6 +23,9 @@ from tests.conftest import (REPO_ROOT, actor_steps, killed_on_exit,
                             node_records, read_json, wait_for)
 from tests.run.ray.test_ray_cluster import ON_HOST_A
 
+# One namespace cluster at a time under pytest-xdist (tests/conftest.py).
+pytestmark = pytest.mark.netns_cluster
+
 ONE_WORKER_ACTOR = ['--config.num_actors=1',
                     '--config.resources.actor.ray_cpus=0.5',
                     '--config.resources.actor.ray_resources=worker:1']
