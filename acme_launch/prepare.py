@@ -219,9 +219,9 @@ def _loopback(launch_type: str, allow_exposed: bool) -> Tuple[str, str]:
   from acme_launch.run import loopback
   try:
     path = loopback.ensure()
-    if launch_type != 'local_mp' and not loopback.active_in_this_process():
+    if launch_type != 'local_mp' and not loopback.screening_in_this_process():
       raise loopback.Unavailable(
-          'the loopback shim could not be preloaded into this launcher, '
+          'the loopback shim is not in effect in this launcher, '
           f'where {launch_type} runs every server')
   except loopback.Unavailable as e:
     if loopback.only_loopback_interfaces():

@@ -1,19 +1,36 @@
-"""Keeps the servers of a local run on loopback: the LD_PRELOAD bind() shim.
+"""Keeps the servers of a local run on loopback, answering only the run's
+user: the LD_PRELOAD bind()/accept() shim.
 
 Courier (Launchpad 0.5.0) and Reverb (0.7.0) servers bind the wildcard
 `[::]:PORT` in C++ and take only a port, so every node of a local run would
 listen on every network interface, and Courier serves pickled Python calls
-without credentials. `native/loopback_bind.c` is a tiny library that wraps
-glibc's `bind()` (both libraries call it dynamically) and rewrites a wildcard
-address to loopback: 0.0.0.0 -> 127.0.0.1, [::] on an IPv6-only socket ->
-[::1], [::] on a dual-stack socket -> ::ffff:127.0.0.1 (IPv4 loopback, where
-`localhost` resolves; a client that tries ::1 first is refused at once and
-moves on to 127.0.0.1). Outbound connections are untouched.
+without credentials (its decoder imports and calls whatever a request's
+"reduced" objects name). `native/loopback_bind.c` is a tiny library that
+wraps glibc's `bind()` (both libraries call it dynamically) and rewrites a
+wildcard address to loopback: 0.0.0.0 -> 127.0.0.1, [::] on an IPv6-only
+socket -> [::1], [::] on a dual-stack socket -> ::ffff:127.0.0.1 (IPv4
+loopback, where `localhost` resolves; a client that tries ::1 first is
+refused at once and moves on to 127.0.0.1). Outbound connections are
+untouched.
+
+Loopback keeps other machines out, not other users of this one. The library
+also wraps `accept()` and `accept4()` (gRPC's accept loop calls glibc's
+`accept4`): a connection reaches the server only when the peer's socket
+belongs to the process's effective user, looked up by its address and port
+(NETLINK_SOCK_DIAG, or /proc/net/tcp and /proc/net/tcp6 where that is not
+available; SO_PEERCRED for Unix sockets). Any other is closed before
+the server sees it: the other user's client reads nothing, and the server
+keeps listening (a non-blocking accept goes on to the next pending
+connection, a blocking one fails with ECONNABORTED, a client that gave up).
+Why this and not a network namespace of the run:
+docs/reliability-and-security.md ("Threat model").
 
 On a Ray cluster (`--launch_type=ray`) ACME_LAUNCH_BIND_ADDRESS names the
 host's cluster address (IPv4) and wildcard binds land there instead of on
 loopback: the other hosts reach the node, nothing listens on any other
-interface (acme_launch/run/ray/launch.py sets it per node).
+interface (acme_launch/run/ray/launch.py sets it per node). Peers on other
+hosts cannot be looked up, so there accept is not screened; local runs never
+carry the variable (`clear_bind_address`).
 
 The library is built with the system C compiler into the virtual environment
 (`<sys.prefix>/lib/acme_launch_loopback.so`, or ACME_LAUNCH_LOOPBACK_LIBRARY)
@@ -22,10 +39,11 @@ The supervisor preloads it into every `local_mp` node process; for
 `local_mt`/`test_mt`, where the servers are threads of the launcher, the
 launcher re-executes itself once with it preloaded. Before a run starts the
 launcher checks, in a throwaway process, that a wildcard bind really lands on
-loopback; when it does not (no compiler, a static interpreter...) the CLI
-refuses the run unless `--allow_exposed_listeners` is given, or the launcher
-runs in a network namespace with no interface but loopback (nothing to
-expose there: `docker run --network none`, `unshare -n`).
+loopback and that a connection of its own user is accepted there; when it
+does not (no compiler, a static interpreter, no /proc...) the CLI refuses
+the run unless `--allow_exposed_listeners` is given, or the launcher runs in
+a network namespace with no interface but loopback (no other machine to
+expose to there: `docker run --network none`, `unshare -n`).
 
 This module imports nothing from acme_launch, so that setup can run it as a
 script before anything else is importable:
@@ -36,6 +54,7 @@ script before anything else is importable:
 
 import ctypes
 import hashlib
+import json
 import os
 import socket
 import subprocess
@@ -48,21 +67,42 @@ LIBRARY_ENV = 'ACME_LAUNCH_LOOPBACK_LIBRARY'
 BIND_ADDRESS_ENV = 'ACME_LAUNCH_BIND_ADDRESS'  # Read by the shim at load.
 _REEXEC_ENV = 'ACME_LAUNCH_LOOPBACK_REEXEC'
 _ACTIVE_SYMBOL = 'acme_launch_loopback_active'
+_SCREENING_SYMBOL = 'acme_launch_peer_check'
 
-# Run with the shim preloaded: binds wildcards, prints where they landed.
+# Run with the shim preloaded: binds wildcards, prints where they landed,
+# whether a connection of this user is accepted there, and whether accept is
+# screened at all (the library's acme_launch_peer_check).
 _PROBE = r'''
-import socket
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-s.bind(('0.0.0.0', 0))
-print(s.getsockname()[0])
+import ctypes, json, socket
+found = {'addresses': [], 'accepted': True}
+def served(family, address):
+  listener = socket.socket(family, socket.SOCK_STREAM)
+  if family == socket.AF_INET6:
+    listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+  listener.bind((address, 0))
+  found['addresses'].append(listener.getsockname()[0])
+  listener.listen(1)
+  host, port = listener.getsockname()[:2]
+  client = socket.create_connection((host.replace('::ffff:', ''), port), 10)
+  listener.settimeout(10)
+  try:
+    listener.accept()[0].close()
+  except OSError:
+    found['accepted'] = False
+  client.close()
+  listener.close()
+served(socket.AF_INET, '0.0.0.0')
 if socket.has_ipv6:
   try:
-    s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-    s.bind(('::', 0))
-    print(s.getsockname()[0])
+    served(socket.AF_INET6, '::')
   except OSError:
     pass
+try:
+  found['screened'] = bool(ctypes.c_int.in_dll(ctypes.CDLL(None),
+                                               'acme_launch_peer_check').value)
+except ValueError:
+  found['screened'] = False
+print(json.dumps(found))
 '''
 _LOOPBACK = ('127.0.0.1', '::1', '::ffff:127.0.0.1')
 
@@ -139,13 +179,16 @@ def preload_value(existing: str, path: str) -> str:
 
 
 def verify(path: str, bind_address: str = '') -> None:
-  """Proves, in a throwaway process, that wildcard binds land on loopback.
+  """Proves, in a throwaway process, that wildcard binds land on loopback,
+  that a connection of this user is accepted there, and that accept is
+  screened (connections of other users refused).
 
-  With `bind_address` (an IPv4 address of this host), that they land there.
+  With `bind_address` (an IPv4 address of this host), that they land there
+  (a cluster's listener, whose accept is not screened).
   """
-  env = dict(os.environ, LD_PRELOAD=preload_value(os.environ.get('LD_PRELOAD'), path))
+  env = clear_bind_address(dict(
+      os.environ, LD_PRELOAD=preload_value(os.environ.get('LD_PRELOAD'), path)))
   env.pop('ACME_LAUNCH_LOOPBACK_DEBUG', None)
-  env.pop(BIND_ADDRESS_ENV, None)
   expected = _LOOPBACK
   if bind_address:
     env[BIND_ADDRESS_ENV] = bind_address
@@ -156,11 +199,23 @@ def verify(path: str, bind_address: str = '') -> None:
                             check=False)
   except (OSError, subprocess.TimeoutExpired) as e:
     raise Unavailable(f'cannot run the loopback shim check: {e}') from None
-  addresses = result.stdout.split()
-  if result.returncode != 0 or not addresses or any(
-      a not in expected for a in addresses):
-    detail = ' '.join(result.stderr.split())[:200] or (
-        'a wildcard bind landed on ' + (', '.join(addresses) or 'nothing'))
+  try:
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+  except (IndexError, ValueError):
+    found = {}
+  addresses = found.get('addresses', [])
+  detail = ''
+  if result.returncode != 0 or not addresses:
+    detail = ' '.join(result.stderr.split())[:200] or 'the check printed nothing'
+  elif any(a not in expected for a in addresses):
+    detail = 'a wildcard bind landed on ' + ', '.join(addresses)
+  elif not found.get('accepted'):
+    detail = ('it refused a connection of this user (can it ask '
+              'NETLINK_SOCK_DIAG or read /proc/net/tcp?)')
+  elif found.get('screened') != (not bind_address):
+    detail = ('it does not screen connections' if not bind_address else
+              'it screens connections on a cluster address')
+  if detail:
     raise Unavailable(f'the loopback shim {path} does not work here: {detail}')
 
 
@@ -185,13 +240,29 @@ def only_loopback_interfaces() -> bool:
     return False
 
 
+def _symbol_in_this_process(name: str):
+  try:
+    return ctypes.c_int.in_dll(ctypes.CDLL(None), name).value
+  except ValueError:
+    return None
+
+
 def active_in_this_process() -> bool:
   """True when the shim was preloaded into this process."""
-  try:
-    ctypes.c_int.in_dll(ctypes.CDLL(None), _ACTIVE_SYMBOL)
-  except ValueError:
-    return False
-  return True
+  return _symbol_in_this_process(_ACTIVE_SYMBOL) is not None
+
+
+def screening_in_this_process() -> bool:
+  """True when this process's listeners answer only its own user: the shim
+  is preloaded and screens accept (no cluster bind address)."""
+  return bool(_symbol_in_this_process(_SCREENING_SYMBOL))
+
+
+def clear_bind_address(env: dict) -> dict:
+  """`env` without a cluster bind address: a local run's processes bind to
+  loopback and screen their peers, whatever the user's environment held."""
+  env.pop(BIND_ADDRESS_ENV, None)
+  return env
 
 
 def reexec_preloaded() -> None:
@@ -208,7 +279,8 @@ def reexec_preloaded() -> None:
     path = ensure()
   except Unavailable:
     return
-  env = dict(os.environ, LD_PRELOAD=preload_value(os.environ.get('LD_PRELOAD'), path))
+  env = clear_bind_address(dict(
+      os.environ, LD_PRELOAD=preload_value(os.environ.get('LD_PRELOAD'), path)))
   env[_REEXEC_ENV] = '1'
   sys.stdout.flush()
   sys.stderr.flush()

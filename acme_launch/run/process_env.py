@@ -31,7 +31,7 @@ def node_process_env(node: str, overrides: Mapping[str, str], *,
   inherited = credentials.node_environ(os.environ, passed)
   env = node_env.updated({**inherited, **overrides}, node=node,
                          run_dir=run_dir, compilation_cache=compilation_cache,
-                         pdb=pdb)
+                         pdb=pdb, bind_address='')  # Loopback, screened.
   env['PYTHONPATH'] = os.pathsep.join(
       p for p in (*python_path, paths.ROOT, env.get('PYTHONPATH', ''))
       if p)

@@ -146,6 +146,14 @@ def test_learning_refuses_an_unknown_config_or_task_before_running(tmp_path):
     assert not os.path.exists(os.path.join(tmp_path, 'learning'))
 
 
+def test_accept_measures_connections_without_and_with_the_shims_lookups(tmp_path):
+  result = _bench('accept.py', '--connections=50', '--rounds=1', f'--out={tmp_path}')
+  figures = read_json(os.path.join(tmp_path, 'accept.json'))['microseconds']
+  assert set(figures) == {'none', 'sock_diag', 'proc'}
+  assert all(len(v) == 1 and v[0] > 0 for v in figures.values()), figures
+  assert 'sock_diag' in result.stdout
+
+
 def test_startup_reports_cold_and_warm_first_steps_and_memory(tmp_path):
   _bench('startup.py', '--config=smoke', f'--out={tmp_path}')
   results = read_json(os.path.join(tmp_path, 'startup.json'))['node_start']['fork']

@@ -1,4 +1,5 @@
-/* acme-launch loopback shim: an LD_PRELOAD library that keeps listeners local.
+/* acme-launch loopback shim: an LD_PRELOAD library that keeps listeners local
+ * and answers only the run's own user.
  *
  * Courier (Launchpad) and Reverb servers bind the wildcard [::]:PORT in C++
  * and take no host. Loaded with LD_PRELOAD into every node process, this
@@ -19,43 +20,89 @@
  * every outbound connection stay as they were. Specific addresses pass
  * through untouched.
  *
+ * Loopback is no boundary between the users of one host: any process on it
+ * can connect there, and Courier runs what a request names. So the library
+ * also wraps accept() and accept4(): a connection is handed to the server
+ * only when the peer's socket belongs to this process's effective user.
+ * For TCP the kernel is asked for the socket at the peer's address and port
+ * connected to ours (NETLINK_SOCK_DIAG, one hash lookup; an IPv4 client of a
+ * dual-stack listener, seen as ::ffff:127.0.0.1, is looked up as IPv4,
+ * which finds dual-stack clients too), or where that is not available, it
+ * is looked for in /proc/net/tcp and /proc/net/tcp6 (which walk the whole
+ * connection table: 7 to 10 ms a file on a host with 262,144 hash
+ * buckets). It must be that very connection (not a listener the lookup
+ * falls back on), live (inode not 0: an orphan, already closed by its
+ * process, reads as uid 0 on some kernels) and of our uid; for a Unix
+ * socket, SO_PEERCRED's uid must be ours. Anything else, a peer on another
+ * host included, is closed at once, before the server sees it: the client
+ * reads nothing, and the server keeps listening. On a non-blocking listener
+ * (gRPC's) the call goes on to the next pending connection, and returns as
+ * on an empty queue (EAGAIN) when none is left; on a blocking one it
+ * returns -1 with ECONNABORTED, which servers take as a client that gave up.
+ *
  * On a cluster (--launch_type=ray) each node's listeners must be reachable
  * from the other hosts, and only there: ACME_LAUNCH_BIND_ADDRESS=A.B.C.D
  * (the host's cluster address, IPv4) replaces 127.0.0.1 above, so 0.0.0.0
  * -> A.B.C.D and a dual-stack [::] -> ::ffff:A.B.C.D; an IPv6-only [::]
  * still becomes [::1]. A value that is not an IPv4 address makes every
  * wildcard bind fail (EADDRNOTAVAIL) rather than listen on all interfaces.
+ * With it set, accept is not screened: peers on other hosts cannot be
+ * looked up here, and the cluster network must be private to the user.
  *
- * ACME_LAUNCH_LOOPBACK_DEBUG=1 prints each rewrite to stderr.
+ * ACME_LAUNCH_LOOPBACK_DEBUG=1 prints each rewrite and each refusal to
+ * stderr; ACME_LAUNCH_LOOPBACK_LOOKUP=proc looks peers up in /proc only
+ * (the tests check both ways).
  * Build: cc -shared -fPIC -O2 -o acme_launch_loopback.so loopback_bind.c -ldl
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 typedef int (*bind_fn)(int, const struct sockaddr *, socklen_t);
+typedef int (*accept_fn)(int, struct sockaddr *, socklen_t *);
+typedef int (*accept4_fn)(int, struct sockaddr *, socklen_t *, int);
 
 static bind_fn real_bind;
+static accept_fn real_accept;
+static accept4_fn real_accept4;
 static int debug;
 static in_addr_t target_v4;  /* Network order: loopback or the bind address. */
 static int target_invalid;   /* ACME_LAUNCH_BIND_ADDRESS set but unreadable. */
+static uid_t run_uid;        /* The only user whose connections are accepted. */
+static int use_proc;         /* Look peers up in /proc/net/tcp* only. */
+static int diag_found_one;   /* sock_diag has found a socket in this process. */
 
 /* Found by the Python side to tell that the shim is loaded in a process. */
 int acme_launch_loopback_active = 1;
+/* 1 when accept() hands over only the run's user's connections (local runs). */
+int acme_launch_peer_check = 1;
 
 __attribute__((constructor)) static void init(void) {
   real_bind = (bind_fn)dlsym(RTLD_NEXT, "bind");
+  real_accept = (accept_fn)dlsym(RTLD_NEXT, "accept");
+  real_accept4 = (accept4_fn)dlsym(RTLD_NEXT, "accept4");
+  run_uid = geteuid();
   const char *value = getenv("ACME_LAUNCH_LOOPBACK_DEBUG");
   debug = value != NULL && value[0] == '1';
+  value = getenv("ACME_LAUNCH_LOOPBACK_LOOKUP");
+  use_proc = value != NULL && strcmp(value, "proc") == 0;
   target_v4 = htonl(INADDR_LOOPBACK);
   const char *address = getenv("ACME_LAUNCH_BIND_ADDRESS");
   if (address != NULL && address[0] != '\0') {
+    acme_launch_peer_check = 0;  /* Peers on other hosts: not looked up here. */
     struct in_addr parsed;
     if (inet_pton(AF_INET, address, &parsed) == 1)
       target_v4 = parsed.s_addr;
@@ -126,4 +173,286 @@ int bind(int fd, const struct sockaddr *addr, socklen_t len) {
     return real_bind(fd, (struct sockaddr *)&local, sizeof local);
   }
   return real_bind(fd, addr, len);
+}
+
+/* An address as /proc/net/tcp{,6} prints it: the raw 32-bit words in hex. */
+static void proc_v4(char *out, size_t size, const struct in_addr *a) {
+  snprintf(out, size, "%08X", (unsigned)a->s_addr);
+}
+
+static void proc_v6(char *out, size_t size, const struct in6_addr *a) {
+  snprintf(out, size, "%08X%08X%08X%08X", (unsigned)a->s6_addr32[0],
+           (unsigned)a->s6_addr32[1], (unsigned)a->s6_addr32[2],
+           (unsigned)a->s6_addr32[3]);
+}
+
+/* `v4` as an IPv4-mapped IPv6 address, ::ffff:a.b.c.d. */
+static void mapped(struct in6_addr *out, const struct in_addr *v4) {
+  memset(out, 0, sizeof *out);
+  out->s6_addr[10] = 0xff;
+  out->s6_addr[11] = 0xff;
+  out->s6_addr32[3] = v4->s_addr;
+}
+
+/* 1 when `table` lists a live socket at (peer, peer_port) connected to
+ * (local, local_port) whose uid is run_uid; its uid in *seen otherwise. */
+static int listed_as_ours(const char *table, const char *peer,
+                          unsigned peer_port, const char *local,
+                          unsigned local_port, long *seen) {
+  FILE *f = fopen(table, "re");
+  if (f == NULL) return 0;
+  char line[512];
+  int ours = 0;
+  while (fgets(line, sizeof line, f) != NULL) {
+    char laddr[33], raddr[33];
+    unsigned lport, rport, uid;
+    unsigned long inode;
+    if (sscanf(line, " %*u: %32[0-9A-Fa-f]:%x %32[0-9A-Fa-f]:%x %*x %*s %*s "
+               "%*s %u %*d %lu", laddr, &lport, raddr, &rport, &uid,
+               &inode) != 6)
+      continue;  /* The header. */
+    if (lport != peer_port || rport != local_port ||
+        strcasecmp(laddr, peer) != 0 || strcasecmp(raddr, local) != 0)
+      continue;
+    *seen = inode != 0 ? (long)uid : -1;  /* -1: closed by its process. */
+    ours = inode != 0 && (uid_t)uid == run_uid;
+    break;
+  }
+  fclose(f);
+  return ours;
+}
+
+/* An address in the form sock_diag compares: IPv4 (also a v4-mapped
+ * IPv6 address) in word 0, the family it is looked up in. */
+struct endpoint {
+  int family;
+  uint32_t addr[4];  /* Network order. */
+  uint16_t port;     /* Network order. */
+};
+
+static struct endpoint endpoint_of(const struct sockaddr_storage *a) {
+  struct endpoint e;
+  memset(&e, 0, sizeof e);
+  if (a->ss_family == AF_INET) {
+    const struct sockaddr_in *v4 = (const struct sockaddr_in *)a;
+    e.family = AF_INET;
+    e.addr[0] = v4->sin_addr.s_addr;
+    e.port = v4->sin_port;
+  } else {
+    const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)a;
+    e.port = v6->sin6_port;
+    if (IN6_IS_ADDR_V4MAPPED(&v6->sin6_addr)) {
+      e.family = AF_INET;
+      e.addr[0] = v6->sin6_addr.s6_addr32[3];
+    } else {
+      e.family = AF_INET6;
+      memcpy(e.addr, &v6->sin6_addr, sizeof e.addr);
+    }
+  }
+  return e;
+}
+
+/* `words` (an inet_diag address of a socket of `family`) is `e`'s address. */
+static int same_address(int family, const uint32_t *words,
+                        const struct endpoint *e) {
+  if (e->family == AF_INET6) return memcmp(words, e->addr, 16) == 0;
+  if (family == AF_INET) return words[0] == e->addr[0];
+  /* A dual-stack socket's IPv4 address: ::ffff:a.b.c.d. */
+  return words[0] == 0 && words[1] == 0 && words[2] == htonl(0xffff) &&
+         words[3] == e->addr[0];
+}
+
+/* The socket at `peer` connected to `local`, asked of the kernel by its
+ * exact address (NETLINK_SOCK_DIAG: one hash lookup; reading /proc/net/tcp
+ * walks the whole connection table, milliseconds on a large host). 1 when
+ * it is a live socket of run_uid, 0 when it is not or there is none, -1
+ * when sock_diag cannot answer here. A kernel without TCP sock_diag says
+ * "no such socket" too: until a lookup has found one, that is -1. */
+static int diag_says_ours(const struct endpoint *peer,
+                          const struct endpoint *local, long *seen) {
+  int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (nl < 0) return -1;
+  struct {
+    struct nlmsghdr header;
+    struct inet_diag_req_v2 request;
+  } message;
+  memset(&message, 0, sizeof message);
+  message.header.nlmsg_len = sizeof message;
+  message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  message.header.nlmsg_flags = NLM_F_REQUEST;
+  message.request.sdiag_family = (uint8_t)peer->family;
+  message.request.sdiag_protocol = IPPROTO_TCP;
+  message.request.idiag_states = ~0U;
+  message.request.id.idiag_sport = peer->port;
+  message.request.id.idiag_dport = local->port;
+  if (peer->family == AF_INET) {
+    message.request.id.idiag_src[0] = peer->addr[0];
+    message.request.id.idiag_dst[0] = local->addr[0];
+  } else {
+    memcpy(message.request.id.idiag_src, peer->addr, 16);
+    memcpy(message.request.id.idiag_dst, local->addr, 16);
+  }
+  message.request.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+  message.request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+  struct sockaddr_nl kernel;
+  memset(&kernel, 0, sizeof kernel);
+  kernel.nl_family = AF_NETLINK;
+  long answer[2048 / sizeof(long)];  /* Aligned for nlmsghdr. */
+  ssize_t got = -1;
+  if (sendto(nl, &message, sizeof message, 0, (struct sockaddr *)&kernel,
+             sizeof kernel) == (ssize_t)sizeof message) {
+    do {
+      got = recv(nl, answer, sizeof answer, 0);
+    } while (got < 0 && errno == EINTR);
+  }
+  close(nl);
+  if (got < (ssize_t)sizeof(struct nlmsghdr)) return -1;
+  const struct nlmsghdr *reply = (const struct nlmsghdr *)answer;
+  if (!NLMSG_OK(reply, (size_t)got)) return -1;
+  if (reply->nlmsg_type == NLMSG_ERROR) {
+    const struct nlmsgerr *error = NLMSG_DATA(reply);
+    /* No such socket, or (never found one yet) no TCP sock_diag here. */
+    if (reply->nlmsg_len >= NLMSG_LENGTH(sizeof *error) &&
+        error->error == -ENOENT && diag_found_one)
+      return 0;
+    return -1;
+  }
+  if (reply->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
+      reply->nlmsg_len < NLMSG_LENGTH(sizeof(struct inet_diag_msg)))
+    return -1;
+  const struct inet_diag_msg *found = NLMSG_DATA(reply);
+  diag_found_one = 1;
+  /* The lookup falls back on a listener at the peer's port when no
+   * connection is there: only the peer's own connection counts. */
+  if (found->idiag_state == 10 /* TCP_LISTEN */ ||
+      found->id.idiag_sport != peer->port ||
+      found->id.idiag_dport != local->port ||
+      !same_address(found->idiag_family, found->id.idiag_src, peer) ||
+      !same_address(found->idiag_family, found->id.idiag_dst, local))
+    return 0;
+  *seen = found->idiag_inode != 0 ? (long)found->idiag_uid : -1;
+  return found->idiag_inode != 0 && (uid_t)found->idiag_uid == run_uid;
+}
+
+/* The same from /proc/net/tcp and /proc/net/tcp6, where sock_diag is not
+ * available (no inet_diag in the kernel, netlink refused). */
+static int proc_says_ours(const struct endpoint *peer,
+                          const struct endpoint *local, long *seen) {
+  char la[33], pa[33];
+  unsigned lport = ntohs(local->port), pport = ntohs(peer->port);
+  if (peer->family == AF_INET6) {
+    proc_v6(la, sizeof la, (const struct in6_addr *)local->addr);
+    proc_v6(pa, sizeof pa, (const struct in6_addr *)peer->addr);
+    return listed_as_ours("/proc/net/tcp6", pa, pport, la, lport, seen);
+  }
+  /* An IPv4 client, or a dual-stack one (listed in tcp6 as ::ffff:...). */
+  proc_v4(la, sizeof la, (const struct in_addr *)&local->addr[0]);
+  proc_v4(pa, sizeof pa, (const struct in_addr *)&peer->addr[0]);
+  if (listed_as_ours("/proc/net/tcp", pa, pport, la, lport, seen)) return 1;
+  struct in6_addr l6, p6;
+  mapped(&l6, (const struct in_addr *)&local->addr[0]);
+  mapped(&p6, (const struct in_addr *)&peer->addr[0]);
+  proc_v6(la, sizeof la, &l6);
+  proc_v6(pa, sizeof pa, &p6);
+  return listed_as_ours("/proc/net/tcp6", pa, pport, la, lport, seen);
+}
+
+/* 1 when the TCP peer of an accepted connection is a socket of run_uid on
+ * this host (this network namespace). */
+static int tcp_peer_is_ours(const struct sockaddr_storage *local,
+                            const struct sockaddr_storage *peer, long *seen,
+                            const char **how) {
+  struct endpoint l = endpoint_of(local), p = endpoint_of(peer);
+  if (l.family != p.family) return 0;
+  *how = "sock_diag";
+  int ours = use_proc ? -1 : diag_says_ours(&p, &l, seen);
+  if (ours >= 0) return ours;
+  *how = "/proc/net/tcp";
+  return proc_says_ours(&p, &l, seen);
+}
+
+/* 1 when connection `fd` comes from a socket of the run's user. */
+static int peer_is_ours(int fd, long *seen, const char **how) {
+  struct sockaddr_storage local, peer;
+  socklen_t local_len = sizeof local, peer_len = sizeof peer;
+  memset(&local, 0, sizeof local);
+  memset(&peer, 0, sizeof peer);
+  if (getsockname(fd, (struct sockaddr *)&local, &local_len) != 0) return 0;
+  if (local.ss_family == AF_UNIX) {
+    *how = "SO_PEERCRED";
+    struct ucred cred;
+    socklen_t size = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &size) != 0) return 0;
+    *seen = cred.uid;
+    return cred.uid == run_uid;
+  }
+  if (local.ss_family != AF_INET && local.ss_family != AF_INET6)
+    return 1;  /* Not a network or Unix socket: nothing to screen. */
+  if (getpeername(fd, (struct sockaddr *)&peer, &peer_len) != 0 ||
+      peer.ss_family != local.ss_family)
+    return 0;  /* Reset by the peer already: nobody to answer. */
+  return tcp_peer_is_ours(&local, &peer, seen, how);
+}
+
+/* Refuses connection `fd` of `listener`: closes it, says so when asked. */
+static void refuse(int listener, int fd, long seen, const char *how) {
+  if (debug)
+    fprintf(stderr, "acme-launch loopback: fd %d refused a connection from "
+            "uid %ld (not uid %ld; %s)\n", listener, seen, (long)run_uid, how);
+  close(fd);
+}
+
+/* At most this many refused connections are skipped in one call. */
+#define MAX_SKIPPED 64
+
+/* accept4() (accept() when `use_accept`) handing over only connections of
+ * the run's user. A refused one is closed; on a non-blocking listener (as
+ * gRPC's) the next pending connection is tried, so one queued behind it is
+ * not left waiting for the next readiness edge, and the call ends as an
+ * empty queue does (EAGAIN); on a blocking one, -1 with ECONNABORTED at
+ * once, rather than blocking a caller that polled first. */
+static int screened_accept(int listener, struct sockaddr *addr,
+                           socklen_t *len, int flags, int use_accept) {
+  socklen_t given = len != NULL ? *len : 0;
+  for (int skipped = 0;; ++skipped) {
+    if (len != NULL) *len = given;
+    int saved = errno;
+    int fd = use_accept ? real_accept(listener, addr, len)
+                        : real_accept4(listener, addr, len, flags);
+    if (fd < 0 || !acme_launch_peer_check) return fd;
+    long seen = -1;
+    const char *how = "no address";
+    if (peer_is_ours(fd, &seen, &how)) {
+      errno = saved;
+      return fd;
+    }
+    refuse(listener, fd, seen, how);
+    int status = fcntl(listener, F_GETFL);
+    if (status < 0 || !(status & O_NONBLOCK) || skipped + 1 >= MAX_SKIPPED) {
+      errno = ECONNABORTED;
+      return -1;
+    }
+  }
+}
+
+int accept(int fd, struct sockaddr *addr, socklen_t *len) {
+  if (real_accept == NULL) {
+    real_accept = (accept_fn)dlsym(RTLD_NEXT, "accept");
+    if (real_accept == NULL) {
+      errno = ENOSYS;
+      return -1;
+    }
+  }
+  return screened_accept(fd, addr, len, 0, 1);
+}
+
+int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags) {
+  if (real_accept4 == NULL) {
+    real_accept4 = (accept4_fn)dlsym(RTLD_NEXT, "accept4");
+    if (real_accept4 == NULL) {
+      errno = ENOSYS;
+      return -1;
+    }
+  }
+  return screened_accept(fd, addr, len, flags, 0);
 }
