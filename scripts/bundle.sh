@@ -109,6 +109,11 @@ tar -C "$base_prefix" -cf - --anchored --wildcards \
   . | tar -C "$stage/python" -xf -
 "$venv/bin/python" "$root/scripts/relocate.py" runpath "$stage/python" "$base_prefix"
 
+# 1a. The loopback shim (a node's listeners kept local and screened) built
+# from this checkout's source into the venv, so that no stale copy travels.
+(cd "$root" && "$venv/bin/python" acme_launch/run/loopback.py) \
+  || fail "could not build the loopback shim (acme_launch/run/loopback.py) into $venv"
+
 # 1b. --slim, --cuda: a copy of the venv, changed; the original stays as it is.
 if [ -n "$slim" ] || [ "$cuda" != none ]; then
   cp -a "$venv" "$work/venv"
