@@ -23,10 +23,13 @@ def _tiny(agent: str, num_devices: int, batch_size: int):
   config = registry.load(f'{agent}_minatar')
   config.network.conv_channels, config.network.lstm_size = (4,), 8
   if agent == 'impala':
-    config.impala.sequence_length, config.impala.max_queue_size = 5, 32
+    config.impala.sequence_length, config.impala.max_queue_size = LENGTH, 32
   else:
     config.r2d2.burn_in_length, config.r2d2.trace_length = 1, 3
     config.r2d2.min_replay_size, config.r2d2.max_replay_size = 4, 64
+    # A wide rate limiter: sampled at will once 4 are in.
+    config.r2d2.samples_per_insert = 1.0
+    config.r2d2.samples_per_insert_tolerance_rate = 10.0
   config[agent].batch_size = batch_size
   config.resources.learner.num_devices = num_devices
   return config
@@ -37,10 +40,14 @@ def _spec(config):
       environments.make_environment(config.env_name, seed=0))
 
 
-def _fill(client: reverb.Client, table: reverb.Table, items: int) -> None:
-  """`items` all-zero sequences of the table's signature."""
+LENGTH = 5  # Steps a sequence: IMPALA's sequence_length, R2D2's 1 + 3 + 1.
+
+
+def _fill(client: reverb.Client, table: reverb.Table, items: int,
+          length: int = LENGTH) -> None:
+  """`items` all-zero sequences of `length` steps, as the table's
+  signature has them."""
   signature = table.info.signature
-  length = tree.flatten(signature)[0].shape[0]
   step = tree.map_structure(
       lambda s: np.zeros(s.shape[1:], s.dtype.as_numpy_dtype), signature)
   with client.trajectory_writer(num_keep_alive_refs=length) as writer:
@@ -81,7 +88,9 @@ def test_each_device_gets_its_share_of_the_batch_and_the_tables_stay(agent):
     server = reverb.Server([table])
     try:
       client = reverb.Client(f'localhost:{server.port}')
-      _fill(client, table, 12)
+      # IMPALA's queue takes a batch and a sequence before it waits for
+      # the learner (its rate limiter's error buffer).
+      _fill(client, table, 4 if agent == 'impala' else 8)
       sample = next(builder.make_dataset_iterator(client))
       batches[num_devices] = sample.data.observation.shape[0]
     finally:
