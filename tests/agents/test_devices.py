@@ -4,6 +4,7 @@ real Reverb table, keep their tables as with one device, and refuse a batch
 that does not split. The runs on two virtual CPU devices are in
 tests/e2e/agents/test_devices.py."""
 
+import jax
 import ml_collections
 import numpy as np
 import pytest
@@ -74,9 +75,10 @@ def test_the_batch_is_split_over_the_learners_devices():
 @pytest.mark.parametrize('agent', ['impala', 'r2d2'])
 def test_each_device_gets_its_share_of_the_batch_and_the_tables_stay(agent):
   """Acme's learner takes one dataset batch per device: with 2 devices
-  and batch_size 4 the dataset yields batches of 2 (a step still trains
-  on 4), and the replay's tables (rate limiter included) are those of one
-  device."""
+  and batch_size 4 its dataset yields batches of 2 (a step trains on 4,
+  2 on each), Acme's learner is built and steps on them, and the replay's
+  tables (rate limiter included) are those of one device. (This process
+  has one device: the learner pmaps over it.)"""
   adapter = agents.load(agent)
   batches, tables = {}, {}
   for num_devices in (1, 2):
@@ -91,11 +93,21 @@ def test_each_device_gets_its_share_of_the_batch_and_the_tables_stay(agent):
       # IMPALA's queue takes a batch and a sequence before it waits for
       # the learner (its rate limiter's error buffer).
       _fill(client, table, 4 if agent == 'impala' else 8)
-      sample = next(builder.make_dataset_iterator(client))
-      batches[num_devices] = sample.data.observation.shape[0]
+      sizes = batches.setdefault(num_devices, [])
+
+      def recorded(iterator):
+        for sample in iterator:
+          sizes.append(sample.data.observation.shape[0])
+          yield sample
+
+      learner = builder.make_learner(
+          jax.random.PRNGKey(0), adapter.make_networks(config, spec),
+          recorded(builder.make_dataset_iterator(client)), client)
+      learner.step()
+      assert sizes, 'the learner stepped on no batch'
     finally:
       server.stop()
-  assert batches == {1: 4, 2: 2}
+  assert {n: sizes[0] for n, sizes in batches.items()} == {1: 4, 2: 2}
   assert tables[1].rate_limiter_info == tables[2].rate_limiter_info
   assert tables[1].max_size == tables[2].max_size
 
