@@ -60,6 +60,13 @@ def _fill(client: reverb.Client, table: reverb.Table, items: int,
     writer.flush()
 
 
+def _recorded(iterator, sizes):
+  """`iterator`'s samples, each one's batch size appended to `sizes`."""
+  for sample in iterator:
+    sizes.append(sample.data.observation.shape[0])
+    yield sample
+
+
 def test_the_batch_is_split_over_the_learners_devices():
   config = ml_collections.ConfigDict(
       {'resources': {'learner': {'num_devices': 4}}})
@@ -94,15 +101,9 @@ def test_each_device_gets_its_share_of_the_batch_and_the_tables_stay(agent):
       # the learner (its rate limiter's error buffer).
       _fill(client, table, 4 if agent == 'impala' else 8)
       sizes = batches.setdefault(num_devices, [])
-
-      def recorded(iterator):
-        for sample in iterator:
-          sizes.append(sample.data.observation.shape[0])
-          yield sample
-
       learner = builder.make_learner(
           jax.random.PRNGKey(0), adapter.make_networks(config, spec),
-          recorded(builder.make_dataset_iterator(client)), client)
+          _recorded(builder.make_dataset_iterator(client), sizes), client)
       learner.step()
       assert sizes, 'the learner stepped on no batch'
     finally:
