@@ -133,7 +133,7 @@ class Early:
   preload: str                     # The loopback shim, preloaded into nodes.
   exposed_reason: str              # Why not, with --allow_exposed_listeners.
   inventory: Tuple[gpu_inventory.GpuInfo, ...]   # The GPUs planned on.
-  plan: resources.ResourcePlan     # With one learner device (see decide).
+  plan: resources.ResourcePlan     # The one plan (decide checks the agent).
   notes: Tuple[str, ...]           # Lines to show.
   supervision: Supervision
   debug_node: str
@@ -276,6 +276,19 @@ def _host_cores(launch_type: str, host: host_lib.HostSlice):
   return list(host.cores) if launch_type == 'local_mp' else None
 
 
+def _check_learner_process(launch_type: str,
+                           plan: resources.ResourcePlan) -> None:
+  """A learner on several devices needs a process of its own: its devices
+  (the GPUs it sees, the CPU's split) are set before JAX starts in it."""
+  devices = plan.placement('learner/0').devices
+  if devices > 1 and launch_type not in ('local_mp', 'ray'):
+    raise errors.LaunchError(
+        f'config.resources.learner.num_devices={devices} needs the learner '
+        f'in a process of its own: --launch_type=local_mp or ray (under '
+        f'{launch_type} every node is a thread of this launcher, whose JAX '
+        'has one CPU device)')
+
+
 def decide_early(options: options_lib.Options,
                  host: Optional[host_lib.HostSlice] = None,
                  connected_cluster=None) -> Early:
@@ -315,7 +328,9 @@ def decide_early(options: options_lib.Options,
   inventory, gpu_note = _usable_gpus(options, host)
   plan = resources.plan_resources(
       topology.node_list(config.num_actors, config.num_evaluators),
-      config.resources, inventory, 1, _host_cores(launch_type, host))
+      config.resources, inventory, _host_cores(launch_type, host),
+      agent=str(config.agent))
+  _check_learner_process(launch_type, plan)
   return Early(
       config=config, config_name=config_name, launch_type=launch_type,
       dry_run=dry_run, run_dir=run_dir, new_run_dir=new_run_dir,
@@ -336,20 +351,21 @@ def decide(early: Early) -> Launch:
   program. LaunchError (exit 2, one line) for a bad input; nothing started
   or written.
 
-  The plan is early's, made with one learner device: an agent whose
-  learner declares more is planned again here, where it changes anything
-  (on GPUs).
+  The plan is early's, made from the config alone: here the agent's
+  adapter says whether its learner can use the devices it gives it.
   """
   # Heavy imports (acme, launchpad, TF) only once the input parsed.
   from acme_launch import agents
   from acme_launch.program import build as program_lib
   launch_type, config, plan = early.launch_type, early.config, early.plan
   adapter = agents.load(config.agent)
-  learner_devices = adapter.learner_devices
-  if learner_devices != 1 and early.inventory:
-    plan = resources.plan_resources(
-        program_lib.node_list(config), config.resources, early.inventory,
-        learner_devices, _host_cores(launch_type, early.host))
+  devices = plan.placement('learner/0').devices
+  if not adapter.uses_devices(devices):
+    raise errors.LaunchError(
+        f'config.resources.learner.num_devices={devices}: agent '
+        f'{config.agent}\'s learner runs on {adapter.devices_text()} '
+        "(its adapter's learner_devices; the shipped impala and r2d2 take "
+        'any number)')
   built = program_lib.make_program(config, plan, early.run_dir)
   replay = _plan_replay(adapter, config, built.environment_spec, plan,
                         launch_type)

@@ -140,3 +140,54 @@ def test_any_run_name_and_folders_give_a_checked_run_directory_or_one_line(
           run_kind in ('missing', 'private'))
   assert refused != fine, (argv, workdir_kind, run_kind)
   assert _snapshot(base) == before
+
+
+def _error(*argv) -> str:
+  with pytest.raises(errors.LaunchError) as raised:
+    prepare.check_arguments(['launch.py', *argv])
+  message = str(raised.value)
+  assert '\n' not in message
+  return message
+
+
+def test_a_learner_on_two_cpu_devices_is_planned_with_the_xla_flag():
+  launch = prepare.check_arguments([
+      'launch.py', '--config=impala_minatar',
+      '--config.resources.learner.num_devices=2'])
+  learner = launch.plan.placement('learner/0')
+  assert learner.devices == 2 and learner.gpus == ()
+  assert learner.env['XLA_FLAGS'] == '--xla_force_host_platform_device_count=2'
+
+
+def test_a_device_count_the_agent_cannot_use_is_refused_naming_it():
+  assert _error('--config=smoke', '--config.resources.learner.num_devices=2'
+                ) == ("config.resources.learner.num_devices=2: agent ppo's "
+                      "learner runs on 1 device (its adapter's "
+                      'learner_devices; the shipped impala and r2d2 take any '
+                      'number)')
+
+
+def test_a_batch_that_does_not_split_over_the_devices_is_refused():
+  assert 'config.r2d2.batch_size=32 does not split over the learner\'s 3' in (
+      _error('--config=r2d2_minatar',
+             '--config.resources.learner.num_devices=3'))
+
+
+def test_several_learner_devices_need_a_process_of_the_learners_own():
+  assert 'needs the learner in a process of its own' in _error(
+      '--config=impala_minatar', '--launch_type=local_mt',
+      '--config.resources.learner.num_devices=2')
+
+
+def test_an_injected_inventory_gives_the_learner_its_gpus_of_one_model():
+  inventories = os.path.join(os.path.dirname(__file__), 'inventories')
+  launch = prepare.check_arguments([
+      'launch.py', '--config=impala_minatar',
+      f'--gpu_inventory={inventories}/a100x2_t4.json',
+      '--config.resources.learner.num_devices=2'])
+  learner = launch.plan.placement('learner/0')
+  assert learner.gpus == (0, 2) and learner.devices == 2  # The two A100s.
+  assert 'XLA_FLAGS' not in learner.env
+  assert 'the learner needs 3 GPUs of one model' in _error(
+      '--config=impala_minatar', f'--gpu_inventory={inventories}/a100x2_t4.json',
+      '--config.resources.learner.num_devices=3')

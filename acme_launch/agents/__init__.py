@@ -6,6 +6,7 @@ The launcher and its tests use these names; a user's adapter needs only
 `Adapter` (docs/own-agents-and-envs.md).
 """
 
+from acme_launch.agents.adapter import ANY_DEVICES
 from acme_launch.agents.adapter import Adapter
 from acme_launch.agents.adapter import make_actor_policy
 from acme_launch.agents.adapter import make_variable_client
@@ -16,6 +17,6 @@ from acme_launch.agents.loader import load
 from acme_launch.agents.loader import module_name
 from acme_launch.agents.loader import section_name
 
-__all__ = ['Adapter', 'FUNCTIONS', 'SHIPPED', 'call', 'load',
+__all__ = ['ANY_DEVICES', 'Adapter', 'FUNCTIONS', 'SHIPPED', 'call', 'load',
            'make_actor_policy', 'make_variable_client', 'module_name',
            'section_name']

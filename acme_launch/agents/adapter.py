@@ -23,8 +23,13 @@ constants that `loader.from_module` turns into the same value.
 
 and, defaulted (module constant in brackets):
 
-  learner_devices        [LEARNER_DEVICES] 1: devices its learner uses; the
-                         resource planner gives the learner that many GPUs
+  learner_devices        [LEARNER_DEVICES] 1: the devices its learner runs
+                         on, a count or 'any' (ANY_DEVICES: a learner that
+                         pmaps over all the devices its process has, as
+                         Acme's IMPALA and R2D2 do). The config's
+                         `resources.learner.num_devices` must be one it
+                         takes (refused before launch otherwise); the plan
+                         gives the learner's process that many devices
   actor_variables        [ACTOR_VARIABLES] 'policy': the learner variables
                          its actor fetches (`learner.get_variables([name])`)
   variable_update_period [VARIABLE_UPDATE_PERIOD] 1: every how many updates
@@ -72,6 +77,7 @@ import inspect
 from typing import Any, Callable, Optional, Union
 
 ConfigFunction = Callable[[Any], int]
+ANY_DEVICES = 'any'  # learner_devices of a learner that takes any number.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +86,7 @@ class Adapter:
   make_builder: Callable[..., Any]
   make_networks: Callable[..., Any]
   make_policy: Callable[..., Any]
-  learner_devices: int = 1
+  learner_devices: Union[int, str] = 1
   actor_variables: str = 'policy'
   variable_update_period: Union[int, ConfigFunction] = 1
   policy_returns_extras: bool = False
@@ -102,6 +108,17 @@ class Adapter:
     declared = self.variable_update_period
     return int(declared(config) if callable(declared) else declared)
 
+  def uses_devices(self, count: int) -> bool:
+    """Whether its learner runs on `count` devices."""
+    return self.learner_devices in (ANY_DEVICES, count)
+
+  def devices_text(self) -> str:
+    """'any number of devices', '1 device', '2 devices'."""
+    devices = self.learner_devices
+    if devices == ANY_DEVICES:
+      return 'any number of devices'
+    return f'{devices} device{"s" if devices != 1 else ""}'
+
 
 FUNCTIONS = ('make_builder', 'make_networks', 'make_policy')
 OPTIONAL_FUNCTIONS = ('make_actor_core', 'replay_tables')
@@ -121,8 +138,10 @@ def problem(adapter: Adapter, name=str) -> Optional[str]:
     if not callable(value) and not (value is None and field not in FUNCTIONS):
       return f'{name(field)} is not a function (got {kind(value)})'
   devices = adapter.learner_devices
-  if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
-    return f'{name("learner_devices")} must be an int >= 1, got {devices!r}'
+  if devices != ANY_DEVICES and (isinstance(devices, bool) or
+                                 not isinstance(devices, int) or devices < 1):
+    return (f'{name("learner_devices")} must be an int >= 1 or '
+            f'{ANY_DEVICES!r}, got {devices!r}')
   if not isinstance(adapter.actor_variables, str):
     return (f'{name("actor_variables")} must be a str, got '
             f'{kind(adapter.actor_variables)}')

@@ -21,8 +21,13 @@ from acme_launch.agents.adapter import Adapter
 SHIPPED = ('ppo', 'sac', 'td3', 'd4pg', 'dqn', 'r2d2', 'impala')
 FUNCTIONS = adapter_lib.FUNCTIONS
 
+def read_devices(value):
+  """LEARNER_DEVICES as the field: 'any', or a count (2.0 is 2)."""
+  return value if value == adapter_lib.ANY_DEVICES else int(value)
+
+
 # The module shorthand's constants: (Adapter field, how its value is read).
-CONSTANTS = {'LEARNER_DEVICES': ('learner_devices', int),
+CONSTANTS = {'LEARNER_DEVICES': ('learner_devices', read_devices),
              'ACTOR_VARIABLES': ('actor_variables', str),
              'VARIABLE_UPDATE_PERIOD': ('variable_update_period', None),
              'POLICY_RETURNS_EXTRAS': ('policy_returns_extras', bool),
@@ -95,9 +100,11 @@ def from_module(agent: str, module) -> Adapter:
     try:
       fields[field] = value if read is None else read(value)
     except (TypeError, ValueError):
+      kind = {int: 'an int', read_devices: "an int or 'any'"}.get(read,
+                                                                  'a str')
       raise errors.LaunchError(
           f'config.agent {agent!r}: {module.__name__}.{constant} must be '
-          f'{"an int" if read is int else "a str"}, got {value!r}') from None
+          f'{kind}, got {value!r}') from None
   return Adapter(**fields)
 
 

@@ -1,4 +1,8 @@
-"""GPU placement: which GPUs each node sees, and the memory planned on each."""
+"""GPU placement: which GPUs each node sees, and the memory planned on each.
+
+The learner gets `num_devices` GPUs of one model (JAX cannot pmap over two
+models), or none on a machine without GPUs: its devices are then virtual
+CPU devices (resources.py sets the XLA flag)."""
 
 import dataclasses
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
@@ -28,16 +32,24 @@ def describe_by_model(gpus: Sequence[GpuInfo]) -> str:
 
 
 def _learner_gpus(inventory: Sequence[GpuInfo], devices: int) -> Tuple[int, ...]:
-  """The learner's 'auto': `devices` GPUs of one model (fewer if no model has
-  that many), from the model with the most of them, then the most memory."""
+  """The learner's 'auto': `devices` GPUs of one model, from the model with
+  the most memory among those that have that many (then the lowest
+  indices); none on a machine without GPUs (its devices are then the CPU's).
+  Refuses a machine whose GPUs are no `devices` of one model."""
   by_model: Dict[str, List[GpuInfo]] = {}
   for gpu in inventory:
     by_model.setdefault(gpu.name, []).append(gpu)
   if not by_model:
     return ()
-  best = max(by_model.values(),
-             key=lambda gs: (min(len(gs), devices), min(g.memory_mb for g in gs),
-                             -min(g.index for g in gs)))
+  enough = [gs for gs in by_model.values() if len(gs) >= devices]
+  if not enough:
+    fail(f'config.resources.learner.num_devices={devices}: the learner needs '
+         f'{devices} GPUs of one model (one JAX process cannot use two '
+         f'models) and this machine has {describe_by_model(inventory)}; '
+         'lower num_devices, or set config.resources.learner.gpus=none to '
+         f'run its {devices} devices on the CPU')
+  best = max(enough, key=lambda gs: (min(g.memory_mb for g in gs),
+                                     -min(g.index for g in gs)))
   return tuple(sorted(g.index for g in best))[:devices]
 
 
@@ -58,18 +70,34 @@ def _explicit_gpus(node: str, text: str, by_index: Mapping[int, GpuInfo]
   return indices
 
 
+def _check_learner_list(spec: NodeSpec, agent: str) -> None:
+  """A learner's GPU list names as many GPUs as it has devices."""
+  listed = len(spec.gpus.split(','))
+  if listed != spec.num_devices:
+    fail(f'config.resources.learner.gpus={spec.gpus} lists {listed} GPU'
+         f'{"s" if listed > 1 else ""} for a learner of '
+         f'config.resources.learner.num_devices={spec.num_devices}'
+         f'{f" (agent {agent})" if agent else ""}: list '
+         f'{spec.num_devices}, or set num_devices={listed} for an agent '
+         'whose learner uses that many (docs/resources-and-gpus.md)')
+
+
 def assign_gpus(node_names: Sequence[str], groups: Sequence[str],
                  specs: Sequence[NodeSpec], inventory: Sequence[GpuInfo],
-                 learner_devices: int) -> List[Tuple[int, ...]]:
+                 agent: str = '') -> List[Tuple[int, ...]]:
+  """Each node's GPUs: the learner's `num_devices` of one model ('auto'),
+  none, or the ones listed. `agent` names the agent in refusals."""
   by_index = {g.index: g for g in inventory}
   assigned: List[Optional[Tuple[int, ...]]] = []
   for node, group, spec in zip(node_names, groups, specs):
     if spec.gpus == 'none':
       assigned.append(())
     elif spec.gpus == 'auto':
-      assigned.append(_learner_gpus(inventory, learner_devices)
+      assigned.append(_learner_gpus(inventory, spec.num_devices)
                       if group == 'learner' else None)
     else:
+      if group == 'learner':
+        _check_learner_list(spec, agent)
       assigned.append(_explicit_gpus(node, spec.gpus, by_index))
   learner_gpus = {i for group, gpus in zip(groups, assigned)
                   if group == 'learner' and gpus for i in gpus}

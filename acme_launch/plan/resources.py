@@ -5,10 +5,13 @@ out-of-memory at start, and Launchpad keys `local_resources` by group label
 only. Here the plan is data made before anything starts: for every node the
 Launchpad label it is added under, the GPUs and cores it gets, its typed
 settings (plan/node_env.py) and the string environment its process gets; bad
-input raises `LaunchError` with one line. The learner gets as many GPUs of one
-model as its learner uses (one JAX process cannot use two models; no shipped
-learner pmaps), the other nodes none unless asked, and the memory planned on
-each GPU must fit it. The fields of `config.resources`, the CPU and GPU
+input raises `LaunchError` with one line. The learner gets
+`resources.learner.num_devices` GPUs of one model (one JAX process cannot
+use two models; IMPALA's and R2D2's learners pmap over them), or as many
+virtual CPU devices on a machine without GPUs (XLA's
+--xla_force_host_platform_device_count, set here); the other nodes none
+unless asked, and the memory planned on each GPU must fit it. Whether the
+agent can use that many devices is its adapter's to say: prepare.py checks. The fields of `config.resources`, the CPU and GPU
 placement rules and the labels are described in docs/ (resources).
 
 Here: the plan's value types, the node environments and labels, and
@@ -27,7 +30,8 @@ from acme_launch.plan.cores import assign_cores
 from acme_launch.plan.gpu_inventory import GpuInfo
 from acme_launch.plan.gpus import GpuUsage, assign_gpus, plan_gpu_usage, node_planned_mb
 from acme_launch.plan.node_env import format_cores
-from acme_launch.plan.specs import GROUPS, NodeSpec, fail, node_specs
+from acme_launch.plan.specs import (FORCE_HOST_DEVICES, GROUPS, NodeSpec,
+                                    fail, node_specs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +50,9 @@ class NodePlacement:
   # What node code reads (node/entry.py applies it before TF starts).
   settings: node_env.NodeEnv = node_env.NodeEnv()
   threads: int = 0   # Its OMP_NUM_THREADS (0 = unset): e.g. EnvPool's threads.
+  # The JAX devices it runs on: the learner's num_devices (its GPUs, or
+  # virtual CPU devices when it has none), 1 for every other node.
+  devices: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +105,9 @@ def _env(spec: NodeSpec, gpus: Tuple[int, ...], cores: Tuple[int, ...],
   if threads:
     env['OMP_NUM_THREADS'] = str(threads)
   env.update(spec.extra_env)
+  if not gpus and spec.num_devices > 1:  # The CPU split into N devices.
+    env['XLA_FLAGS'] = ' '.join(filter(None, (
+        env.get('XLA_FLAGS', ''), f'{FORCE_HOST_DEVICES}={spec.num_devices}')))
   return env
 
 
@@ -133,13 +143,13 @@ def _labels(groups: Sequence[str], envs: Sequence[Dict[str, str]],
 def plan_resources(nodes: Sequence[Tuple[str, int]],
                    resources_config: ml_collections.ConfigDict,
                    inventory: Sequence[GpuInfo] = (),
-                   learner_devices: int = 1,
-                   host_cores: Optional[Sequence[int]] = None) -> ResourcePlan:
+                   host_cores: Optional[Sequence[int]] = None,
+                   agent: str = '') -> ResourcePlan:
   """Places each (group, index) node; raises LaunchError on bad input.
 
-  `learner_devices`: how many devices the agent's learner uses (its
-  adapter's LEARNER_DEVICES). `host_cores`: the cores the nodes may be
-  pinned to (the launcher's own, local_mp); None pins nothing."""
+  `host_cores`: the cores the nodes may be pinned to (the launcher's own,
+  local_mp); None pins nothing. `agent` (config.agent) is named in the
+  refusals that concern its learner."""
   groups = [group for group, _ in nodes]
   node_names = [f'{group}/{index}' for group, index in nodes]
   for group in groups:
@@ -150,8 +160,7 @@ def plan_resources(nodes: Sequence[Tuple[str, int]],
     fail('config.resources.cuda_context_overhead_mb must be >= 0, '
           f'got {overhead_mb}')
   specs = node_specs(node_names, groups, resources_config)
-  assigned = assign_gpus(node_names, groups, specs, inventory,
-                          learner_devices)
+  assigned = assign_gpus(node_names, groups, specs, inventory, agent)
   usage = plan_gpu_usage(node_names, specs, assigned, inventory, overhead_mb)
   cores, cpu_note = assign_cores(
       node_names, groups, specs, host_cores,
@@ -170,7 +179,8 @@ def plan_resources(nodes: Sequence[Tuple[str, int]],
                          if gpus else 0),
           ray_cpus=spec.ray_cpus, ray_memory_mb=spec.ray_memory_mb,
           ray_resources=spec.ray_resources, cores=node_cores,
-          settings=node_settings, threads=spec.omp_threads or len(node_cores))
+          settings=node_settings, threads=spec.omp_threads or len(node_cores),
+          devices=spec.num_devices)
       for node, group, label, gpus, env, spec, node_cores, node_settings in zip(
           node_names, groups, labels, assigned, envs, specs, cores, settings))
   used = {i for gpus in assigned for i in gpus}

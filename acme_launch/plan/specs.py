@@ -2,6 +2,8 @@
 
 Reads each group's fields and the node overrides, checks them and gives one
 validated `NodeSpec` per node; bad input raises `LaunchError` with one line.
+The learner's section has one field more, `num_devices`: how many devices
+of one kind its one process runs on (`learner_num_devices`).
 """
 
 import dataclasses
@@ -23,6 +25,9 @@ _PLANNER_OWNED = ('CUDA_DEVICE_ORDER', 'CUDA_VISIBLE_DEVICES', 'JAX_PLATFORMS',
                   'OMP_NUM_THREADS')
 _PLANNER_OWNED_PREFIXES = ('XLA_PYTHON_CLIENT_', node_env.PREFIX)
 _ENV_NAME = r'[A-Za-z_][A-Za-z0-9_]*'
+# The XLA flag that splits a CPU into virtual devices: the planner sets it
+# from the learner's num_devices (an extra_env XLA_FLAGS may hold others).
+FORCE_HOST_DEVICES = '--xla_force_host_platform_device_count'
 
 
 DEFAULT_ACTOR_FRACTION = 0.1   # JAX's GPU memory cap, every group but the learner.
@@ -54,6 +59,9 @@ def default_resources_config() -> ml_collections.ConfigDict:
     learner = group == 'learner'
     config[group] = _group_defaults('auto' if learner else 'none',
                                     0.75 if learner else DEFAULT_ACTOR_FRACTION)
+  # The learner's devices (GPUs of one model, or virtual CPU devices): its
+  # agent must be able to use them (prepare.py checks its adapter).
+  config.learner.num_devices = 1
   config.node_overrides = ''
   config.cuda_context_overhead_mb = 500
   config.oversubscribe_cpus = False
@@ -61,6 +69,7 @@ def default_resources_config() -> ml_collections.ConfigDict:
 
 
 _FIELDS = tuple(_group_defaults('none', 0.1).keys())
+_LEARNER_FIELDS = _FIELDS + ('num_devices',)
 _TOP_LEVEL = ('node_overrides', 'cuda_context_overhead_mb',
               'oversubscribe_cpus')
 
@@ -85,6 +94,7 @@ class NodeSpec:
   cpus: str = 'auto'              # 'auto', 'all', a count or a core list.
   cpu_count: int = 0              # The count, when cpus is one.
   cpu_list: Tuple[int, ...] = ()  # The cores, when cpus is a list.
+  num_devices: int = 1            # JAX devices of its process (the learner's).
 
 
 def fail(message: str) -> None:
@@ -125,6 +135,9 @@ def _parse_node_overrides(text: str, nodes: Sequence[str]
     if node not in nodes:
       fail(f'config.resources.node_overrides: unknown node {node!r}; this '
             f'config has nodes {", ".join(nodes)}')
+    if field == 'num_devices':
+      fail(f'config.resources.node_overrides: {entry!r}: num_devices is '
+           'the learner\'s, set as config.resources.learner.num_devices')
     if field not in _FIELDS:
       fail(f'config.resources.node_overrides: unknown field {field!r} in '
             f'{entry!r}; fields: {", ".join(_FIELDS)}')
@@ -152,6 +165,9 @@ def _parse_extra_env(text: str, where: str) -> Tuple[Tuple[str, str], ...]:
            'extra_env values are written to config.json and printed by '
            f'--dry_run; export it and name it in pass_env instead '
            f'(config.resources.GROUP.pass_env={key})')
+    if key == 'XLA_FLAGS' and FORCE_HOST_DEVICES in value:
+      fail(f'{where} sets {FORCE_HOST_DEVICES} in XLA_FLAGS, which the '
+           'resource planner sets: use config.resources.learner.num_devices')
     pairs.append((key, value))
   return tuple(pairs)
 
@@ -275,7 +291,26 @@ def _node_spec(fields: Mapping[str, Tuple[object, str]]) -> NodeSpec:
       ray_memory_mb=int(value['ray_memory_mb']),
       ray_resources=_parse_ray_resources(value['ray_resources'],
                                          where['ray_resources']),
-      cpus=cpus, cpu_count=cpu_count, cpu_list=cpu_list)
+      cpus=cpus, cpu_count=cpu_count, cpu_list=cpu_list,
+      num_devices=_parse_num_devices(*fields['num_devices'])
+      if 'num_devices' in fields else 1)
+
+
+def _parse_num_devices(value, where: str) -> int:
+  text = str(value).strip()
+  if isinstance(value, bool) or not text.isdigit() or int(text) < 1:
+    fail(f'{where} must be a count >= 1 (the learner\'s devices), '
+         f'got {value!r}')
+  return int(text)
+
+
+def learner_num_devices(config: ml_collections.ConfigDict) -> int:
+  """The devices the learner runs on, from a whole experiment config:
+  `config.resources.learner.num_devices` (1 in configs saved before the
+  field). The agents split their batch by it; plan_resources checks it."""
+  learner = config.resources.get('learner') or {}
+  return _parse_num_devices(learner.get('num_devices', 1),
+                            'config.resources.learner.num_devices')
 
 
 def node_specs(node_names: Sequence[str], groups: Sequence[str],
@@ -289,13 +324,14 @@ def node_specs(node_names: Sequence[str], groups: Sequence[str],
   group_fields = {}
   for group in GROUPS:
     section = config[group] if group in config else defaults[group]
-    unknown = sorted(set(section.keys()) - set(_FIELDS))
+    fields = _LEARNER_FIELDS if group == 'learner' else _FIELDS
+    unknown = sorted(set(section.keys()) - set(fields))
     if unknown:
       fail(f'config.resources.{group} has unknown fields '
-            f'{", ".join(unknown)}; fields: {", ".join(_FIELDS)}')
+            f'{", ".join(unknown)}; fields: {", ".join(fields)}')
     group_fields[group] = {
         name: (section[name] if name in section else defaults[group][name],
-               f'config.resources.{group}.{name}') for name in _FIELDS}
+               f'config.resources.{group}.{name}') for name in fields}
   overrides = _parse_node_overrides(
       str(config.get('node_overrides', '')), node_names)
   specs = []

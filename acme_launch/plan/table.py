@@ -13,7 +13,8 @@ from acme_launch.plan.specs import DEFAULT_ACTOR_FRACTION
 
 def _columns(p: NodePlacement) -> Tuple[str, ...]:
   env = p.env
-  gpus = ','.join(map(str, p.gpus)) or 'cpu'
+  gpus = ','.join(map(str, p.gpus)) or (
+      f'cpu x{p.devices}' if p.devices > 1 else 'cpu')
   if p.gpus:
     jax = env.get('XLA_PYTHON_CLIENT_MEM_FRACTION', '?')
     if env.get('XLA_PYTHON_CLIENT_PREALLOCATE') == 'true':
@@ -41,6 +42,13 @@ def format_plan(plan: ResourcePlan) -> str:
            '  ' + row[-1] for row in rows]
   if plan.cpu_note:
     lines.append('\n' + plan.cpu_note)
+  for p in plan.placements:
+    if p.group == 'learner' and p.devices > 1:
+      where = (f'GPUs {",".join(map(str, p.gpus))}' if p.gpus
+               else 'virtual CPU devices, by XLA_FLAGS')
+      lines.append(f'\n{p.node} runs on {p.devices} devices ({where}); '
+                   'the impala and r2d2 learners give each batch_size / '
+                   f'{p.devices} of a step\'s batch')
   if plan.gpu_usage:
     lines.append('\nGPU memory planned (JAX fraction + CUDA context + TF limit):')
     for u in plan.gpu_usage:
@@ -51,8 +59,9 @@ def format_plan(plan: ResourcePlan) -> str:
   if plan.idle_gpus:
     lines.append(
         f'idle GPUs: {describe_by_model(plan.idle_gpus)}. The learner gets '
-        'the devices its learner uses (its adapter\'s LEARNER_DEVICES, 1 for '
-        'every shipped agent); to run the actors\' batched policy on the idle '
+        'config.resources.learner.num_devices GPUs of one model (default 1; '
+        'the impala and r2d2 learners take any number, each device a share '
+        'of the batch); to run the actors\' batched policy on the idle '
         'ones: --config.resources.actor.gpus=auto (one GPU each, round-robin, '
         f'jax_mem_fraction {DEFAULT_ACTOR_FRACTION:g} each).')
   lines.append('\nenvironment per label:')

@@ -132,7 +132,11 @@ def make_program(config: ml_collections.ConfigDict,
     return checkpointing.CheckpointedCounter(run_dir, config.checkpoint,
                                              watch=limiter.poll)
 
+  learner_devices = plan.placement('learner/0').devices
+
   def build_learner(replay, counter):
+    if learner_devices > 1:  # Acme's learners pmap over all they see.
+      check_learner_devices(learner_devices)
     random_key = jax.random.PRNGKey(seeds['learner/0'])
     networks = adapter.make_networks(config, environment_spec)
     iterator = builder.make_dataset_iterator(replay)
@@ -250,6 +254,19 @@ def make_program(config: ml_collections.ConfigDict,
   return BuiltProgram(program, nodes_by_label,
                       run_identity(config, environment_spec),
                       environment_spec)
+
+
+def check_learner_devices(planned: int) -> None:
+  """In the learner's process: it has the devices the plan gave it (its
+  GPUs, or the CPU split by the plan's XLA flag). Acme's IMPALA and R2D2
+  learners pmap over all of them, and the builder split the batch by the
+  plan's count."""
+  devices = jax.local_devices()
+  if len(devices) != planned:
+    raise RuntimeError(
+        f'the learner was planned on {planned} devices '
+        f'(config.resources.learner.num_devices) but its process has '
+        f'{len(devices)}: {", ".join(map(str, devices))}')
 
 
 def describe_spec(environment_spec) -> str:

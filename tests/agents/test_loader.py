@@ -99,6 +99,32 @@ def test_the_shorthand_with_only_the_functions_gets_the_defaults(user_agents):
   assert adapter.make_actor_core is None and adapter.replay_tables is None
 
 
+def test_a_learner_takes_its_count_or_any_number_of_devices(user_agents):
+  """LEARNER_DEVICES = 'any' (ANY_DEVICES) in either form: a learner that
+  pmaps over every device its process has; a count: exactly that many."""
+  user_agents('module_form', MODULE_FORM)
+  any_module = agents.load(user_agents('any_module', MODULE_FORM.replace(
+      'LEARNER_DEVICES = 2', 'LEARNER_DEVICES = "any"')))
+  any_value = agents.load(user_agents('any_value', VALUE_FORM.replace(
+      'learner_devices=2', 'learner_devices=agents.ANY_DEVICES').replace(
+          'from acme_launch.agents import Adapter',
+          'from acme_launch import agents\nfrom acme_launch.agents import '
+          'Adapter')))
+  for adapter in (any_module, any_value):
+    assert adapter.learner_devices == 'any'
+    assert all(adapter.uses_devices(n) for n in (1, 2, 8))
+    assert adapter.devices_text() == 'any number of devices'
+  two = agents.load('user_agents.module_form')
+  assert [two.uses_devices(n) for n in (1, 2, 3)] == [False, True, False]
+  assert two.devices_text() == '2 devices'
+  # The shipped agents: IMPALA's and R2D2's learners pmap, the rest do not.
+  assert {agent: agents.load(agent).learner_devices
+          for agent in agents.SHIPPED} == {
+              'ppo': 1, 'sac': 1, 'td3': 1, 'd4pg': 1, 'dqn': 1,
+              'r2d2': 'any', 'impala': 'any'}
+  assert agents.load('ppo').devices_text() == '1 device'
+
+
 def test_each_shipped_agent_is_an_adapter_value_its_module_declares():
   import importlib
   for agent in agents.SHIPPED:
@@ -133,7 +159,10 @@ def test_the_update_period_is_the_adapters_unless_the_section_sets_one(
     (VALUE_FORM.replace('make_policy=make_policy', 'make_policy="greedy"'),
      'user_agents.bad: ADAPTER.make_policy is not a function (got str)'),
     (VALUE_FORM.replace('learner_devices=2', 'learner_devices=0'),
-     'user_agents.bad: ADAPTER.learner_devices must be an int >= 1, got 0'),
+     "user_agents.bad: ADAPTER.learner_devices must be an int >= 1 or 'any', "
+     'got 0'),
+    (VALUE_FORM.replace('learner_devices=2', 'learner_devices="all"'),
+     "ADAPTER.learner_devices must be an int >= 1 or 'any', got 'all'"),
     (VALUE_FORM.replace('recurrent=True', 'recurrent="yes"'),
      "user_agents.bad: ADAPTER.recurrent must be True or False, got 'yes'"),
     (VALUE_FORM.replace('variable_update_period=40',
@@ -142,7 +171,7 @@ def test_the_update_period_is_the_adapters_unless_the_section_sets_one(
     (FUNCTIONS.replace('def make_networks', 'def make_networks_later'),
      'module user_agents.bad defines no make_networks'),
     (MODULE_FORM.replace('LEARNER_DEVICES = 2', 'LEARNER_DEVICES = "two"'),
-     "user_agents.bad.LEARNER_DEVICES must be an int, got 'two'"),
+     "user_agents.bad.LEARNER_DEVICES must be an int or 'any', got 'two'"),
     (MODULE_FORM + 'replay_tables = 3\n',
      'user_agents.bad: replay_tables is not a function (got int)'),
     (MODULE_FORM.replace('VARIABLE_UPDATE_PERIOD = 40',

@@ -24,7 +24,7 @@ def inventory(name):
   return gpu_inventory.read_inventory(os.path.join(INVENTORIES, name + '.json'))
 
 
-def plan(inventory_name=None, nodes=NODES, learner_devices=1, host_cores=None,
+def plan(inventory_name=None, nodes=NODES, host_cores=None, agent='',
          **settings):
   """A plan for the default config with `group__field=value` settings."""
   config = specs.default_resources_config()
@@ -35,8 +35,7 @@ def plan(inventory_name=None, nodes=NODES, learner_devices=1, host_cores=None,
     else:
       config[key] = value
   gpus = inventory(inventory_name) if inventory_name else ()
-  return resources.plan_resources(nodes, config, gpus, learner_devices,
-                                  host_cores)
+  return resources.plan_resources(nodes, config, gpus, host_cores, agent)
 
 
 def test_shipped_inventories_read():
@@ -64,8 +63,8 @@ def test_3080_and_3080ti_learner_gets_one_gpu_the_larger():
 
 def test_every_shipped_learner_gets_one_h100_and_seven_stay_idle():
   from acme_launch import agents
-  for agent in agents.SHIPPED:
-    assert agents.load(agent).learner_devices == 1, agent
+  for agent in agents.SHIPPED:  # The default num_devices, 1: every agent's.
+    assert agents.load(agent).uses_devices(1), agent
   p = plan('h100x8')
   assert p.placement('learner/0').gpus == (0,)
   assert [g.index for g in p.idle_gpus] == list(range(1, 8))
@@ -80,12 +79,59 @@ def test_every_shipped_learner_gets_one_h100_and_seven_stay_idle():
 
 
 def test_a_learner_that_pmaps_gets_that_many_identical_gpus():
-  p = resources.plan_resources(NODES, specs.default_resources_config(),
-                               inventory('h100x8'), learner_devices=4)
+  p = plan('h100x8', learner__num_devices=4)
   assert p.placement('learner/0').gpus == (0, 1, 2, 3)
-  p = resources.plan_resources(NODES, specs.default_resources_config(),
-                               inventory('a100x2_t4'), learner_devices=4)
-  assert p.placement('learner/0').gpus == (0, 2)  # No model has 4: both A100s.
+  assert p.placement('learner/0').devices == 4
+  assert p.placement('learner/0').env['CUDA_VISIBLE_DEVICES'] == '0,1,2,3'
+  assert 'XLA_FLAGS' not in p.placement('learner/0').env  # GPUs, not the CPU.
+  assert [u.gpu.index for u in p.gpu_usage] == [0, 1, 2, 3]
+  assert [g.index for g in p.idle_gpus] == [4, 5, 6, 7]
+  assert 'learner/0 runs on 4 devices (GPUs 0,1,2,3)' in table.format_plan(p)
+  p = plan('a100x2_t4', learner__num_devices=2)
+  assert p.placement('learner/0').gpus == (0, 2)  # The A100s, not the T4.
+  # The other nodes keep one device and no GPU.
+  assert {p.placement(n).devices for n in ('actor/0', 'replay/0')} == {1}
+
+
+def test_a_learner_on_several_cpu_devices_gets_the_xla_flag():
+  """Without GPUs (or with gpus=none) the learner's devices are the CPU's,
+  split by XLA's flag; the other nodes keep one device and no flag."""
+  for p in (plan(learner__num_devices=2),
+            plan('h100x8', learner__num_devices=2, learner__gpus='none')):
+    learner = p.placement('learner/0')
+    assert learner.gpus == () and learner.devices == 2
+    assert learner.env['XLA_FLAGS'] == (
+        '--xla_force_host_platform_device_count=2')
+    assert learner.env['JAX_PLATFORMS'] == 'cpu'
+    assert all('XLA_FLAGS' not in p.placement(n).env
+               for n in ('replay/0', 'actor/0', 'evaluator/0'))
+    text = table.format_plan(p)
+    assert 'cpu x2' in text
+    assert 'learner/0 runs on 2 devices (virtual CPU devices' in text
+  # An XLA_FLAGS of the user's own keeps its flags, the planner's added.
+  p = plan(learner__num_devices=3,
+           learner__extra_env='XLA_FLAGS=--xla_cpu_enable_fast_math=false')
+  assert p.placement('learner/0').env['XLA_FLAGS'] == (
+      '--xla_cpu_enable_fast_math=false '
+      '--xla_force_host_platform_device_count=3')
+  # One device: no flag.
+  assert 'XLA_FLAGS' not in plan().placement('learner/0').env
+
+
+def test_a_learner_gpu_list_of_its_device_count_is_planned():
+  p = plan('h100x8', learner__gpus='5,6', learner__num_devices=2)
+  assert p.placement('learner/0').gpus == (5, 6)
+  assert p.placement('learner/0').devices == 2
+
+
+def test_learner_num_devices_is_read_from_a_whole_config():
+  import ml_collections
+  config = ml_collections.ConfigDict({'resources': specs.default_resources_config()})
+  assert specs.learner_num_devices(config) == 1
+  config.resources.learner.num_devices = 4
+  assert specs.learner_num_devices(config) == 4
+  del config.resources.learner.num_devices  # A config saved before it.
+  assert specs.learner_num_devices(config) == 1
 
 
 def test_empty_inventory_puts_everything_on_the_cpu():
@@ -108,7 +154,7 @@ def test_auto_actors_use_gpus_the_learner_leaves_free():
 
 def test_auto_actors_share_the_learners_gpus_round_robin_when_none_free():
   # A learner that pmaps over all eight leaves none free.
-  p = plan('h100x8', learner_devices=8, actor__gpus='auto',
+  p = plan('h100x8', learner__num_devices=8, actor__gpus='auto',
            evaluator__gpus='auto')
   assert [p.placement(n).gpus for n in ('actor/0', 'actor/1', 'evaluator/0')
           ] == [(0,), (1,), (2,)]
@@ -132,7 +178,8 @@ def test_node_override_splits_the_group_label():
 
 
 def test_node_overrides_of_several_fields_and_nodes():
-  p = plan('h100x8', learner__gpus='0,1', node_overrides=(
+  p = plan('h100x8', learner__gpus='0,1', learner__num_devices=2,
+           node_overrides=(
       ' actor/0:gpus=2 ; actor/0:jax_mem_fraction=0.2; actor/0:jax_preallocate=true;'
       'actor/1:omp_threads=2;evaluator/0:extra_env=FOO=a,b,BAR=1 2'))
   actor0 = p.placement('actor/0').env
@@ -217,8 +264,30 @@ BAD_INPUTS = [
      ['actor/0:jax_mem_fraction', 'expected float', "'half'"]),
     (None, {'node_overrides': 'actor/0:jax_preallocate=maybe'},
      ['expected true or false']),
-    ('a100x2_t4', {'learner__gpus': '0,1'},
+    ('a100x2_t4', {'learner__gpus': '0,1', 'learner__num_devices': 2},
      ['learner/0', 'Tesla T4', 'A100', 'two GPU models']),
+    # The learner's devices: a count >= 1; as many GPUs of one model; a
+    # GPU list of that many; XLA's device flag the planner's alone.
+    (None, {'learner__num_devices': 0},
+     ['config.resources.learner.num_devices', '>= 1', '0']),
+    ('a100x2_t4', {'learner__num_devices': 3},
+     ['num_devices=3', '3 GPUs of one model', '0, 2 (NVIDIA A100',
+      '1 (Tesla T4)', 'gpus=none']),
+    ('rtx3080_3080ti', {'learner__num_devices': 2},
+     ['num_devices=2', '2 GPUs of one model']),
+    ('h100x8', {'learner__gpus': '0,1'},
+     ['config.resources.learner.gpus=0,1 lists 2 GPUs',
+      'num_devices=1', 'set num_devices=2']),
+    ('h100x8', {'learner__gpus': '0,1,2', 'learner__num_devices': 2},
+     ['lists 3 GPUs', 'num_devices=2']),
+    (None, {'node_overrides': 'learner/0:num_devices=2'},
+     ['node_overrides', 'config.resources.learner.num_devices']),
+    (None, {'actor__num_devices': 2},
+     ['config.resources.actor has unknown fields num_devices']),
+    (None, {'learner__extra_env':
+            'XLA_FLAGS=--xla_force_host_platform_device_count=4'},
+     ['extra_env', '--xla_force_host_platform_device_count',
+      'config.resources.learner.num_devices']),
     ('a100x2_t4', {'node_overrides': 'evaluator/0:gpus=1,2'},
      ['evaluator/0', 'two GPU models']),
     (None, {'learner__tf_gpu': 'lots'},
@@ -295,6 +364,7 @@ def test_every_field_is_overridable_from_the_command_line(tmp_path):
   argv = [
       'prog', f'--config={config_file}',
       '--config.resources.learner.gpus=0,1',
+      '--config.resources.learner.num_devices=2',
       '--config.resources.learner.jax_mem_fraction=0.5',
       '--config.resources.learner.jax_preallocate=true',
       '--config.resources.learner.jax_allocator=platform',

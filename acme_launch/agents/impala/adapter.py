@@ -23,9 +23,13 @@ SequenceAdder per environment: the same steps and extras as Acme's
 IMPALAActor, with its key drawn per episode as Acme's GenericActor draws
 it. The evaluator samples from the policy too, as the IMPALA paper
 evaluates.
+
+Its learner pmaps over every device its process has: it takes any number
+(`config.resources.learner.num_devices`), each with `batch_size / N`
+sequences a step, so that the queue drains at the same rate (builder.py).
 """
 
-from acme_launch.agents.adapter import Adapter
+from acme_launch.agents.adapter import ANY_DEVICES, Adapter
 from acme_launch.agents.impala import actor_core
 from acme_launch.agents.impala import builder
 from acme_launch.agents.impala import networks
@@ -38,6 +42,7 @@ ADAPTER = Adapter(
     make_builder=builder.make_builder,
     make_networks=networks.make_networks,
     make_policy=actor_core.make_policy,
+    learner_devices=ANY_DEVICES,
     actor_variables=builder.ACTOR_VARIABLES,
     variable_update_period=builder.variable_update_period,
     recurrent=True,

@@ -1,8 +1,8 @@
 """IMPALA's builder: Acme's IMPALABuilder (dm-acme 0.4.0) from
 `config.impala`, its actors fetching parameters every
 `impala.variable_update_period` steps (Acme: every 1,000) and stepping a
-jitted policy whose action is a numpy value for the environment; and what
-its queue holds."""
+jitted policy whose action is a numpy value for the environment, its
+learner's dataset batched per device; and what its queue holds."""
 
 from typing import Callable
 
@@ -18,6 +18,7 @@ import jax
 import ml_collections
 import numpy as np
 
+from acme_launch.agents import devices
 from acme_launch.agents.impala import config as impala_config
 from acme_launch.agents.impala import networks as impala_networks
 
@@ -35,13 +36,21 @@ class Actor(acting.IMPALAActor):
 
 class Builder(impala_builder.IMPALABuilder):
   """Acme's IMPALA builder; its actors fetch parameters every
-  `variable_update_period` steps and step a jitted policy."""
+  `variable_update_period` steps and step a jitted policy.
+
+  Acme's learner pmaps over every device its process has and takes one
+  dataset batch per device: the dataset's batch is `device_batch_size`,
+  the config's `batch_size` over the learner's devices (agents/devices.py).
+  The queue's rate limiter keeps the whole `batch_size`.
+  """
 
   def __init__(self, config: impala.IMPALAConfig, core_state_spec,
                logger_fn: Callable[[], loggers.Logger],
-               variable_update_period: int):
+               variable_update_period: int, device_batch_size: int):
     super().__init__(config, core_state_spec, logger_fn=logger_fn)
     self._variable_update_period = variable_update_period
+    # What Acme's make_dataset_iterator batches by.
+    self._num_sequences_per_batch = device_batch_size
 
   def make_actor(self, random_key, policy_network, adder=None,
                  variable_source=None):
@@ -67,7 +76,10 @@ def make_builder(config: ml_collections.ConfigDict,
       networks.initial_state_init_fn(jax.random.PRNGKey(0)))
   return Builder(impala_config.impala_config(config), core_state,
                  logger_fn=learner_logger_fn,
-                 variable_update_period=variable_update_period(config))
+                 variable_update_period=variable_update_period(config),
+                 device_batch_size=devices.per_device_batch(
+                     config, 'impala', impala_config.field(config,
+                                                           'batch_size')))
 
 
 def variable_update_period(config: ml_collections.ConfigDict) -> int:

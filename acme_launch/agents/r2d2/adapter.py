@@ -17,9 +17,13 @@ with `config.envs_per_actor` > 1, the batched recurrent actor
 (program/recurrent_actor.py) steps Acme's R2D2 actor core (`make_actor_core`,
 actor_core.py) for all of them at once, one LSTM state and one epsilon per
 environment, into Acme's SequenceAdder per environment.
+
+Its learner pmaps over every device its process has: it takes any number
+(`config.resources.learner.num_devices`), each with `batch_size / N`
+sequences a step (builder.py).
 """
 
-from acme_launch.agents.adapter import Adapter
+from acme_launch.agents.adapter import ANY_DEVICES, Adapter
 from acme_launch.agents.r2d2 import actor_core
 from acme_launch.agents.r2d2 import builder
 from acme_launch.agents.r2d2 import networks
@@ -33,6 +37,7 @@ ADAPTER = Adapter(
     make_builder=builder.make_builder,
     make_networks=networks.make_networks,
     make_policy=actor_core.make_policy,
+    learner_devices=ANY_DEVICES,
     actor_variables='actor_variables',
     variable_update_period=builder.variable_update_period,
     recurrent=True,

@@ -1,6 +1,12 @@
 """R2D2's builder: Acme's JAX R2D2Builder (dm-acme 0.4.0) from `config.r2d2`,
-its fields checked before launch, and what its replay holds."""
+its fields checked before launch, and what its replay holds.
 
+Acme's R2D2 learner pmaps over every device its process has, one dataset
+batch per device: the builder's batch is `r2d2.batch_size` over the
+learner's devices (agents/devices.py), so a step trains on `batch_size`
+sequences on any number of them."""
+
+import dataclasses
 from typing import Callable
 
 from acme_launch import compat  # JAX aliases; before acme
@@ -10,6 +16,7 @@ from acme.utils import loggers
 import ml_collections
 
 from acme_launch import errors
+from acme_launch.agents import devices
 from acme_launch.agents import images
 from acme_launch.agents import replay_fields
 from acme_launch.agents.r2d2 import networks as r2d2_networks
@@ -33,8 +40,14 @@ def make_builder(config: ml_collections.ConfigDict,
       raise errors.LaunchError(
           f'config.r2d2.{name} must be >= {least}, got {section[name]}')
   images.check('r2d2', config.network, environment_spec.observations)
+  acme_config = r2d2_config(config)
+  # Its dataset and learner batch per device; the replay table does not use
+  # the batch size.
+  acme_config = dataclasses.replace(
+      acme_config, batch_size=devices.per_device_batch(
+          config, 'r2d2', acme_config.batch_size))
   return r2d2.R2D2Builder(r2d2_networks.make_networks(config, environment_spec),
-                          r2d2_config(config), logger_fn=learner_logger_fn)
+                          acme_config, logger_fn=learner_logger_fn)
 
 
 def variable_update_period(config: ml_collections.ConfigDict) -> int:

@@ -23,6 +23,7 @@ import haiku as hk
 import jax.numpy as jnp
 import ml_collections
 
+from acme_launch.agents import devices
 from acme_launch.agents import images
 from acme_launch.agents.recurrent import unroll_lstm
 
@@ -75,4 +76,7 @@ def make_networks(config: ml_collections.ConfigDict,
       initial_state_fn=lambda batch_size=None: network().initial_state(
           batch_size),
       unroll_fn=lambda x, s: network().unroll(x, s),
-      batch_size=config.r2d2.batch_size)
+      # Acme initialises the unroll on a batch of this size; its learner
+      # gives it the initial state of one device's batch.
+      batch_size=devices.per_device_batch(config, 'r2d2',
+                                          config.r2d2.batch_size))
