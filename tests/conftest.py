@@ -14,8 +14,10 @@ marks everything under tests/e2e/ with the `e2e` marker (pytest.ini) and
 nothing else carries it, so `-m "not e2e"` runs the fast in-process tests.
 """
 
+import fcntl
 import os
 import subprocess
+import tempfile
 
 import pytest
 
@@ -35,20 +37,25 @@ _E2E_DIR = os.path.join(REPO_ROOT, 'tests', 'e2e') + os.sep
 
 
 def pytest_collection_modifyitems(items):
-  """Everything in tests/e2e/, and nothing else, is an end-to-end test.
-
-  With pytest-xdist (`scripts/test.sh` runs two workers, `--dist
-  loadgroup`), a file's tests stay on one worker (its module fixtures are
-  made once), and every test marked `netns_cluster` goes to one worker: one
-  namespace cluster at a time on a small machine.
-  """
+  """Everything in tests/e2e/, and nothing else, is an end-to-end test."""
   for item in items:
-    path = str(item.fspath)
-    if path.startswith(_E2E_DIR):
+    if str(item.fspath).startswith(_E2E_DIR):
       item.add_marker(pytest.mark.e2e)
-    group = ('netns_cluster' if item.get_closest_marker('netns_cluster')
-             else os.path.relpath(path, REPO_ROOT))
-    item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(autouse=True)
+def _one_namespace_cluster_test_at_a_time(request):
+  """Tests marked `netns_cluster` run one at a time across pytest-xdist's
+  workers (`scripts/test.sh` runs two, a file's tests on one): two Ray
+  programs of several hosts at once overload a small machine. A lock file
+  held for the test (the module's cluster, idle, may already be up)."""
+  if request.node.get_closest_marker('netns_cluster') is None:
+    yield
+    return
+  path = os.path.join(tempfile.gettempdir(), 'acme-launch-netns-tests.lock')
+  with open(path, 'a') as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    yield
 
 
 @pytest.fixture
