@@ -50,19 +50,35 @@ def test_two_concurrent_runs_share_the_cache_and_a_third_reads_it(tmp_path):
   assert len(after) - len(written) <= 2, set(after) - set(written)
 
 
-def test_an_unusable_cache_folder_is_one_warning_and_the_run_goes_on(
+def test_an_unusable_default_cache_folder_is_one_warning_and_the_run_goes_on(
     workdir, tmp_path):
+  # The default folder ($XDG_CACHE_HOME/acme-launch/jax) under a file: the
+  # run goes on without the cache. A --compilation_cache the user names is
+  # checked like a run directory instead: one line, exit 2 (below).
   not_a_folder = tmp_path / 'file'
   not_a_folder.write_text('')
   result = run_launcher('--config=smoke', f'--workdir={workdir}',
                         '--run_name=r', '--config.max_actor_steps=1000',
-                        f'--compilation_cache={not_a_folder}/jax')
+                        env={'XDG_CACHE_HOME': str(not_a_folder)})
   assert result.returncode == 0, result.stdout + result.stderr
   warnings = [line for line in result.stderr.splitlines()
               if 'compilation cache' in line]
   assert len(warnings) == 1, result.stderr
   assert warnings[0].startswith('acme-launch: warning: no compilation cache (')
-  assert 'Not a directory' in warnings[0]
   _reached_budget(workdir, 'r')
   record = read_json(os.path.join(workdir, 'r', 'nodes', 'learner_0.json'))
   assert 'ACME_LAUNCH_COMPILATION_CACHE' not in record['env']
+
+
+def test_an_unusable_cache_folder_named_by_the_user_is_one_line_exit_2(
+    workdir, tmp_path):
+  not_a_folder = tmp_path / 'file'
+  not_a_folder.write_text('')
+  result = run_launcher('--config=smoke', f'--workdir={workdir}',
+                        '--run_name=r', f'--compilation_cache={not_a_folder}/jax')
+  assert result.returncode == 2, result.stdout + result.stderr
+  lines = [line for line in result.stderr.splitlines() if line.strip()]
+  assert lines == [
+      f'acme-launch: error: folder holding the compilation cache {not_a_folder} '
+      'is not a directory'], result.stderr
+  assert not os.path.exists(os.path.join(workdir, 'r'))
