@@ -1,10 +1,11 @@
 """What a user on a run's host tries against its node servers (for tests).
 
-    python -m tests.intruder --ports=P1,P2,... --sentinel=PATH
+    python -m tests.intruder --ports=P1,P2,... --sentinel=PATH [--host=IP]
 
 Run as another user it is the attacker of issue 44; run as the run's own
-user it proves that the same attempts do get answers. On loopback, for each
-port:
+user it proves that the same attempts do get answers. On loopback (or at
+--host: a Ray host's cluster address, tried from another machine of its
+network), for each port:
 
 - `raw`: a TCP connection that sends HTTP/2's client preface and an empty
   SETTINGS frame: did any byte come back? (A gRPC server, Courier's and
@@ -44,10 +45,10 @@ class Touch:
     return (os.system, (f'touch {shlex.quote(self.path)}',))
 
 
-def raw_answer(port: int) -> bool:
+def raw_answer(host: str, port: int) -> bool:
   """True when any byte comes back over a plain connection."""
   try:
-    with socket.create_connection(('127.0.0.1', port), TIMEOUT_SECONDS) as s:
+    with socket.create_connection((host, port), TIMEOUT_SECONDS) as s:
       s.settimeout(TIMEOUT_SECONDS)
       s.sendall(_PREFACE)
       return bool(s.recv(64))
@@ -72,9 +73,9 @@ def _answers(call) -> bool:
   return bool(done)
 
 
-def courier_checks(port: int, sentinel: str) -> dict:
+def courier_checks(host: str, port: int, sentinel: str) -> dict:
   from courier.python import client as courier_client
-  client = courier_client.Client(f'localhost:{port}',
+  client = courier_client.Client(f'{host}:{port}',
                                  call_timeout=TIMEOUT_SECONDS,
                                  wait_for_ready=False)
   found = {'methods': None}
@@ -90,12 +91,12 @@ def courier_checks(port: int, sentinel: str) -> dict:
   return found
 
 
-def reverb_answers(port: int) -> bool:
+def reverb_answers(host: str, port: int) -> bool:
   """Reverb's ServerInfo RPC, what reverb.Client.server_info sends (through
   grpcio: importing reverb takes TensorFlow's seconds): True when the
   server's tables came back."""
   import grpc
-  with grpc.insecure_channel(f'localhost:{port}') as channel:
+  with grpc.insecure_channel(f'{host}:{port}') as channel:
     server_info = channel.unary_unary(
         '/deepmind.reverb.ReverbService/ServerInfo')
     found = []
@@ -107,12 +108,14 @@ def main(argv) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--ports', required=True)
   parser.add_argument('--sentinel', required=True)
+  parser.add_argument('--host', default='')
   args = parser.parse_args(argv)
   ports = [int(p) for p in args.ports.split(',')]
 
   def attempts(port):
-    return {'raw': raw_answer(port), **courier_checks(port, args.sentinel),
-            'server_info': reverb_answers(port)}
+    return {'raw': raw_answer(args.host or '127.0.0.1', port),
+            **courier_checks(args.host or 'localhost', port, args.sentinel),
+            'server_info': reverb_answers(args.host or 'localhost', port)}
 
   with concurrent.futures.ThreadPoolExecutor(len(ports)) as pool:
     results = dict(zip(ports, pool.map(attempts, ports)))

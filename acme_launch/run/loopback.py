@@ -28,9 +28,13 @@ docs/reliability-and-security.md ("Threat model").
 On a Ray cluster (`--launch_type=ray`) ACME_LAUNCH_BIND_ADDRESS names the
 host's cluster address (IPv4) and wildcard binds land there instead of on
 loopback: the other hosts reach the node, nothing listens on any other
-interface (acme_launch/run/ray/launch.py sets it per node). Peers on other
-hosts cannot be looked up, so there accept is not screened; local runs never
-carry the variable (`clear_bind_address`).
+interface (acme_launch/run/ray/launch.py sets it per node). The users of
+other hosts cannot be looked up, so there accept screens by host:
+ACME_LAUNCH_HOSTS_FILE names a file listing the run's hosts (`write_hosts`;
+run/ray/host.py keeps one per node and the launcher rewrites it when a node
+moves), and a connection from any other machine of the cluster network is
+closed unseen; one from this host is screened by its user as on loopback.
+Local runs never carry either variable (`clear_bind_address`).
 
 The library is built with the system C compiler into the virtual environment
 (`<sys.prefix>/lib/acme_launch_loopback.so`, or ACME_LAUNCH_LOOPBACK_LIBRARY)
@@ -65,13 +69,16 @@ SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'native',
                       'loopback_bind.c')
 LIBRARY_ENV = 'ACME_LAUNCH_LOOPBACK_LIBRARY'
 BIND_ADDRESS_ENV = 'ACME_LAUNCH_BIND_ADDRESS'  # Read by the shim at load.
+HOSTS_FILE_ENV = 'ACME_LAUNCH_HOSTS_FILE'      # Read by the shim at accept.
+# acme_launch_peer_check's values: how the shim screens accept().
+NOT_SCREENED, BY_USER, BY_USER_AND_HOST = 0, 1, 2
 _REEXEC_ENV = 'ACME_LAUNCH_LOOPBACK_REEXEC'
 _ACTIVE_SYMBOL = 'acme_launch_loopback_active'
 _SCREENING_SYMBOL = 'acme_launch_peer_check'
 
 # Run with the shim preloaded: binds wildcards, prints where they landed,
-# whether a connection of this user is accepted there, and whether accept is
-# screened at all (the library's acme_launch_peer_check).
+# whether a connection of this user is accepted there, and how accept is
+# screened (the library's acme_launch_peer_check).
 _PROBE = r'''
 import ctypes, json, socket
 found = {'addresses': [], 'accepted': True}
@@ -98,10 +105,10 @@ if socket.has_ipv6:
   except OSError:
     pass
 try:
-  found['screened'] = bool(ctypes.c_int.in_dll(ctypes.CDLL(None),
-                                               'acme_launch_peer_check').value)
+  found['screened'] = ctypes.c_int.in_dll(ctypes.CDLL(None),
+                                         'acme_launch_peer_check').value
 except ValueError:
-  found['screened'] = False
+  found['screened'] = 0
 print(json.dumps(found))
 '''
 _LOOPBACK = ('127.0.0.1', '::1', '::ffff:127.0.0.1')
@@ -178,27 +185,42 @@ def preload_value(existing: str, path: str) -> str:
   return ' '.join([path] + others)
 
 
+def write_hosts(path: str, addresses) -> None:
+  """The shim's hosts file at `path`: `addresses` (IPv4), one per line,
+  replaced at once (a node's shim never reads half a list), private."""
+  tmp_path = f'{path}.{os.getpid()}.tmp'
+  with open(os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC |
+                    os.O_NOFOLLOW, 0o600), 'w') as f:
+    f.write(''.join(f'{a}\n' for a in addresses))
+  os.replace(tmp_path, path)
+
+
 def verify(path: str, bind_address: str = '') -> None:
   """Proves, in a throwaway process, that wildcard binds land on loopback,
   that a connection of this user is accepted there, and that accept is
   screened (connections of other users refused).
 
   With `bind_address` (an IPv4 address of this host), that they land there
-  (a cluster's listener, whose accept is not screened).
+  and that accept screens by host (a cluster's listener, with a hosts file)
+  while a connection of this user from this host is accepted.
   """
   env = clear_bind_address(dict(
       os.environ, LD_PRELOAD=preload_value(os.environ.get('LD_PRELOAD'), path)))
   env.pop('ACME_LAUNCH_LOOPBACK_DEBUG', None)
-  expected = _LOOPBACK
-  if bind_address:
-    env[BIND_ADDRESS_ENV] = bind_address
-    expected = (bind_address, '::ffff:' + bind_address)
-  try:
-    result = subprocess.run([sys.executable, '-S', '-c', _PROBE], env=env,
-                            capture_output=True, text=True, timeout=60,
-                            check=False)
-  except (OSError, subprocess.TimeoutExpired) as e:
-    raise Unavailable(f'cannot run the loopback shim check: {e}') from None
+  expected, screened = _LOOPBACK, BY_USER
+  with tempfile.TemporaryDirectory(prefix='acme-launch-shim-') as folder:
+    if bind_address:
+      env[BIND_ADDRESS_ENV] = bind_address
+      env[HOSTS_FILE_ENV] = os.path.join(folder, 'hosts')
+      write_hosts(env[HOSTS_FILE_ENV], [])  # No other host: this one only.
+      expected = (bind_address, '::ffff:' + bind_address)
+      screened = BY_USER_AND_HOST
+    try:
+      result = subprocess.run([sys.executable, '-S', '-c', _PROBE], env=env,
+                              capture_output=True, text=True, timeout=60,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+      raise Unavailable(f'cannot run the loopback shim check: {e}') from None
   try:
     found = json.loads(result.stdout.strip().splitlines()[-1])
   except (IndexError, ValueError):
@@ -212,9 +234,9 @@ def verify(path: str, bind_address: str = '') -> None:
   elif not found.get('accepted'):
     detail = ('it refused a connection of this user (can it ask '
               'NETLINK_SOCK_DIAG or read /proc/net/tcp?)')
-  elif found.get('screened') != (not bind_address):
+  elif found.get('screened') != screened:
     detail = ('it does not screen connections' if not bind_address else
-              'it screens connections on a cluster address')
+              'it does not screen connections by host on a cluster address')
   if detail:
     raise Unavailable(f'the loopback shim {path} does not work here: {detail}')
 
@@ -254,14 +276,15 @@ def active_in_this_process() -> bool:
 
 def screening_in_this_process() -> bool:
   """True when this process's listeners answer only its own user: the shim
-  is preloaded and screens accept (no cluster bind address)."""
-  return bool(_symbol_in_this_process(_SCREENING_SYMBOL))
+  is preloaded and screens accept by user (no cluster bind address)."""
+  return _symbol_in_this_process(_SCREENING_SYMBOL) == BY_USER
 
 
 def clear_bind_address(env: dict) -> dict:
   """`env` without a cluster bind address: a local run's processes bind to
   loopback and screen their peers, whatever the user's environment held."""
   env.pop(BIND_ADDRESS_ENV, None)
+  env.pop(HOSTS_FILE_ENV, None)
   return env
 
 

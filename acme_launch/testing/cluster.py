@@ -10,8 +10,10 @@ resource `host_<name>` (100 units: a node asking 1 is pinned there, up to 100 no
 `resources` given per host (a resource several hosts share lets Ray choose
 among them). A host given `private` folders runs Ray in its own mount
 namespace with an empty tmpfs over each: it does not see what the other
-hosts see there, as a machine without a shared filesystem. Needs root
-(CAP_NET_ADMIN, CAP_SYS_ADMIN).
+hosts see there, as a machine without a shared filesystem. `outsiders`
+are namespaces on the same bridge, with addresses in the same /24, that run
+no Ray: other machines of the cluster network. Needs root (CAP_NET_ADMIN,
+CAP_SYS_ADMIN).
 """
 
 import json
@@ -55,14 +57,16 @@ class NetnsCluster:
   def __init__(self, names: Sequence[str], cpus: Dict[str, int],
                resources: Optional[Dict[str, Dict[str, float]]] = None,
                private: Optional[Dict[str, Sequence[str]]] = None,
-               token_auth: bool = True):
+               token_auth: bool = True, outsiders: Sequence[str] = ()):
     self.names = list(names)
+    self.outsiders = list(outsiders)
     self.cpus = cpus
     self.resources = resources or {}
     self.private = private or {}
     self.tag = f'acl{os.getpid() % 10000}'
     self.subnet = f'10.213.{random.randint(1, 250)}'
-    self.ips = {n: f'{self.subnet}.{i + 1}' for i, n in enumerate(self.names)}
+    self.ips = {n: f'{self.subnet}.{i + 1}'
+                for i, n in enumerate(self.names + self.outsiders)}
     self.temp = tempfile.mkdtemp(prefix='acl')  # Short: Ray's socket paths.
     self.token_path = os.path.join(self.temp, 'auth_token')
     self.env = dict(os.environ, RAY_AUTH_MODE='token',
@@ -115,7 +119,7 @@ class NetnsCluster:
     self._step(['ip', 'link', 'add', bridge, 'type', 'bridge'],
                ['ip', 'link', 'del', bridge])
     self._step(['ip', 'link', 'set', bridge, 'up'])
-    for name in self.names:
+    for name in self.names + self.outsiders:
       ns, veth = self.namespace(name), f'{self.tag}{name}'
       self._step(['ip', 'netns', 'add', ns], ['ip', 'netns', 'del', ns])
       self._step(['ip', 'link', 'add', veth, 'type', 'veth', 'peer', 'name',
@@ -172,7 +176,7 @@ class NetnsCluster:
 
   def down(self) -> None:
     try:
-      self.kill_hosts(self.names)
+      self.kill_hosts(self.names + self.outsiders)
     except Exception:
       pass
     for undo in reversed(self._made):

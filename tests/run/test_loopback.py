@@ -10,6 +10,7 @@ against real nodes: tests/e2e/run/test_loopback.py.
 """
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -173,9 +174,106 @@ def test_only_connections_of_the_servers_user_are_answered(shim, scratch,
   assert not any('; /proc' in l for l in said) or lookup.startswith('/'), said
 
 
-def test_a_cluster_bind_address_is_not_screened(shim, scratch):
-  # A Ray node's peers are on other hosts: the shim cannot look them up, and
-  # the cluster network must be private instead (docs: threat model).
+_HOST_SERVER = r'''
+import select, socket, sys
+listener = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+listener.bind(('::', 0))  # The shim puts it on the bind address.
+listener.listen(16)
+listener.setblocking(False)  # As gRPC's: a refusal reads as an empty queue.
+print(listener.getsockname()[0], listener.getsockname()[1], flush=True)
+while True:
+  select.select([listener], [], [])
+  try:
+    conn, _ = listener.accept()
+  except BlockingIOError:
+    continue
+  conn.sendall(b'hello')
+  conn.close()
+'''
+
+_HOST_CLIENT = r'''
+import json, socket, sys
+port, sources = int(sys.argv[1]), sys.argv[2].split(',')
+answers = {}
+for source in sources:
+  try:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+      s.settimeout(3)
+      s.bind((source, 0))
+      s.connect(('10.9.0.1', port))
+      answers[source] = s.recv(64).decode() or 'closed'
+  except OSError as e:
+    answers[source] = type(e).__name__
+print(json.dumps(answers))
+'''
+
+
+@pytest.fixture
+def host_addresses():
+  """A network namespace whose one interface (a veth, its peer beside it)
+  holds 10.9.0.1 (the server's cluster address), .2 and .3 (stand-ins for other hosts: a connection
+  from them is not this host's in the shim's eyes)."""
+  namespace = f'acl_shim_{os.getpid()}'
+  subprocess.run(['ip', 'netns', 'add', namespace], check=True)
+  try:
+    for step in (['ip', 'link', 'add', 'd0', 'type', 'veth', 'peer', 'd1'],
+                 ['ip', 'link', 'set', 'd0', 'up'],
+                 ['ip', 'link', 'set', 'lo', 'up'],
+                 *(['ip', 'addr', 'add', f'10.9.0.{i}/24', 'dev', 'd0']
+                   for i in (1, 2, 3))):
+      subprocess.run(['ip', 'netns', 'exec', namespace, *step], check=True)
+    yield ['ip', 'netns', 'exec', namespace]
+  finally:
+    subprocess.run(['ip', 'netns', 'del', namespace], check=False)
+
+
+def test_a_cluster_address_answers_the_runs_hosts_and_its_own_user_only(
+    shim, scratch, host_addresses, tmp_path):
+  # A Ray node's peers on other hosts cannot be looked up by user: the shim
+  # admits the hosts in the launcher's file, read anew at each connection.
+  hosts = str(tmp_path / 'hosts')
+  loopback.write_hosts(hosts, ['10.9.0.2'])
+  server = subprocess.Popen(
+      [*host_addresses, sys.executable, '-S', '-c', _HOST_SERVER],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      env=dict(os.environ, LD_PRELOAD=shim, ACME_LAUNCH_LOOPBACK_DEBUG='1',
+               **{loopback.BIND_ADDRESS_ENV: '10.9.0.1',
+                  loopback.HOSTS_FILE_ENV: hosts}))
+
+  def clients(uid, sources):
+    argv = [sys.executable, '-S', '-c', _HOST_CLIENT, port, sources]
+    if uid:
+      argv = other_user.command(uid, argv, scratch)
+    result = subprocess.run([*host_addresses, *argv], capture_output=True,
+                            text=True, timeout=60, check=True)
+    return json.loads(result.stdout)
+
+  try:
+    address, port = server.stdout.readline().split()
+    assert address == '::ffff:10.9.0.1'
+    listed = clients(0, '10.9.0.2,10.9.0.3,10.9.0.1')
+    nobody = clients(other_user.NOBODY, '10.9.0.1,10.9.0.2')
+    loopback.write_hosts(hosts, ['10.9.0.3'])  # A node moved to .3.
+    moved = clients(0, '10.9.0.2,10.9.0.3')
+    os.unlink(hosts)
+    no_list = clients(0, '10.9.0.3,10.9.0.1')
+  finally:
+    server.kill()
+    stderr = server.communicate(timeout=30)[1]
+  # A listed host, and this host's own user: answered; an unlisted host,
+  # and another user of this host: closed unanswered.
+  assert listed == {'10.9.0.2': 'hello', '10.9.0.3': 'closed',
+                    '10.9.0.1': 'hello'}, (listed, stderr)
+  # From a listed host every user gets in: its users are not known here.
+  assert nobody == {'10.9.0.1': 'closed', '10.9.0.2': 'hello'}, nobody
+  assert moved == {'10.9.0.2': 'closed', '10.9.0.3': 'hello'}, moved
+  assert no_list == {'10.9.0.3': 'closed', '10.9.0.1': 'hello'}, no_list
+  assert 'refused a connection from 10.9.0.3 (not a host of the run)' in stderr
+  assert f'refused a connection from uid {other_user.NOBODY} ' in stderr
+
+
+def test_a_cluster_address_without_a_hosts_file_is_not_screened(shim, scratch):
   server = _Server(shim, 0, scratch, env={loopback.BIND_ADDRESS_ENV: '127.0.0.1'})
   try:
     intruder = server.client(other_user.NOBODY, scratch)
@@ -186,4 +284,4 @@ def test_a_cluster_bind_address_is_not_screened(shim, scratch):
 
 def test_the_launchers_check_proves_the_screening(shim):
   loopback.verify(shim)                # Binds on loopback, own user accepted.
-  loopback.verify(shim, '127.0.0.1')   # A cluster address: not screened.
+  loopback.verify(shim, '127.0.0.1')   # A cluster address: by host.

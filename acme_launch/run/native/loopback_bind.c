@@ -46,8 +46,16 @@
  * -> A.B.C.D and a dual-stack [::] -> ::ffff:A.B.C.D; an IPv6-only [::]
  * still becomes [::1]. A value that is not an IPv4 address makes every
  * wildcard bind fail (EADDRNOTAVAIL) rather than listen on all interfaces.
- * With it set, accept is not screened: peers on other hosts cannot be
- * looked up here, and the cluster network must be private to the user.
+ * The users of another host cannot be looked up from here, so there accept
+ * screens by host: ACME_LAUNCH_HOSTS_FILE names a file of the IPv4
+ * addresses of the run's hosts, one per line, which the launcher rewrites
+ * (by rename) when a node moves to another host. A peer at this host's own
+ * address or on loopback is screened by its user as above; a peer on
+ * another host is accepted only when its address is in the file, read
+ * anew at each such connection (a few microseconds; connections are few
+ * and long-lived). A file that cannot be read admits no other host.
+ * Without ACME_LAUNCH_HOSTS_FILE accept is not screened on a cluster
+ * address (the launcher always sets it).
  *
  * ACME_LAUNCH_LOOPBACK_DEBUG=1 prints each rewrite and each refusal to
  * stderr; ACME_LAUNCH_LOOPBACK_LOOKUP=proc looks peers up in /proc only
@@ -68,6 +76,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -84,10 +93,13 @@ static int target_invalid;   /* ACME_LAUNCH_BIND_ADDRESS set but unreadable. */
 static uid_t run_uid;        /* The only user whose connections are accepted. */
 static int use_proc;         /* Look peers up in /proc/net/tcp* only. */
 static int diag_found_one;   /* sock_diag has found a socket in this process. */
+static const char *hosts_file; /* The run's hosts, on a cluster address. */
 
 /* Found by the Python side to tell that the shim is loaded in a process. */
 int acme_launch_loopback_active = 1;
-/* 1 when accept() hands over only the run's user's connections (local runs). */
+/* How accept() screens: 1, only the run's user's connections (local runs);
+ * 2, those and connections from the run's other hosts (a cluster address
+ * with ACME_LAUNCH_HOSTS_FILE); 0, not at all. */
 int acme_launch_peer_check = 1;
 
 __attribute__((constructor)) static void init(void) {
@@ -102,7 +114,10 @@ __attribute__((constructor)) static void init(void) {
   target_v4 = htonl(INADDR_LOOPBACK);
   const char *address = getenv("ACME_LAUNCH_BIND_ADDRESS");
   if (address != NULL && address[0] != '\0') {
-    acme_launch_peer_check = 0;  /* Peers on other hosts: not looked up here. */
+    /* Peers on other hosts: screened by address, their users unknown. */
+    hosts_file = getenv("ACME_LAUNCH_HOSTS_FILE");
+    if (hosts_file != NULL && hosts_file[0] == '\0') hosts_file = NULL;
+    acme_launch_peer_check = hosts_file != NULL ? 2 : 0;
     struct in_addr parsed;
     if (inet_pton(AF_INET, address, &parsed) == 1)
       target_v4 = parsed.s_addr;
@@ -371,6 +386,43 @@ static int tcp_peer_is_ours(const struct sockaddr_storage *local,
   return proc_says_ours(&p, &l, seen);
 }
 
+/* 1 when `address` (network order) is a line of hosts_file. Read anew at
+ * each call, not through a link; a file that cannot be read lists nobody. */
+static int listed_host(uint32_t address) {
+  int fd = open(hosts_file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return 0;
+  FILE *f = fdopen(fd, "re");
+  if (f == NULL) {
+    close(fd);
+    return 0;
+  }
+  char line[128];
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f) != NULL) {
+    line[strcspn(line, " \t\r\n#")] = '\0';
+    struct in_addr parsed;
+    found = inet_pton(AF_INET, line, &parsed) == 1 && parsed.s_addr == address;
+  }
+  fclose(f);
+  return found;
+}
+
+/* On a cluster address: 1 when the TCP peer is on this host and of the
+ * run's user, or on another host of the run (listed in hosts_file). */
+static int cluster_peer_allowed(const struct sockaddr_storage *local,
+                                const struct sockaddr_storage *peer,
+                                long *seen, const char **how) {
+  struct endpoint l = endpoint_of(local), p = endpoint_of(peer);
+  int on_this_host =
+      (p.family == AF_INET6 && IN6_IS_ADDR_LOOPBACK((struct in6_addr *)p.addr)) ||
+      (p.family == AF_INET && (p.addr[0] == l.addr[0] ||
+                               (ntohl(p.addr[0]) >> 24) == 127));
+  if (on_this_host) return tcp_peer_is_ours(local, peer, seen, how);
+  *how = "not a host of the run";
+  *seen = -2;  /* Another host: its user is not known here. */
+  return p.family == AF_INET && listed_host(p.addr[0]);
+}
+
 /* 1 when connection `fd` comes from a socket of the run's user. */
 static int peer_is_ours(int fd, long *seen, const char **how) {
   struct sockaddr_storage local, peer;
@@ -391,14 +443,27 @@ static int peer_is_ours(int fd, long *seen, const char **how) {
   if (getpeername(fd, (struct sockaddr *)&peer, &peer_len) != 0 ||
       peer.ss_family != local.ss_family)
     return 0;  /* Reset by the peer already: nobody to answer. */
+  if (acme_launch_peer_check == 2)
+    return cluster_peer_allowed(&local, &peer, seen, how);
   return tcp_peer_is_ours(&local, &peer, seen, how);
 }
 
 /* Refuses connection `fd` of `listener`: closes it, says so when asked. */
 static void refuse(int listener, int fd, long seen, const char *how) {
-  if (debug)
+  if (debug && seen == -2) {
+    struct sockaddr_storage peer;
+    socklen_t size = sizeof peer;
+    char text[INET6_ADDRSTRLEN] = "?";
+    if (getpeername(fd, (struct sockaddr *)&peer, &size) == 0) {
+      struct endpoint p = endpoint_of(&peer);
+      inet_ntop(p.family, p.addr, text, sizeof text);
+    }
+    fprintf(stderr, "acme-launch loopback: fd %d refused a connection from "
+            "%s (%s)\n", listener, text, how);
+  } else if (debug) {
     fprintf(stderr, "acme-launch loopback: fd %d refused a connection from "
             "uid %ld (not uid %ld; %s)\n", listener, seen, (long)run_uid, how);
+  }
   close(fd);
 }
 

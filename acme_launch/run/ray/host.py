@@ -8,6 +8,9 @@ actor, a `NodeHost`, lives on the host Ray placed it on and:
     the bind shim lands wildcard binds on the host's cluster address;
   - on a host that does not see the run directory, keeps a mirror of it for
     its node and hands over what the node wrote there (run/ray/files.py);
+  - keeps the list of the run's hosts that its node's servers accept
+    connections from (the shim's hosts file, run/loopback.py), rewritten by
+    the launcher whenever a node lands on another host;
   - writes Launchpad's pickled program, shipped as bytes, to a private
     folder on its host and starts the node as `python -m
     acme_launch.node.entry ...`, the command local_mp runs, with the node's
@@ -102,6 +105,7 @@ class NodeHost:
     self._node = node
     self._popen: Optional[subprocess.Popen] = None
     self._folder = ''
+    self._hosts_file = ''  # The run's hosts, for the shim (allow_hosts).
     self._mirror = None  # ray_files.Mirror, on a host without the run dir.
     atexit.register(self.kill)
 
@@ -159,6 +163,20 @@ class NodeHost:
                       f'address {ip})')
     return shared, ''
 
+  def allow_hosts(self, addresses: List[str]) -> str:
+    """The node's servers accept connections from `addresses` (the run's
+    hosts) and from this host's processes of this user, nothing else: the
+    shim reads this list, the file returned, at each connection from
+    another host."""
+    from acme_launch import safe_dirs
+    from acme_launch.run import loopback
+    if not self._hosts_file or not os.path.isdir(
+        os.path.dirname(self._hosts_file)):
+      self._hosts_file = os.path.join(safe_dirs.private_temp_folder(
+          'acme-launch-hosts-', 'folder of the run\'s hosts'), 'hosts')
+    loopback.write_hosts(self._hosts_file, addresses)
+    return self._hosts_file
+
   def make_mirror(self, files: Dict[str, bytes]) -> str:
     """This node's mirror of the run directory (made once), with `files`
     (relative path -> bytes) from the launcher's; returns its root."""
@@ -213,6 +231,9 @@ class NodeHost:
         p for p in (_REPO_ROOT, env.get('PYTHONPATH', '')) if p)
     env['LD_PRELOAD'] = loopback.preload_value(env.get('LD_PRELOAD', ''),
                                                loopback.library_path())
+    if not self._hosts_file:
+      raise RuntimeError('allow_hosts() was not called before start()')
+    env[loopback.HOSTS_FILE_ENV] = self._hosts_file
     log_fd = safe_dirs.open_append_nofollow(log_path)  # Never through a link.
     try:
       self._popen = subprocess.Popen(
@@ -243,5 +264,6 @@ class NodeHost:
       except (ProcessLookupError, PermissionError):
         pass
       self._popen.wait()
-    if self._folder:
-      shutil.rmtree(self._folder, ignore_errors=True)
+    for folder in (self._folder, os.path.dirname(self._hosts_file)):
+      if folder:
+        shutil.rmtree(folder, ignore_errors=True)

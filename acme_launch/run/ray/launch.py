@@ -10,7 +10,9 @@ local_mp runs, on its host. This module is the launcher's side:
   3. give every Courier/Reverb server of a node its host's cluster address
      and a port free there (Launchpad's local launcher says localhost), and
      its NodeEnv's bind_address to the shim, so each server listens there and
-     nowhere else;
+     nowhere else; tell every actor the run's hosts, the only other machines
+     its node's servers accept connections from (the shim's hosts file,
+     rewritten before a node moved to another host starts there);
   4. turn the program into per-node commands exactly as local_mp does
      (core.node_commands), ship Launchpad's pickled program to each
      actor as bytes, and start the nodes;
@@ -220,10 +222,33 @@ class RaySupervisor(core.SupervisorCore):
         pass
 
   def settle(self, node: str, where: Dict) -> Tuple[Dict[str, str], str]:
-    """A moved node's new host checked; its run-directory env and log path."""
+    """A moved node's new host checked and made one of the run's hosts; its
+    run-directory env and log path."""
     self._where[node] = where
     self._check_hosts([node])
+    self._share_hosts(settling=node)
     return self._place_files(node)
+
+  def _share_hosts(self, settling: str = '') -> None:
+    """Every live actor (and `settling`'s new one) gets the addresses of the
+    hosts the run's nodes are on now, a lost host's left out."""
+    import ray
+    nodes = [n for n in self._where
+             if n == settling or n not in self._mover.moving]
+    hosts = sorted({self._where[n]['ip'] for n in nodes})
+    refs = [self._actors[n].allow_hosts.remote(hosts) for n in nodes]
+    ready, late = ray.wait(refs, num_returns=len(refs),
+                           timeout=CALL_TIMEOUT_SECONDS)
+    for ref in ready:
+      try:
+        ray.get(ref)
+      except ray.exceptions.RayActorError:
+        pass  # Its host is lost: that node's move will follow.
+    if late:
+      print(f'acme-launch: warning: {len(late)} node(s) did not take the '
+            f'list of the run\'s hosts within {CALL_TIMEOUT_SECONDS:.0f} s; '
+            'their servers admit the hosts they knew', file=sys.stderr,
+            flush=True)
 
   def free_addresses(self, node: str, count: int) -> List[str]:
     """`count` addresses with ports free now on the node's host."""
@@ -236,6 +261,7 @@ class RaySupervisor(core.SupervisorCore):
   def _launch(self, built: program_lib.BuiltProgram,
               plan: resources.ResourcePlan) -> None:
     import ray
+    self._share_hosts()
     lp_nodes = {}
     for label, nodes in built.program.groups.items():
       lp_nodes.update(zip(built.nodes_by_label[label], nodes))

@@ -85,6 +85,10 @@ def test_a_node_started_on_a_ray_host_gets_no_credentials_but_passed_ones(
   log = tmp_path / 'actor_0.log'
   host = ray_host.NodeHost('actor/0')
   try:
+    with pytest.raises(RuntimeError, match='allow_hosts'):
+      host.start([sys.executable, '-c', _PRINT_ENV], {}, 'job.pkl', b'',
+                 str(log))
+    host.allow_hosts(['10.0.0.1', '10.0.0.2'])
     host.start([sys.executable, '-c', _PRINT_ENV],
                node_env.NodeEnv(pass_env=('HF_TOKEN',)).to_environ(),
                str(tmp_path / 'job.pkl'), b'', str(log))
@@ -95,5 +99,21 @@ def test_a_node_started_on_a_ray_host_gets_no_credentials_but_passed_ones(
   finally:
     host.kill()
   names = set(json.loads(log.read_text().strip().splitlines()[-1]))
-  assert {'ACME_TEST_PLAIN', 'HF_TOKEN'} <= names
+  assert {'ACME_TEST_PLAIN', 'HF_TOKEN', 'ACME_LAUNCH_HOSTS_FILE'} <= names
   assert not names & {'WANDB_API_KEY', 'AWS_SECRET_ACCESS_KEY'}
+
+
+def test_the_run_s_hosts_are_a_private_file_replaced_whole_and_removed_at_kill():
+  host = ray_host.NodeHost('actor/0')
+  path = host.allow_hosts(['10.0.0.1', '10.0.0.2'])
+  try:
+    assert open(path).read() == '10.0.0.1\n10.0.0.2\n'
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert os.stat(os.path.dirname(path)).st_mode & 0o777 == 0o700
+    inode = os.stat(path).st_ino
+    host.allow_hosts(['10.0.0.3'])  # A node moved: a new file, renamed in.
+    assert open(path).read() == '10.0.0.3\n'
+    assert os.stat(path).st_ino != inode
+  finally:
+    host.kill()
+  assert not os.path.exists(os.path.dirname(path))

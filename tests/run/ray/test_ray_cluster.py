@@ -14,7 +14,8 @@ also share a resource `worker`: a node asking for it may run on either, which
 is what lets a node of a lost host come back on the other. Host d does not
 see the tests' temp folders (its Ray runs under a tmpfs over pytest's base
 temp dir), so it does not share their run directories: only the tests that
-pin nodes to it (`host_d`) use it.
+pin nodes to it (`host_d`) use it. Host x is on the same network and runs
+no Ray: another machine of the cluster network.
 """
 
 import os
@@ -52,7 +53,7 @@ def four_hosts(tmp_path_factory):
   hosts = netns_cluster.NetnsCluster(
       ['a', 'b', 'c', 'd'], {'a': 3, 'b': 1, 'c': 1, 'd': 3},
       {'b': {'worker': 100}, 'c': {'worker': 100}},
-      private={'d': [str(tmp_path_factory.getbasetemp())]})
+      private={'d': [str(tmp_path_factory.getbasetemp())]}, outsiders=['x'])
   try:
     hosts.up()
     yield hosts

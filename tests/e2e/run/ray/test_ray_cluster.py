@@ -8,6 +8,7 @@ tests/run/ray/test_ray_cluster.py; this module brings up a cluster of its own.
 """
 
 import glob
+import json
 import os
 import re
 import signal
@@ -304,30 +305,103 @@ def test_ray_node_killed_on_another_host_without_restarts_stops_the_run_naming_i
   wait_for(lambda: not cluster.run_processes(), 20, 'no process of the run left')
 
 
-def test_ray_host_lost_its_actor_comes_back_on_the_other_host_and_the_run_finishes(
+def _intruder(cluster, host, target_ip, ports, sentinel):
+  """tests/intruder.py from `host`'s namespace against `ports` at
+  `target_ip`, in the background (as root: the run's own user)."""
+  argv = [sys.executable, '-m', 'tests.intruder', f'--host={target_ip}',
+          '--ports=' + ','.join(map(str, ports)), f'--sentinel={sentinel}']
+  return subprocess.Popen(cluster.in_host(host, argv), cwd=REPO_ROOT,
+                          env=cluster.env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+
+
+def _found(intruder):
+  out, err = intruder.communicate(timeout=180)
+  assert intruder.returncode == 0, err[-3000:]
+  return json.loads(out.strip().splitlines()[-1])['ports']
+
+
+def _hosts_file_of(pid):
+  """The run's hosts as the shim of node process `pid` reads them."""
+  with open(f'/proc/{pid}/environ', 'rb') as f:
+    env = dict(item.split(b'=', 1) for item in f.read().split(b'\0') if item)
+  with open(env[b'ACME_LAUNCH_HOSTS_FILE']) as f:
+    return f.read().split()
+
+
+def test_ray_host_lost_its_actor_comes_back_on_the_other_host_and_only_the_runs_hosts_get_in(
     cluster, tmp_path):
-  # One actor, on whichever of b and c Ray picks: while its host is gone
-  # nothing steps, so a small budget still shows the run finishing after it.
+  # One actor, on whichever of b and c Ray picks, held at its step 250
+  # (tests/faulty_env.py) until `gate` exists: each check below sees the
+  # run live. Host x is another machine of the cluster network, host d a
+  # Ray host of the cluster that runs none of the run's nodes.
   run_dir = str(tmp_path / 'runs' / 'moved')
+  gate = str(tmp_path / 'go')
   launcher = launch(cluster, *ON_HOST_A, '--config.num_actors=1',
+                    '--config.env_name=tests.faulty_env:RaisingHalfCheetah-v4',
                     '--config.resources.actor.ray_cpus=0.5',
                     '--config.resources.actor.ray_resources=worker:1',
+                    '--config.resources.actor.extra_env='
+                    f'ACME_TEST_HOLD_AT_STEP=250,ACME_TEST_HOLD_UNTIL={gate}',
                     run_dir=run_dir, budget=3000)
   host_by_ip = {ip: host for host, ip in cluster.ips.items()}
+  head = cluster.ips['a']
   with killed_on_exit(launcher):
-    wait_for(lambda: actor_steps(run_dir) > 0 or launcher.poll() is not None,
-             240, 'actor steps')
+    wait_for(lambda: actor_steps(run_dir) >= 200 or launcher.poll() is not None,
+             240, 'the actor held at its step 250')
     assert launcher.poll() is None, launcher.communicate()[1][-3000:]
-    first = node_records(run_dir)['actor/0']
+    records = node_records(run_dir)
+    first = records['actor/0']
     lost = host_by_ip[first['bind_address']]
     other = {'b': 'c', 'c': 'b'}[lost]
+    ports = sorted(int(address.rsplit(':', 1)[1])
+                   for node in ('learner/0', 'replay/0', 'counter/0')
+                   for address in records[node]['server_addresses'])
+    sentinel = {h: str(tmp_path / f'decoded-from-{h}') for h in 'adx'}
+    # The same attempts from hosts x and d and, as a control, from host a.
+    tries = {h: _intruder(cluster, h, head, ports, sentinel[h]) for h in 'adx'}
+    found = {h: _found(intruder) for h, intruder in tries.items()}
+    assert sorted(_hosts_file_of(records['learner/0']['pid'])) == sorted(
+        [head, cluster.ips[lost]])
+    steps_before = actor_steps(run_dir)
     try:
       # Every process of the host at once (raylet, Ray actor, node): lost.
       cluster.kill_hosts([lost], signals=(signal.SIGKILL,))
+      # The actor comes back on the other host, steps (its counts reach
+      # the counter on host a) and is held again at its step 250.
+      wait_for(lambda: (actor_steps(run_dir) >= steps_before + 100 or
+                        launcher.poll() is not None), 240,
+               'the moved actor stepping')
+      assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+      moved_hosts = _hosts_file_of(records['learner/0']['pid'])
+      from_lost = subprocess.run(cluster.in_host(lost, [
+          sys.executable, '-c', 'import socket, sys; s = socket.create_connection('
+          '(sys.argv[1], int(sys.argv[2])), 5); s.settimeout(5); '
+          's.sendall(b"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n"); '
+          'print(len(s.recv(64)))', head, str(ports[0])]),
+                                 capture_output=True, text=True, timeout=60)
+      open(gate, 'w').close()
       stdout, stderr = launcher.communicate(timeout=240)
     finally:
       cluster.start_ray(lost)  # Back for the tests after this one.
   assert launcher.returncode == 0, stderr[-3000:]
+  # Hosts x and d: not one byte, call or decoded object from any server.
+  for host in 'xd':
+    for port, answers in found[host].items():
+      assert answers == {'raw': False, 'methods': None, 'get_variables': False,
+                         'get_counts': False, 'server_info': False}, (
+                             host, port, answers)
+    assert not os.path.exists(sentinel[host])
+  # Host a, the run's user: every server answers, the attack itself works.
+  insider = found['a']
+  assert all(answers['raw'] for answers in insider.values()), insider
+  assert any(answers['get_variables'] for answers in insider.values()), insider
+  assert any(answers['get_counts'] for answers in insider.values()), insider
+  assert any(answers['server_info'] for answers in insider.values()), insider
+  assert os.path.exists(sentinel['a'])
+  # After the move the lost host is off the list and the new one on it.
+  assert sorted(moved_hosts) == sorted([head, cluster.ips[other]])
+  assert from_lost.stdout.split() == ['0'], (from_lost.stdout, from_lost.stderr)
   assert (f'node actor/0: host {cluster.ips[lost]} lost; restarting on '
           f'{cluster.ips[other]} (1 of at most 3)') in stdout, stdout[-3000:]
   summary = read_json(os.path.join(run_dir, 'summary.json'))
