@@ -275,7 +275,8 @@ def decide_early(options: options_lib.Options,
                                         options.allow_exposed_listeners)
   inventory, gpu_note = _usable_gpus(options, host)
   plan = resources.plan_resources(
-      topology.node_list(config.num_actors, config.num_evaluators),
+      topology.node_list(config.num_actors, config.num_evaluators,
+                         experiment_config.central_inference(config)),
       config.resources, inventory, 1, _host_cores(launch_type, host))
   return Early(
       config=config, config_name=config_name, launch_type=launch_type,
