@@ -14,6 +14,8 @@ from tests.conftest import (actor_steps, killed_on_exit, node_pids,
                             reached_budget, read_json, resumed_to_budget,
                             run_launcher, start_launcher, wait_for)
 from tests.e2e import test_atari_dqn
+from tests.e2e import test_atari_r2d2
+from tests.e2e import test_impala
 
 CENTRAL = '--config.inference=central'
 
@@ -67,6 +69,22 @@ def test_dqn_atari_loses_its_inference_node_reaches_its_budget_and_resumes(
   # Two actors of two games (four Ape-X epsilons), the node killed once.
   _run_and_resume(workdir, 'dqn_atari', test_atari_dqn.TINY, 1500,
                   resume_budget=2000, kill_inference_at=300)
+
+
+def test_r2d2_atari_reaches_its_budget_and_resumes(workdir):
+  # Two actors (the node steps both games' LSTM states and epsilons).
+  _run_and_resume(workdir, 'r2d2_atari',
+                  test_atari_r2d2.TINY + ('--config.num_actors=2',), 300,
+                  resume_budget=500)
+
+
+def test_impala_atari_reaches_its_budget_and_resumes(workdir):
+  # Two actors; the config's Atari games with a tiny conv torso.
+  tiny = test_impala.TINY + (
+      '--config.num_actors=2', '--config.network.torso=conv',
+      '--config.network.conv_kernels=(8,)',
+      '--config.network.conv_strides=(8,)')
+  _run_and_resume(workdir, 'impala_atari', tiny, 300, resume_budget=500)
 
 
 def test_dry_run_shows_the_inference_node_with_its_cores_and_gpu(workdir):
