@@ -87,6 +87,18 @@ def test_impala_atari_reaches_its_budget_and_resumes(workdir):
   _run_and_resume(workdir, 'impala_atari', tiny, 300, resume_budget=500)
 
 
+def test_ppo_mujoco_reaches_its_budget_and_resumes(workdir):
+  # Two actors of EnvPool's async mode (16 of 32 environments a step):
+  # each call's rows are any 16 of its actor's 32.
+  tiny = ('--config.num_actors=2', '--config.eval_every_steps=2000',
+          '--config.final_eval_episodes=2', '--config.log_every_seconds=1',
+          '--config.env_max_episode_steps=100', '--config.ppo.batch_size=8',
+          '--config.ppo.num_minibatches=2', '--config.ppo.num_epochs=1',
+          '--config.network.policy_layers=(16,16)',
+          '--config.network.value_layers=(16,16)')
+  _run_and_resume(workdir, 'ppo_mujoco', tiny, 4000, resume_budget=12000)
+
+
 def test_dry_run_shows_the_inference_node_with_its_cores_and_gpu(workdir):
   result = run_launcher('--config=r2d2_atari', CENTRAL,
                         '--gpu_inventory=tests/inventories/h100x1.json',
