@@ -183,13 +183,14 @@ def make_actor_policy(adapter: Adapter, config, networks, environment_spec,
 
 
 def make_variable_client(adapter: Adapter, config, variable_source,
-                         device: str = 'cpu'):
+                         device: str = 'cpu', updates_per_fetch: int = 1):
   """The client the agent's own actor makes, for the loops that step its
   policy themselves (batched actors, the final evaluation, the inference
   node): its actor_variables, fetched every `adapter.update_period(config)`
-  updates, onto JAX's `device` ('cpu', 'gpu')."""
+  updates (times `updates_per_fetch`: the inference node updates once per
+  actor call), onto JAX's `device` ('cpu', 'gpu')."""
   from acme_launch import compat  # JAX aliases; before acme
   from acme.jax import variable_utils
   return variable_utils.VariableClient(
       variable_source, adapter.actor_variables, device=device,
-      update_period=adapter.update_period(config))
+      update_period=adapter.update_period(config) * updates_per_fetch)

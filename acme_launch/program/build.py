@@ -205,8 +205,11 @@ def make_program(config: ml_collections.ConfigDict,
           policy, np.stack([jax.random.PRNGKey(s) for s in actor_seeds]),
           adapter.policy_returns_extras, inputs)
     return inference_lib.InferenceServer(
-        steps, agents.make_variable_client(adapter, config, learner,
-                                           device=jax.default_backend()),
+        # Fetched every update_period steps of each actor, as its own
+        # client would: the node updates once a call.
+        steps, agents.make_variable_client(
+            adapter, config, learner, device=jax.default_backend(),
+            updates_per_fetch=config.num_actors),
         config.num_actors, config.get('inference_wait_ms', 2.0) / 1e3,
         logger_for('inference/0'))
 

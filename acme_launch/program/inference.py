@@ -264,7 +264,8 @@ class InferenceServer:
           call.result = result
           call.done.set()
         seconds = time.perf_counter() - start
-        self._variable_client.update()
+        for _ in batch:  # Counted per call: see build.py.
+          self._variable_client.update()
         self._batches += 1
         self._calls += len(batch)
         self._rows += sum(len(call.args[2]) for call in batch)
@@ -322,14 +323,22 @@ class CentralInferenceLoop(batched_actor.BatchedEnvironmentLoop):
     self._inference = inference
     self._index = actor_index
 
-  def _select_actions(self, timesteps: envs.TimeSteps):
-    return self._call(self._index, timesteps.observation, timesteps.env_id,
-                      timesteps.first())
+  # EnvPool: the step is written while the node computes its actions.
+  _record_while_selecting = True
 
-  def _call(self, *args):
+  def _select_actions(self, timesteps: envs.TimeSteps):
+    return self._start_selecting(timesteps)()
+
+  def _start_selecting(self, timesteps: envs.TimeSteps):
+    args = (self._index, timesteps.observation, timesteps.env_id,
+            timesteps.first())
+    future = self._inference.futures.step(*args)
+    return lambda: self._wait(future, args)
+
+  def _wait(self, future, args):
+    """The node's answer to `args`; sent again while the node is down."""
     stop = lp.stop_event()
     while True:
-      future = self._inference.futures.step(*args)
       while True:
         try:
           return future.result(timeout=1.0)
@@ -343,6 +352,7 @@ class CentralInferenceLoop(batched_actor.BatchedEnvironmentLoop):
           if stop.wait(1.0):
             raise _Stopped() from None
           break
+      future = self._inference.futures.step(*args)
 
   def run(self) -> None:
     try:
