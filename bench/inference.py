@@ -126,7 +126,8 @@ def _load_config(name: str, overrides: List[str]):
 def unlimited(config) -> List[str]:
   """Flags that take the config's replay rate limit and learner away."""
   flags = ['--config.num_evaluators=0', '--config.checkpoint.replay=false',
-           '--config.max_actor_steps=1000000000', '--config.log_every_seconds=1']
+           '--config.max_actor_steps=1000000000',
+           '--config.log_every_seconds=1']
   section = config.get(config.agent)
   if section is not None and 'min_replay_size' in section:
     flags.append(f'--config.{config.agent}.min_replay_size='

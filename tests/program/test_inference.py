@@ -150,7 +150,7 @@ def _flush(adder):
   test_batched_actor._flush_all(adder)
 
 
-# Feed-forward ------------------------------------------------------------------
+# Feed-forward ----------------------------------------------------------------
 
 
 def _noisy_policy(weights):
@@ -224,7 +224,7 @@ def test_feed_forward_items_are_those_of_per_actor_inference(backend, stops):
       server.stop()
 
 
-# Recurrent ---------------------------------------------------------------------
+# Recurrent -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize('agent', ['r2d2/gym', 'impala/gym'], indirect=True,
@@ -276,7 +276,7 @@ def test_recurrent_items_are_those_of_per_actor_inference(agent, stops):
 agent = test_recurrent_actor._agent  # The fixture: tiny networks, servers.
 
 
-# The real networks -------------------------------------------------------------
+# The real networks -----------------------------------------------------------
 
 
 def _shipped(config_name, **fields):
