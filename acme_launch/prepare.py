@@ -327,7 +327,8 @@ def decide_early(options: options_lib.Options,
                                         options.allow_exposed_listeners)
   inventory, gpu_note = _usable_gpus(options, host)
   plan = resources.plan_resources(
-      topology.node_list(config.num_actors, config.num_evaluators),
+      topology.node_list(config.num_actors, config.num_evaluators,
+                         experiment_config.central_inference(config)),
       config.resources, inventory, _host_cores(launch_type, host),
       agent=str(config.agent))
   _check_learner_process(launch_type, plan)

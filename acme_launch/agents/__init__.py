@@ -8,6 +8,7 @@ The launcher and its tests use these names; a user's adapter needs only
 
 from acme_launch.agents.adapter import ANY_DEVICES
 from acme_launch.agents.adapter import Adapter
+from acme_launch.agents.adapter import central_inference_problem
 from acme_launch.agents.adapter import make_actor_policy
 from acme_launch.agents.adapter import make_variable_client
 from acme_launch.agents.loader import FUNCTIONS
@@ -17,6 +18,7 @@ from acme_launch.agents.loader import load
 from acme_launch.agents.loader import module_name
 from acme_launch.agents.loader import section_name
 
-__all__ = ['ANY_DEVICES', 'Adapter', 'FUNCTIONS', 'SHIPPED', 'call', 'load',
+__all__ = ['ANY_DEVICES', 'Adapter', 'FUNCTIONS', 'SHIPPED', 'call',
+           'central_inference_problem', 'load',
            'make_actor_policy', 'make_variable_client', 'module_name',
            'section_name']

@@ -57,6 +57,14 @@ and, defaulted (module constant in brackets):
                          envs_per_actor > 1 then step it for all their
                          environments at once, one state per environment
                          (program/recurrent_actor.py). None: no such core
+  actor_policy_inputs    (config, actor_index) -> the data by which actor
+                         `actor_index`'s behaviour policy differs from the
+                         others' (DQN's Ape-X epsilons), or None. Central
+                         inference (config.inference='central') makes one
+                         policy without `actor_index` and calls it as
+                         policy(params, key, observations, inputs) for each
+                         actor's rows; an agent whose make_policy takes
+                         `actor_index` needs it there. None: no such data
   replay_tables          (config, environment_spec) -> what its replay tables
                          hold, as `plan.replay_memory.TableLayout`s; the
                          launcher estimates the replay node's memory from
@@ -96,6 +104,7 @@ class Adapter:
   replay_tables: Optional[Callable[..., Any]] = None
   section: str = ''
   module_name: str = ''
+  actor_policy_inputs: Optional[Callable[..., Any]] = None
 
   def update_period(self, config) -> int:
     """Every how many updates its actors fetch the learner's variables:
@@ -121,7 +130,7 @@ class Adapter:
 
 
 FUNCTIONS = ('make_builder', 'make_networks', 'make_policy')
-OPTIONAL_FUNCTIONS = ('make_actor_core', 'replay_tables')
+OPTIONAL_FUNCTIONS = ('make_actor_core', 'actor_policy_inputs', 'replay_tables')
 FLAGS = ('policy_returns_extras', 'batched_adder', 'recurrent')
 
 
@@ -159,23 +168,48 @@ def problem(adapter: Adapter, name=str) -> Optional[str]:
   return None
 
 
+def takes_actor_index(adapter: Adapter) -> bool:
+  """Whether its make_policy takes `actor_index` (policies that differ by
+  actor)."""
+  return 'actor_index' in inspect.signature(adapter.make_policy).parameters
+
+
+def central_inference_problem(adapter: Adapter) -> Optional[str]:
+  """Why one inference node cannot serve this agent's actors, as a
+  phrase, or None (program/inference.py): a recurrent agent's node steps
+  its actor core for every environment; a feed-forward one calls one
+  policy for every actor, with each actor's differences as data."""
+  if adapter.recurrent and adapter.make_actor_core is None:
+    return ('it keeps recurrent state and has no make_actor_core (the '
+            'actor core the node steps for every environment)')
+  if takes_actor_index(adapter) and (adapter.recurrent or
+                                     adapter.actor_policy_inputs is None):
+    return ('its make_policy takes actor_index (a policy per actor) and it '
+            'declares no actor_policy_inputs (what differs by actor, as '
+            'data the node passes to one policy)')
+  return None
+
+
 def make_actor_policy(adapter: Adapter, config, networks, environment_spec,
                       actor_index: int):
   """Actor `actor_index`'s behaviour policy: make_policy(..., evaluation=
   False), with `actor_index=` where make_policy takes that keyword."""
   kwargs = {}
-  if 'actor_index' in inspect.signature(adapter.make_policy).parameters:
+  if takes_actor_index(adapter):
     kwargs['actor_index'] = actor_index
   return adapter.make_policy(config, networks, environment_spec,
                              evaluation=False, **kwargs)
 
 
-def make_variable_client(adapter: Adapter, config, variable_source):
+def make_variable_client(adapter: Adapter, config, variable_source,
+                         device: str = 'cpu', updates_per_fetch: int = 1):
   """The client the agent's own actor makes, for the loops that step its
-  policy themselves (batched actors, the final evaluation): its
-  actor_variables, fetched every `adapter.update_period(config)` updates."""
+  policy themselves (batched actors, the final evaluation, the inference
+  node): its actor_variables, fetched every `adapter.update_period(config)`
+  updates (times `updates_per_fetch`: the inference node updates once per
+  actor call), onto JAX's `device` ('cpu', 'gpu')."""
   from acme_launch import compat  # JAX aliases; before acme
   from acme.jax import variable_utils
   return variable_utils.VariableClient(
-      variable_source, adapter.actor_variables, device='cpu',
-      update_period=adapter.update_period(config))
+      variable_source, adapter.actor_variables, device=device,
+      update_period=adapter.update_period(config) * updates_per_fetch)

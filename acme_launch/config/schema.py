@@ -17,6 +17,9 @@ LAUNCH_TYPES = ('local_mp', 'local_mt', 'test_mt', 'ray')
 MAX_PROCESSES_PER_GROUP = 1024  # Actors, evaluators: processes on one machine.
 MAX_ENVS_PER_ACTOR = 4096
 MAX_FINAL_EVAL_EPISODES = 1000  # Played at once: one environment each.
+# Where actors' policies run: in each actor, or one central inference node.
+INFERENCE = ('actor', 'central')
+MAX_INFERENCE_WAIT_MS = 1000.0
 
 
 def base_config(*, agent: str, env_name: str, max_actor_steps: int,
@@ -44,6 +47,12 @@ def base_config(*, agent: str, env_name: str, max_actor_steps: int,
   config.stagger_episode_starts = False     # EnvPool's async mode: each env's
                                             # first episode ends at a random
                                             # step (envs/envpool_backend.py).
+  config.inference = 'actor'                # 'actor': each actor runs its
+                                            # policy; 'central': one inference
+                                            # node answers every actor's calls
+                                            # in batches (program/inference.py).
+  config.inference_wait_ms = 2.0            # central: how long a batch waits
+                                            # for more actors' calls.
   config.num_evaluators = 1                 # Evaluator processes.
   config.eval_every_steps = eval_every_steps  # Actor steps between evaluations.
   config.eval_episodes = 1                  # Episodes per evaluation.
@@ -58,6 +67,11 @@ def base_config(*, agent: str, env_name: str, max_actor_steps: int,
 
   config.resources = specs.default_resources_config()
   return config
+
+
+def central_inference(config: ml_collections.ConfigDict) -> bool:
+  """Whether the program has the central inference node."""
+  return config.get('inference', 'actor') == 'central'
 
 
 def add_missing_fields(config: ml_collections.ConfigDict) -> None:
@@ -84,6 +98,15 @@ def validate(config: ml_collections.ConfigDict) -> None:
     raise errors.LaunchError(
         'config.final_eval_episodes must be between 0 and '
         f'{MAX_FINAL_EVAL_EPISODES}, got {config.final_eval_episodes}')
+  if config.get('inference', 'actor') not in INFERENCE:
+    raise errors.LaunchError(
+        f"config.inference must be one of {', '.join(INFERENCE)}, got "
+        f"{config.inference!r}")
+  wait_ms = config.get('inference_wait_ms', 2.0)
+  if not 0 <= wait_ms <= MAX_INFERENCE_WAIT_MS:
+    raise errors.LaunchError(
+        f'config.inference_wait_ms must be between 0 and '
+        f'{MAX_INFERENCE_WAIT_MS:g}, got {wait_ms}')
   if config.num_evaluators < 0:
     raise errors.LaunchError(
         f'config.num_evaluators must be >= 0, got {config.num_evaluators}')

@@ -6,7 +6,7 @@ from acme_launch.plan.node_env import format_cores
 from acme_launch.plan.specs import NodeSpec, fail
 
 # 'auto' nodes with a core of their own; the others share one.
-_OWN_CORE_GROUPS = ('learner', 'replay', 'actor')
+_OWN_CORE_GROUPS = ('learner', 'replay', 'inference', 'actor')
 
 
 def _claim_explicit_cores(node_names, specs, host: Tuple[int, ...],
@@ -81,13 +81,15 @@ def assign_cores(node_names: Sequence[str], groups: Sequence[str],
     spare = len(free) - len(own) - (1 if shared and own else 0)
     # Then a second core for every actor, when there are enough for all:
     # its environments' worker thread and its loop each keep a core busy
-    # (docs/benchmarks.md, "Core pinning"). The learner gets the rest.
-    actors = sum(groups[n] == 'actor' for n in own)
+    # (docs/benchmarks.md, "Core pinning"); the inference node too (its
+    # batches compute on its cores, while the next one gathers). The
+    # learner gets the rest.
+    actors = sum(groups[n] in ('actor', 'inference') for n in own)
     actor_extra = 1 if actors and spare >= actors else 0
     spare -= actor_extra * actors
     for n in own:
       take = 1
-      if groups[n] == 'actor':
+      if groups[n] in ('actor', 'inference'):
         take += actor_extra
       elif groups[n] == 'learner' and spare > 0:
         take, spare = take + spare, 0
@@ -100,8 +102,11 @@ def assign_cores(node_names: Sequence[str], groups: Sequence[str],
     note = (f'cores: pinned ({len(host)} the launcher may use: '
             f'{format_cores(host)})')
   elif auto:
+    each = ('the learner, the replay, the inference node and every actor'
+            if 'inference' in groups else
+            'the learner, the replay and every actor')
     note = (f'cores: not pinned: the automatic plan needs {len(own)} '
-            'cores (one each for the learner, the replay and every actor), '
+            f'cores (one each for {each}), '
             f'{len(free)} left of the launcher\'s {format_cores(host)}; every '
             'process may run on any of them')
   if not note:

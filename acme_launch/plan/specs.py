@@ -17,7 +17,7 @@ from acme_launch import errors
 from acme_launch.plan import node_env
 from acme_launch.plan.node_env import format_cores, parse_core_list
 
-GROUPS = ('replay', 'counter', 'learner', 'actor', 'evaluator')
+GROUPS = ('replay', 'counter', 'learner', 'inference', 'actor', 'evaluator')
 ALLOCATORS = ('default', 'platform', 'bfc', 'cuda_async')
 
 # Variables only the planner may set (extra_env must not fight the plan).
@@ -57,8 +57,11 @@ def default_resources_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   for group in GROUPS:
     learner = group == 'learner'
-    config[group] = _group_defaults('auto' if learner else 'none',
-                                    0.75 if learner else DEFAULT_ACTOR_FRACTION)
+    # The inference node (config.inference='central') takes a GPU where
+    # there is one: one the learner leaves free, else the learner's.
+    config[group] = _group_defaults(
+        'auto' if group in ('learner', 'inference') else 'none',
+        0.75 if learner else DEFAULT_ACTOR_FRACTION)
   # The learner's devices (GPUs of one model, or virtual CPU devices): its
   # agent must be able to use them (prepare.py checks its adapter).
   config.learner.num_devices = 1

@@ -12,8 +12,9 @@ from typing import List, Tuple
 # Nodes that hold the run's state: they save on stop, and a failure of one
 # cannot be mended by restarting it alone.
 STATEFUL_GROUPS = ('replay', 'counter', 'learner')
-# Nodes a failure may restart (--max_node_restarts), with new seeds.
-RESTARTABLE_GROUPS = ('actor', 'evaluator')
+# Nodes a failure may restart (--max_node_restarts), with new seeds. The
+# inference node's per-environment states start afresh (program/inference.py).
+RESTARTABLE_GROUPS = ('actor', 'evaluator', 'inference')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,17 +31,21 @@ class Node:
     return file_stem(self.name)
 
 
-def program_nodes(num_actors: int, num_evaluators: int) -> Tuple[Node, ...]:
-  """Every node of a program, in launch order."""
+def program_nodes(num_actors: int, num_evaluators: int,
+                  inference: bool = False) -> Tuple[Node, ...]:
+  """Every node of a program, in launch order; `inference`: with the
+  central inference node (config.inference='central')."""
   return ((Node('replay', 0), Node('counter', 0), Node('learner', 0)) +
+          ((Node('inference', 0),) if inference else ()) +
           tuple(Node('actor', i) for i in range(num_actors)) +
           tuple(Node('evaluator', i) for i in range(num_evaluators)))
 
 
-def node_list(num_actors: int, num_evaluators: int) -> List[Tuple[str, int]]:
+def node_list(num_actors: int, num_evaluators: int,
+              inference: bool = False) -> List[Tuple[str, int]]:
   """The nodes the resource plan places, as (group, index), in launch order."""
   return [(node.group, node.index)
-          for node in program_nodes(num_actors, num_evaluators)]
+          for node in program_nodes(num_actors, num_evaluators, inference)]
 
 
 def group_of(name: str) -> str:

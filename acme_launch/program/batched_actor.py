@@ -90,6 +90,17 @@ class BatchedEnvironmentLoop(core.Worker):
     # nodes.BudgetedEnvironmentLoop does for one environment.
     self._max_actor_steps = max_actor_steps
 
+  # Record a step while its actions are being selected (the selection
+  # returns before the actions are needed): central inference's loop,
+  # whose policy runs in another process.
+  _record_while_selecting = False
+
+  def _start_selecting(self, timesteps: envs.TimeSteps):
+    """A function returning `_select_actions(timesteps)`'s result; a loop
+    whose policy runs elsewhere starts the call here."""
+    result = self._select_actions(timesteps)
+    return lambda: result
+
   def _select_actions(self, timesteps: envs.TimeSteps):
     """(actions, extras) for the rows of `timesteps` (a FIRST row starts
     an episode: recurrent loops reset that environment's state)."""
@@ -141,7 +152,12 @@ class BatchedEnvironmentLoop(core.Worker):
         ids = timesteps.env_id
         previous = (sent_actions[ids], None if extras is None else
                     tree.map_structure(lambda buf, ids=ids: buf[ids], sent_extras))
-      if pipelined:  # The environments step while this step is written.
+      if pipelined and self._record_while_selecting:
+        selecting = self._start_selecting(timesteps)
+        self._record(*previous, timesteps)
+        actions, extras = selecting()
+        environments.send(actions, timesteps.env_id)
+      elif pipelined:  # The environments step while this step is written.
         actions, extras = self._select_actions(timesteps)
         environments.send(actions, timesteps.env_id)
         self._record(*previous, timesteps)

@@ -25,9 +25,11 @@ from acme_launch import agents
 from acme_launch.program import batched_actor
 from acme_launch.adders import batched as batched_adders
 from acme_launch.program import checkpointing
+from acme_launch.program import inference as inference_lib
 from acme_launch.program import recurrent_actor
 from acme_launch import envs as environments
 from acme_launch import errors
+from acme_launch.config import schema
 from acme_launch.program import evaluation
 from acme_launch.program import nodes
 from acme_launch.plan import resources
@@ -37,18 +39,38 @@ from acme_launch.plan import topology
 
 def program_nodes(config: ml_collections.ConfigDict
                   ) -> Tuple[topology.Node, ...]:
-  return topology.program_nodes(config.num_actors, config.num_evaluators)
+  return topology.program_nodes(config.num_actors, config.num_evaluators,
+                                schema.central_inference(config))
 
 
 def node_list(config: ml_collections.ConfigDict) -> List[Tuple[str, int]]:
   """The nodes the resource plan places, as (group, index), in launch order."""
-  return topology.node_list(config.num_actors, config.num_evaluators)
+  return topology.node_list(config.num_actors, config.num_evaluators,
+                            schema.central_inference(config))
 
 
 def node_seeds(config: ml_collections.ConfigDict) -> Dict[str, int]:
   """The seed of every node that has one, by node name."""
   return {f'{group}/{index}': environments.node_seed(config.seed, group, index)
           for group, index in node_list(config)}
+
+
+def actor_num_envs(config: ml_collections.ConfigDict) -> int:
+  """The environments one actor steps: EnvPool's async mode runs more than
+  a step receives."""
+  async_envs = config.get('envpool_async_envs', 0)
+  if (config.get('env_backend', 'gym') == 'envpool' and
+      async_envs > config.envs_per_actor):
+    return async_envs
+  return config.envs_per_actor
+
+
+def env_seeds(seed: int, num_seeds: int) -> List[int]:
+  """An actor's environment seeds from its own (the first): also the seeds
+  of its environments' key chains (EnvPool's async mode runs more
+  environments than it takes seeds: theirs continue the sequence)."""
+  return [seed] + [environments.node_seed(seed, 'env', j)
+                   for j in range(1, num_seeds)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +102,15 @@ def make_program(config: ml_collections.ConfigDict,
                  plan: resources.ResourcePlan, run_dir: str) -> BuiltProgram:
   """Returns the program; nothing runs until it is launched."""
   adapter = agents.load(config.agent)
-  batched_recurrent = adapter.recurrent and config.envs_per_actor > 1
+  central = schema.central_inference(config)
+  if central:
+    problem = agents.central_inference_problem(adapter)
+    if problem:
+      raise errors.LaunchError(
+          f"config.inference='central' cannot serve config.agent "
+          f"{config.agent}: {problem}; use config.inference='actor'")
+  batched_recurrent = adapter.recurrent and (config.envs_per_actor > 1 or
+                                             central)
   if batched_recurrent and adapter.make_actor_core is None:
     raise errors.LaunchError(
         f'config.agent {config.agent} keeps recurrent state and has no '
@@ -114,6 +144,8 @@ def make_program(config: ml_collections.ConfigDict,
                          environment_spec, evaluating)
     if batched_recurrent and not evaluating:
       agents.call(adapter, 'make_actor_core', config, networks, policy)
+    if central and not evaluating and adapter.actor_policy_inputs:
+      agents.call(adapter, 'actor_policy_inputs', config, 0)
   seeds = node_seeds(config)
 
   def logger_for(node: str) -> loggers.Logger:
@@ -148,13 +180,57 @@ def make_program(config: ml_collections.ConfigDict,
     return checkpointing.CheckpointedLearner(learner, run_dir,
                                              config.checkpoint)
 
-  def build_actor(index, replay, learner, counter):
-    seed = seeds_lib.seed_after_restarts(seeds[f'actor/{index}'])
+  def build_inference(learner):
+    # Each actor's (and environment's) key chain as its own loop would
+    # start it; fresh after this node restarts.
+    actor_seeds = [seeds_lib.seed_after_restarts(seeds[f'actor/{i}'])
+                   for i in range(config.num_actors)]
+    num_envs = actor_num_envs(config)
     networks = adapter.make_networks(config, environment_spec)
-    policy = agents.make_actor_policy(adapter, config, networks,
-                                      environment_spec, index)
+    if adapter.recurrent:
+      policy = adapter.make_policy(config, networks, environment_spec,
+                                   evaluation=False)
+      steps = inference_lib.RecurrentSteps(
+          adapter.make_actor_core(config, networks, policy),
+          np.stack([jax.random.PRNGKey(s) for seed in actor_seeds
+                    for s in env_seeds(seed, num_envs)]), num_envs)
+    else:
+      inputs = None
+      if adapter.actor_policy_inputs is not None:
+        inputs = [adapter.actor_policy_inputs(config, i)
+                  for i in range(config.num_actors)]
+        inputs = None if all(x is None for x in inputs) else inputs
+      # One policy for every actor: differences by actor are the inputs.
+      policy = (adapter.make_policy(config, networks, environment_spec,
+                                    evaluation=False) if inputs is not None
+                else agents.make_actor_policy(adapter, config, networks,
+                                              environment_spec, 0))
+      steps = inference_lib.FeedForwardSteps(
+          policy, np.stack([jax.random.PRNGKey(s) for s in actor_seeds]),
+          adapter.policy_returns_extras, inputs)
+    return inference_lib.InferenceServer(
+        # Fetched every update_period steps of each actor, as its own
+        # client would: the node updates once a call.
+        steps, agents.make_variable_client(
+            adapter, config, learner, device=jax.default_backend(),
+            updates_per_fetch=config.num_actors),
+        config.num_actors, config.get('inference_wait_ms', 2.0) / 1e3,
+        logger_for('inference/0'))
+
+  def make_adder(replay, num_envs):
+    if adapter.batched_adder:  # PPO: bulk sequence writes.
+      return builder.make_batched_adder(replay, environment_spec, num_envs)
+    return batched_adders.PerEnvAdders(
+        [builder.make_adder(replay) for _ in range(num_envs)])
+
+  def build_actor(index, replay, learner, counter, inference=None):
+    seed = seeds_lib.seed_after_restarts(seeds[f'actor/{index}'])
     actor_counter = counting.Counter(counter, 'actor', time_delta=0.)
-    if config.envs_per_actor == 1:  # Acme's own actor and loop.
+    if not central:
+      networks = adapter.make_networks(config, environment_spec)
+      policy = agents.make_actor_policy(adapter, config, networks,
+                                        environment_spec, index)
+    if config.envs_per_actor == 1 and not central:  # Acme's own actor, loop.
       actor = builder.make_actor(jax.random.PRNGKey(seed), policy,
                                  adder=builder.make_adder(replay),
                                  variable_source=learner)
@@ -162,20 +238,21 @@ def make_program(config: ml_collections.ConfigDict,
           make_env(seed=seed), actor, actor_counter,
           logger_for(f'actor/{index}'),
           max_actor_steps=config.max_actor_steps)
-    env_seeds = [seed] + [environments.node_seed(seed, 'env', j)
-                          for j in range(1, config.envs_per_actor)]
     # EnvPool's worker threads: the actor's omp_threads (0, unset: 1).
     num_threads = plan.placement(f'actor/{index}').threads or 1
     envs = environments.make_environments(
-        config.env_name, env_seeds, config.env_max_episode_steps, backend,
+        config.env_name, env_seeds(seed, config.envs_per_actor),
+        config.env_max_episode_steps, backend,
         num_threads, async_envs=config.get('envpool_async_envs', 0),
         config=config,
         stagger_starts=config.get('stagger_episode_starts', False))
+    if central:  # Policy calls to the inference node, one a step.
+      return inference_lib.CentralInferenceLoop(
+          envs, inference, index, make_adder(replay, envs.num_envs),
+          actor_counter, logger_for(f'actor/{index}'),
+          max_actor_steps=config.max_actor_steps)
     if adapter.recurrent:  # One state per environment, one call a step.
-      # Each environment's key chain, from its seed (EnvPool's async mode
-      # runs more environments than seeds: theirs continue the sequence).
-      key_seeds = env_seeds + [environments.node_seed(seed, 'env', j)
-                               for j in range(len(env_seeds), envs.num_envs)]
+      key_seeds = env_seeds(seed, envs.num_envs)
       return recurrent_actor.RecurrentBatchedEnvironmentLoop(
           envs, adapter.make_actor_core(config, networks, policy),
           agents.make_variable_client(adapter, config, learner),
@@ -184,16 +261,11 @@ def make_program(config: ml_collections.ConfigDict,
           np.stack([jax.random.PRNGKey(s) for s in key_seeds]),
           actor_counter, logger_for(f'actor/{index}'),
           max_actor_steps=config.max_actor_steps)
-    if adapter.batched_adder:  # PPO: bulk sequence writes.
-      adder = builder.make_batched_adder(replay, environment_spec,
-                                         envs.num_envs)
-    else:
-      adder = batched_adders.PerEnvAdders(
-          [builder.make_adder(replay) for _ in range(envs.num_envs)])
     return batched_actor.BatchedEnvironmentLoop(
         envs, policy,
         agents.make_variable_client(adapter, config, learner),
-        adder, jax.random.PRNGKey(seed), actor_counter,
+        make_adder(replay, envs.num_envs), jax.random.PRNGKey(seed),
+        actor_counter,
         logger_for(f'actor/{index}'), max_actor_steps=config.max_actor_steps,
         policy_returns_extras=adapter.policy_returns_extras)
 
@@ -247,8 +319,15 @@ def make_program(config: ml_collections.ConfigDict,
       build_replay, run_dir, config.checkpoint))
   counter = add('counter/0', lp.CourierNode(build_counter))
   learner = add('learner/0', lp.CourierNode(build_learner, replay, counter))
+  inference = None
+  if central:
+    # A handler thread for every actor's call, and some for other calls.
+    inference = add('inference/0', lp.CourierNode(
+        build_inference, learner,
+        courier_kwargs={'thread_pool_size': max(16, config.num_actors + 4)}))
   for i in range(config.num_actors):
-    add(f'actor/{i}', lp.CourierNode(build_actor, i, replay, learner, counter))
+    add(f'actor/{i}', lp.CourierNode(build_actor, i, replay, learner, counter,
+                                     inference))
   for i in range(config.num_evaluators):
     add(f'evaluator/{i}', lp.CourierNode(build_evaluator, i, learner, counter))
   return BuiltProgram(program, nodes_by_label,

@@ -322,3 +322,31 @@ def test_recurrent_actor_measures_one_and_several_envs_per_actor(agent,
     assert match and match.group(1) == agent, line
     assert int(match.group(2)) == envs, line
     assert int(match.group(3).replace(',', '')) > 0, line
+
+
+def test_inference_measures_per_actor_and_central_side_by_side(tmp_path):
+  # Two tiny R2D2 actors on Pong, each mode once; the node's batches.
+  # And the node's step alone at 1 and 2 rows.
+  _bench('inference.py', '--configs=r2d2_atari', '--seconds=2', '--settle=2',
+         '--batch_sizes=1,2', f'--out={tmp_path}', '--',
+         '--config.num_actors=2',
+         '--config.r2d2.min_replay_size=1000',
+         '--config.r2d2.max_replay_size=1000',
+         '--config.network.conv_channels=(4,)',
+         '--config.network.conv_kernels=(8,)',
+         '--config.network.conv_strides=(8,)', '--config.network.lstm_size=8',
+         '--config.network.head_hidden_layers=(8,)')
+  results = read_json(os.path.join(tmp_path, 'inference.json'))['results']
+  runs = {r['inference']: r for r in results if 'inference' in r}
+  assert len(runs) == 2
+  assert runs['actor']['env_steps_per_second'] > 0
+  assert runs['central']['env_steps_per_second'] > 0
+  assert 1 <= runs['central']['batch_calls'] <= 2
+  assert runs['central']['batch_rows'] == runs['central']['batch_calls']
+  alone = [r for r in results if 'call_ms' in r]
+  assert [r['batch_rows'] for r in alone] == [1, 2]
+  assert all(r['call_ms'] > 0 and r['call_cpu_ms'] > 0 for r in alone)
+  (ratio,) = [r for r in results if 'central_over_actor' in r]
+  assert ratio['central_over_actor'] == pytest.approx(
+      runs['central']['env_steps_per_second'] /
+      runs['actor']['env_steps_per_second'])

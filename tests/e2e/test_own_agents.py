@@ -277,6 +277,10 @@ def test_dry_run_and_sweep_with_an_own_agent_show_its_specs_and_points(
     ('agent=user_project.recurrent_no_core,envs_per_actor=2',
      'keeps recurrent state and has no make_actor_core, so its actors step '
      'one environment each: set config.envs_per_actor=1 (got 2)'),
+    ('agent=user_project.recurrent_no_core,inference=central',
+     "config.inference='central' cannot serve config.agent "
+     'user_project.recurrent_no_core: it keeps recurrent state and has no '
+     'make_actor_core'),
 ])
 def test_a_bad_own_module_is_one_line_exit_2_and_starts_nothing(
     project, workdir, override, expected):

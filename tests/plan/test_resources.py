@@ -251,7 +251,7 @@ BAD_INPUTS = [
     ('rtx3080_3080ti', {'cuda_context_overhead_mb': 3100},
      ['GPU 1', 'over-committed', '3100 MB CUDA context']),
     (None, {'node_overrides': 'actorz/0:gpus=0'},
-     ["unknown group 'actorz'", 'replay, counter, learner, actor, evaluator']),
+     ["unknown group 'actorz'", 'replay, counter, learner, inference, actor, evaluator']),
     (None, {'node_overrides': 'actor/7:gpus=0'},
      ["unknown node 'actor/7'", 'actor/0, actor/1']),
     (None, {'node_overrides': 'limiter/0:gpus=0'}, ["unknown group 'limiter'"]),

@@ -25,4 +25,6 @@ ADAPTER = Adapter(
     make_networks=networks.make_networks,
     make_policy=policy.make_policy,
     actor_variables='',
-    replay_tables=builder.replay_tables)
+    replay_tables=builder.replay_tables,
+    # Central inference: one policy, each actor's epsilons as data.
+    actor_policy_inputs=policy.actor_policy_inputs)

@@ -33,6 +33,16 @@ def actor_epsilons(config: ml_collections.ConfigDict,
       1 + APEX_EPSILON_ALPHA * index / max(total - 1, 1))
 
 
+def actor_policy_inputs(config: ml_collections.ConfigDict,
+                        actor_index: int) -> Optional[np.ndarray]:
+  """For central inference: actor `actor_index`'s Ape-X epsilons as the
+  policy's `epsilon` argument ([E, 1] float32, as its own policy holds
+  them), or None without `dqn.apex_epsilons` (every actor's policy is the
+  same)."""
+  fixed = actor_epsilons(config, actor_index)
+  return None if fixed is None else np.asarray(fixed, np.float32)[:, None]
+
+
 def make_policy(config: ml_collections.ConfigDict,
                 networks: networks_lib.FeedForwardNetwork,
                 environment_spec: specs.EnvironmentSpec, evaluation: bool,
