@@ -321,6 +321,21 @@ def _found(intruder):
   return json.loads(out.strip().splitlines()[-1])['ports']
 
 
+# Bytes a plain connection gets back after HTTP/2's client preface (a gRPC
+# server sends its SETTINGS frame at once); 0 when the server's side closed
+# or reset it unanswered. A connection that cannot be made is an error.
+_RAW_BYTES = """
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), 5)
+s.settimeout(5)
+try:
+  s.sendall(b'PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n')
+  print(len(s.recv(64)))
+except (ConnectionResetError, BrokenPipeError):
+  print(0)
+"""
+
+
 def _hosts_file_of(pid):
   """The run's hosts as the shim of node process `pid` reads them."""
   with open(f'/proc/{pid}/environ', 'rb') as f:
@@ -375,10 +390,7 @@ def test_ray_host_lost_its_actor_comes_back_on_the_other_host_and_only_the_runs_
       assert launcher.poll() is None, launcher.communicate()[1][-3000:]
       moved_hosts = _hosts_file_of(records['learner/0']['pid'])
       from_lost = subprocess.run(cluster.in_host(lost, [
-          sys.executable, '-c', 'import socket, sys; s = socket.create_connection('
-          '(sys.argv[1], int(sys.argv[2])), 5); s.settimeout(5); '
-          's.sendall(b"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n"); '
-          'print(len(s.recv(64)))', head, str(ports[0])]),
+          sys.executable, '-c', _RAW_BYTES, head, str(ports[0])]),
                                  capture_output=True, text=True, timeout=60)
       open(gate, 'w').close()
       stdout, stderr = launcher.communicate(timeout=240)
