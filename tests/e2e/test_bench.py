@@ -249,7 +249,9 @@ def test_cluster_measures_local_mp_and_ray_side_by_side(tmp_path):
   reason = netns_cluster.why_not_available()
   if reason:
     pytest.skip(f'no network namespaces here: {reason}')
-  _bench('cluster.py', '--seconds=5', '--warmup=0', '--steps=5000',
+  # Counts arrive per 2,000-step episode pair and the rate needs two rows a
+  # second apart: 20,000 steps give several even when the actor runs alone.
+  _bench('cluster.py', '--seconds=5', '--warmup=0', '--steps=20000',
          '--actors=1', '--envs_per_actor=2', '--rounds=1', f'--out={tmp_path}',
          timeout=600)
   results = read_json(os.path.join(tmp_path, 'cluster.json'))
