@@ -254,8 +254,16 @@ def test_ray_launcher_killed_with_sigkill_leaves_no_process_on_any_host(
 
 def test_ray_actor_killed_on_another_host_is_restarted_there_and_the_run_finishes(
     cluster, tmp_path):
+  # Both actors are held at their step 200 (tests/faulty_env.py) until
+  # `gate` exists, so the run cannot reach its budget before the restarted
+  # actor is seen, however slow its start.
   run_dir = str(tmp_path / 'runs' / 'restarted')
-  launcher = launch(cluster, *PLACEMENT, run_dir=run_dir, budget=12000)
+  gate = str(tmp_path / 'go')
+  launcher = launch(cluster, *PLACEMENT,
+                    '--config.env_name=tests.faulty_env:RaisingHalfCheetah-v4',
+                    '--config.resources.actor.extra_env='
+                    f'ACME_TEST_HOLD_AT_STEP=200,ACME_TEST_HOLD_UNTIL={gate}',
+                    run_dir=run_dir, budget=3000)
   with killed_on_exit(launcher):
     wait_for(lambda: actor_steps(run_dir) > 0 or launcher.poll() is not None,
              240, 'actor steps')
@@ -264,11 +272,10 @@ def test_ray_actor_killed_on_another_host_is_restarted_there_and_the_run_finishe
     victim = first['pid']
     assert victim in cluster.pids('c')
     os.kill(victim, signal.SIGKILL)
-    # The restarted actor records itself once its imports are done, well
-    # before the other actor alone reaches the budget.
     wait_for(lambda: node_records(run_dir)['actor/1']['pid'] != victim or
              launcher.poll() is not None, 240, 'the restarted actor')
     assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+    open(gate, 'w').close()
     stdout, stderr = launcher.communicate(timeout=300)
   assert launcher.returncode == 0, stderr[-3000:]
   assert 'restarting it (1 of at most 3)' in stdout
