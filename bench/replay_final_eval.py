@@ -20,6 +20,15 @@ episode for episode when it does) and plays the final evaluation's seeds
 
 An episode is counted still when its return is under `--still` (1,000).
 A PPO run (an agent whose policy returns extras) only.
+
+`--poses` (HalfCheetah only): instead, plays the same seeds one environment
+at a time with the deterministic policy and, for each episode whose
+forward velocity stays under 0.3 for 50 steps, prints where it stopped: the
+step, the torso's height and pitch (rootz, rooty: a pitch past pi is a
+cheetah on its back, past 2 pi one that flipped all the way over), the
+front thigh's angle (its joint limit is 0.7 rad), the policy's action
+there and the sampling policy's standard deviation there and, for
+comparison, its mean over the episode's first 200 steps.
 """
 
 import argparse
@@ -72,6 +81,8 @@ def main(argv) -> int:
   parser.add_argument('--extra', type=int, default=0,
                       help='episodes from seeds 1000, 1001, ... as well')
   parser.add_argument('--still', type=float, default=1000.0)
+  parser.add_argument('--poses', action='store_true',
+                      help='where still episodes stopped (HalfCheetah)')
   args = parser.parse_args(argv)
   saved = layout.read_json(os.path.join(args.run_dir, 'config.json'))
   final = layout.read_json(layout.final_eval_path(args.run_dir))
@@ -98,6 +109,8 @@ def main(argv) -> int:
           f'{returns.size}  {np.round(returns).astype(int).tolist()}',
           flush=True)
 
+  if args.poses:
+    return poses(config, adapter, networks, spec, params, seeds, key)
   show('recorded', final['returns'])
   for path in args.paths.split(','):
     backend = 'gym' if path.startswith('gym') else config.env_backend
@@ -120,6 +133,49 @@ def main(argv) -> int:
               _Params(params), adapter.actor_variables),
           key, adapter.policy_returns_extras).run()['returns']
     show(path, returns)
+  return 0
+
+
+# HalfCheetah's observation: qpos[1:] (rootz, rooty, bthigh, bshin, bfoot,
+# fthigh, fshin, ffoot), then qvel (rootx's first).
+_ROOTZ, _ROOTY, _FTHIGH, _VELOCITY = 0, 1, 5, 8
+_SLOW, _SLOW_STEPS = 0.3, 50
+
+
+def _row(values) -> str:
+  return '[' + ' '.join(f'{v:.2f}' for v in np.asarray(values)) + ']'
+
+
+def poses(config, adapter, networks, spec, params, seeds, key) -> int:
+  """Where each still episode stopped; see the module's docstring."""
+  policy = jax.jit(adapter.make_policy(config, networks, spec, evaluation=True))
+  std = jax.jit(lambda o: networks.network.apply(params, o)[0].stddev())
+  for s in seeds:
+    env = environments.make_environment(config.env_name, s,
+                                        backend=config.env_backend,
+                                        evaluation=True)
+    timestep, total, slow, seen = env.reset(), 0.0, 0, None
+    step, early = 0, []
+    while not timestep.last():
+      observation = np.asarray(timestep.observation, np.float32)
+      action = np.asarray(policy(params, key, observation[None])[0])[0]
+      if step < 200:
+        early.append(observation)
+      slow = slow + 1 if observation[_VELOCITY] < _SLOW else 0
+      if slow == _SLOW_STEPS and seen is None:
+        seen = (step - _SLOW_STEPS + 1, observation, action)
+      timestep = env.step(action)
+      total += timestep.reward
+      step += 1
+    line = f'seed {s:>5}  return {total:>7.0f}'
+    if seen is not None:
+      at, observation, action = seen
+      line += (f'  still from step {at}: rootz {observation[_ROOTZ]:.2f} '
+               f'rooty {observation[_ROOTY]:.2f} fthigh '
+               f'{observation[_FTHIGH]:.2f}; action {_row(action)}; std '
+               f'{_row(std(observation[None])[0])}; first 200 steps std '
+               f'{_row(np.asarray(std(np.asarray(early))).mean(0))}')
+    print(line, flush=True)
   return 0
 
 

@@ -102,6 +102,16 @@ def test_learning_matrix_runs_each_cell_once_and_resumes_cell_by_cell(tmp_path):
   for path in ('recorded', 'batched', 'loop'):
     [line] = [l for l in replay if l.split()[:1] == [path]]
     assert line.split()[2].endswith('/10'), line
+  # --poses: each of the 10 episodes again, one environment at a time, and
+  # for each that stood still its pose, action and standard deviations.
+  poses = [l for l in _bench('replay_final_eval.py', run_dir, '--poses')
+           .stdout.splitlines() if l.startswith('seed ')]
+  assert len(poses) == 10, poses
+  for line in poses:
+    assert ' return ' in line, line
+    if 'still from step' in line:
+      assert re.search(r'rooty -?\d+\.\d\d fthigh .*; action \[.*\]; std '
+                       r'\[.*\]; first 200 steps std \[', line), line
   # Run again: the finished cell is read back, not run.
   again = _bench('learning.py', *args)
   assert 'finished before' in again.stdout and 'running:' not in again.stdout
