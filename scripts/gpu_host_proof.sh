@@ -17,6 +17,9 @@
 #             impala_atari with the learner on the GPU
 #   main      launch.py --config=ppo_mujoco: its plan (--dry_run), then a
 #             run of 300k steps; every node's record (devices, JAX memory limit)
+#   inference bench/inference.py for r2d2_atari, 4 actors: per-actor against
+#             central inference (the node on the GPU), and the node's step
+#             alone at 1 to 32 rows
 #   hostcudnn the jax step again with the host's libcudnn.so.9 in place of
 #             the bundle's
 #   cores     bench/throughput.py and bench/learner.py --config=sac_mujoco on
@@ -42,7 +45,7 @@ parts=${2:?PARTS}
 out=${3:?OUT}
 shift 3
 steps=("$@")
-[ "${#steps[@]}" -gt 0 ] || steps=(facts jax learners main hostcudnn cores)
+[ "${#steps[@]}" -gt 0 ] || steps=(facts jax learners main inference hostcudnn cores)
 mkdir -p "$out"
 log=$out/proof.log
 results=$out/results.jsonl
@@ -166,6 +169,14 @@ for name, n in nodes.items():
         'CUDA_VISIBLE_DEVICES', n['env'].get('CUDA_VISIBLE_DEVICES'))
 EOF
       tail -3 /tmp/proof/runs/main/metrics/progress.csv >> "$log" 2>/dev/null ;;
+    inference)
+      timeout 300 "$py" bench/inference.py --configs=r2d2_atari --seconds=20 --settle=15 \
+        --batch_sizes=1,4,8,16,32 --out=/tmp/proof/inference -- --config.num_actors=4 \
+        >> "$log" 2>&1
+      if [ -f /tmp/proof/inference/inference.json ]; then
+        record "$(tr -d '\n' < /tmp/proof/inference/inference.json)"
+        say "inference: $(grep -h 'central' "$log" | tail -2 | tr '\n' ' ')"
+      else say "inference: no figure (see proof.log)"; fi ;;
     cores)
       timeout 200 "$py" bench/throughput.py --backends=envpool_async --cells=1x16,1x64 \
         --seconds=15 >> "$log" 2>&1
