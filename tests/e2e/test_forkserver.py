@@ -144,16 +144,30 @@ def test_the_fork_server_killed_stops_the_run_and_names_it(workdir):
   assert alive([r['pid'] for r in records.values()] + [server_pid]) == []
 
 
-def _fork_servers():
-  return {p.pid for p in psutil.process_iter(['cmdline'])
-          if 'acme_launch.node.forkserver' in ' '.join(p.info['cmdline'] or [])}
+def _orphaned_fork_servers():
+  """Fork servers whose launcher is gone: their parent is no longer a Python
+  process (a launcher, or a test that runs one in process), but init or a
+  subreaper. Another test's run beside this one (pytest-xdist) has its
+  launcher alive and is not counted. (A fork server's /proc environ cannot
+  mark it: setproctitle reuses that memory.)"""
+  found = set()
+  for p in psutil.process_iter(['cmdline', 'ppid']):
+    if 'acme_launch.node.forkserver' not in ' '.join(p.info['cmdline'] or []):
+      continue
+    try:
+      parent = psutil.Process(p.info['ppid'])
+      if p.info['ppid'] <= 1 or 'python' not in parent.name():
+        found.add(p.pid)
+    except psutil.NoSuchProcess:
+      found.add(p.pid)
+  return found
 
 
 def test_an_input_refused_after_the_fork_server_started_leaves_nothing(
     workdir):
   # The replay check comes after the fork server's early start (the program
   # must be built to size the replay): refused, the server stops first.
-  before = _fork_servers()
+  before = _orphaned_fork_servers()
   result = run_launcher('--config=r2d2_atari',
                         '--config.r2d2.max_replay_size=10000000',
                         f'--workdir={workdir}', '--run_name=refused')
@@ -161,4 +175,4 @@ def test_an_input_refused_after_the_fork_server_started_leaves_nothing(
   lines = result.stderr.strip().splitlines()
   assert len(lines) == 1 and 'the replay node would need about' in lines[0]
   assert not os.path.exists(os.path.join(workdir, 'refused'))
-  assert _fork_servers() - before == set()
+  assert _orphaned_fork_servers() - before == set()
