@@ -22,13 +22,14 @@ An episode is counted still when its return is under `--still` (1,000).
 A PPO run (an agent whose policy returns extras) only.
 
 `--poses` (HalfCheetah only): instead, plays the same seeds one environment
-at a time with the deterministic policy and, for each episode whose
-forward velocity stays under 0.3 for 50 steps, prints where it stopped: the
-step, the torso's height and pitch (rootz, rooty: a pitch past pi is a
-cheetah on its back, past 2 pi one that flipped all the way over), the
-front thigh's angle (its joint limit is 0.7 rad), the policy's action
-there and the sampling policy's standard deviation there and, for
-comparison, its mean over the episode's first 200 steps.
+at a time with the deterministic policy. For each episode that turns onto
+its back (pitch past 2 rad): the step, and its mean forward velocity from
+then on. For each whose forward velocity stays under 0.3 for 50 steps,
+where it stopped: the step, the torso's height and pitch (rootz, rooty:
+about pi on its back, past 2 pi after a whole flip), the front thigh's
+angle (its joint limit is 0.7 rad), the policy's action there, and the
+sampling policy's standard deviation there and, for comparison, its mean
+over the episode's first 200 steps.
 """
 
 import argparse
@@ -140,6 +141,7 @@ def main(argv) -> int:
 # fthigh, fshin, ffoot), then qvel (rootx's first).
 _ROOTZ, _ROOTY, _FTHIGH, _VELOCITY = 0, 1, 5, 8
 _SLOW, _SLOW_STEPS = 0.3, 50
+_ON_ITS_BACK = 2.0   # |pitch| in rad
 
 
 def _row(values) -> str:
@@ -155,7 +157,7 @@ def poses(config, adapter, networks, spec, params, seeds, key) -> int:
                                         backend=config.env_backend,
                                         evaluation=True)
     timestep, total, slow, seen = env.reset(), 0.0, 0, None
-    step, early = 0, []
+    step, early, flipped, velocities = 0, [], None, []
     while not timestep.last():
       observation = np.asarray(timestep.observation, np.float32)
       action = np.asarray(policy(params, key, observation[None])[0])[0]
@@ -164,10 +166,17 @@ def poses(config, adapter, networks, spec, params, seeds, key) -> int:
       slow = slow + 1 if observation[_VELOCITY] < _SLOW else 0
       if slow == _SLOW_STEPS and seen is None:
         seen = (step - _SLOW_STEPS + 1, observation, action)
+      if flipped is None and abs(observation[_ROOTY]) > _ON_ITS_BACK:
+        flipped = step
+      if flipped is not None:
+        velocities.append(observation[_VELOCITY])
       timestep = env.step(action)
       total += timestep.reward
       step += 1
     line = f'seed {s:>5}  return {total:>7.0f}'
+    if flipped is not None:
+      line += (f'  on its back from step {flipped}, then '
+               f'{np.mean(velocities):.1f} m/s')
     if seen is not None:
       at, observation, action = seen
       line += (f'  still from step {at}: rootz {observation[_ROOTZ]:.2f} '
