@@ -36,6 +36,7 @@ import argparse
 import os
 import pickle
 import sys
+from typing import Optional
 
 from acme_launch import compat  # JAX aliases; before acme
 import acme
@@ -148,6 +149,16 @@ def _row(values) -> str:
   return '[' + ' '.join(f'{v:.2f}' for v in np.asarray(values)) + ']'
 
 
+def _first_run_end(flags: np.ndarray, length: int) -> Optional[int]:
+  """The first index that ends `length` True flags in a row, or None."""
+  run = 0
+  for i, flag in enumerate(flags):
+    run = run + 1 if flag else 0
+    if run == length:
+      return i
+  return None
+
+
 def poses(config, adapter, networks, spec, params, seeds, key) -> int:
   """Where each still episode stopped; see the module's docstring."""
   policy = jax.jit(adapter.make_policy(config, networks, spec, evaluation=True))
@@ -156,34 +167,28 @@ def poses(config, adapter, networks, spec, params, seeds, key) -> int:
     env = environments.make_environment(config.env_name, s,
                                         backend=config.env_backend,
                                         evaluation=True)
-    timestep, total, slow, seen = env.reset(), 0.0, 0, None
-    step, early, flipped, velocities = 0, [], None, []
+    timestep, total, observations, actions = env.reset(), 0.0, [], []
     while not timestep.last():
       observation = np.asarray(timestep.observation, np.float32)
       action = np.asarray(policy(params, key, observation[None])[0])[0]
-      if step < 200:
-        early.append(observation)
-      slow = slow + 1 if observation[_VELOCITY] < _SLOW else 0
-      if slow == _SLOW_STEPS and seen is None:
-        seen = (step - _SLOW_STEPS + 1, observation, action)
-      if flipped is None and abs(observation[_ROOTY]) > _ON_ITS_BACK:
-        flipped = step
-      if flipped is not None:
-        velocities.append(observation[_VELOCITY])
+      observations.append(observation)
+      actions.append(action)
       timestep = env.step(action)
       total += timestep.reward
-      step += 1
+    o = np.asarray(observations)
     line = f'seed {s:>5}  return {total:>7.0f}'
-    if flipped is not None:
+    on_back = np.flatnonzero(np.abs(o[:, _ROOTY]) > _ON_ITS_BACK)
+    if on_back.size:
+      flipped = on_back[0]
       line += (f'  on its back from step {flipped}, then '
-               f'{np.mean(velocities):.1f} m/s')
-    if seen is not None:
-      at, observation, action = seen
-      line += (f'  still from step {at}: rootz {observation[_ROOTZ]:.2f} '
-               f'rooty {observation[_ROOTY]:.2f} fthigh '
-               f'{observation[_FTHIGH]:.2f}; action {_row(action)}; std '
-               f'{_row(std(observation[None])[0])}; first 200 steps std '
-               f'{_row(np.asarray(std(np.asarray(early))).mean(0))}')
+               f'{o[flipped:, _VELOCITY].mean():.1f} m/s')
+    end = _first_run_end(o[:, _VELOCITY] < _SLOW, _SLOW_STEPS)
+    if end is not None:
+      line += (f'  still from step {end - _SLOW_STEPS + 1}: rootz '
+               f'{o[end, _ROOTZ]:.2f} rooty {o[end, _ROOTY]:.2f} fthigh '
+               f'{o[end, _FTHIGH]:.2f}; action {_row(actions[end])}; std '
+               f'{_row(std(o[end:end + 1])[0])}; first 200 steps std '
+               f'{_row(np.asarray(std(o[:200])).mean(0))}')
     print(line, flush=True)
   return 0
 

@@ -155,10 +155,11 @@ def _orphaned_fork_servers():
     if 'acme_launch.node.forkserver' not in ' '.join(p.info['cmdline'] or []):
       continue
     try:
-      parent = psutil.Process(p.info['ppid'])
-      if p.info['ppid'] <= 1 or 'python' not in parent.name():
-        found.add(p.pid)
+      orphaned = (p.info['ppid'] <= 1 or
+                  'python' not in psutil.Process(p.info['ppid']).name())
     except psutil.NoSuchProcess:
+      orphaned = True
+    if orphaned:
       found.add(p.pid)
   return found
 
