@@ -36,6 +36,7 @@ import signal
 import socket
 import sys
 import traceback
+from typing import Optional
 
 import setproctitle
 
@@ -59,18 +60,24 @@ def _import_heavy_modules() -> None:
   from acme_launch.node import entry  # noqa: F401
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: Optional[int] = None) -> None:
+  """SIGKILL this process when its parent dies; with `parent` (its pid),
+  exits now if that one already has (the signal would never come)."""
   libc = ctypes.CDLL('libc.so.6', use_errno=True)
   libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+  if parent is not None and os.getppid() != parent:
+    os._exit(1)
 
 
-def _run_child(request: dict, out_fd: int, sock: socket.socket) -> None:
-  """In the forked child: becomes the node's process, runs it, exits."""
+def _run_child(request: dict, out_fd: int, sock: socket.socket,
+               server: int) -> None:
+  """In the forked child of `server` (a pid): becomes the node's process,
+  runs it, exits."""
   code = 1
   try:
     sock.close()
     os.setsid()
-    _die_with_parent()
+    _die_with_parent(server)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -139,9 +146,10 @@ def serve(sock: socket.socket) -> None:
     if not data:
       return  # The supervisor closed its end: the run is over.
     request = json.loads(data)
+    server = os.getpid()
     pid = os.fork()
     if pid == 0:
-      _run_child(request, fds[0], sock)
+      _run_child(request, fds[0], sock, server)
     for fd in fds:
       os.close(fd)
     children.add(pid)
@@ -149,6 +157,8 @@ def serve(sock: socket.socket) -> None:
 
 
 def main() -> None:
+  # If the launcher died before this prctl, its end of the socket is closed
+  # and serve() returns at once.
   _die_with_parent()
   fd = int(next(a for a in sys.argv if a.startswith('--socket_fd='))
            .split('=', 1)[1])

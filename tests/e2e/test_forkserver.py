@@ -8,8 +8,9 @@ import time
 
 import psutil
 
-from tests.conftest import (actor_steps, alive, node_records, read_json,
-                            run_launcher, start_launcher, wait_for)
+from tests.conftest import (actor_steps, alive, killed_on_exit, node_records,
+                            read_json, run_launcher, start_launcher,
+                            wait_for)
 from tests.e2e.test_launch_e2e import (EXPECTED_NODES,
                                        _assert_trained_to_budget)
 
@@ -144,23 +145,19 @@ def test_the_fork_server_killed_stops_the_run_and_names_it(workdir):
   assert alive([r['pid'] for r in records.values()] + [server_pid]) == []
 
 
-def _orphaned_fork_servers():
-  """Fork servers whose launcher is gone: their parent is no longer a Python
-  process (a launcher, or a test that runs one in process), but init or a
-  subreaper. Another test's run beside this one (pytest-xdist) has its
-  launcher alive and is not counted. (A fork server's /proc environ cannot
-  mark it: setproctitle reuses that memory.)"""
+def _fork_servers_of(pid: int) -> set:
+  """The fork servers that process `pid` started and that run now."""
+  try:
+    children = psutil.Process(pid).children()
+  except psutil.NoSuchProcess:
+    return set()
   found = set()
-  for p in psutil.process_iter(['cmdline', 'ppid']):
-    if 'acme_launch.node.forkserver' not in ' '.join(p.info['cmdline'] or []):
-      continue
+  for child in children:
     try:
-      orphaned = (p.info['ppid'] <= 1 or
-                  'python' not in psutil.Process(p.info['ppid']).name())
+      if 'acme_launch.node.forkserver' in ' '.join(child.cmdline()):
+        found.add(child.pid)
     except psutil.NoSuchProcess:
-      orphaned = True
-    if orphaned:
-      found.add(p.pid)
+      pass
   return found
 
 
@@ -168,12 +165,19 @@ def test_an_input_refused_after_the_fork_server_started_leaves_nothing(
     workdir):
   # The replay check comes after the fork server's early start (the program
   # must be built to size the replay): refused, the server stops first.
-  before = _orphaned_fork_servers()
-  result = run_launcher('--config=r2d2_atari',
-                        '--config.r2d2.max_replay_size=10000000',
-                        f'--workdir={workdir}', '--run_name=refused')
-  assert result.returncode == 2
-  lines = result.stderr.strip().splitlines()
+  launcher = start_launcher('--config=r2d2_atari',
+                            '--config.r2d2.max_replay_size=10000000',
+                            f'--workdir={workdir}', '--run_name=refused')
+  servers = set()
+  with killed_on_exit(launcher):
+    deadline = time.time() + 300
+    while launcher.poll() is None and time.time() < deadline:
+      servers |= _fork_servers_of(launcher.pid)  # Its own, while it runs.
+      time.sleep(0.05)
+    stdout, stderr = launcher.communicate(timeout=60)
+  assert launcher.returncode == 2, stderr[-3000:]
+  lines = stderr.strip().splitlines()
   assert len(lines) == 1 and 'the replay node would need about' in lines[0]
   assert not os.path.exists(os.path.join(workdir, 'refused'))
-  assert _orphaned_fork_servers() - before == set()
+  assert len(servers) == 1  # It had started...
+  assert alive(servers) == []  # ...and is gone.
