@@ -1,5 +1,11 @@
-"""Which nodes --node_start=fork forks, and which it leaves to exec."""
+"""Which nodes --node_start=fork forks, and which it leaves to exec; a
+forked node whose server is gone."""
 
+import os
+import select
+import time
+
+from acme_launch.node import forkserver as node_forkserver
 from acme_launch.run import forkserver
 
 _NODE = {'ACME_LAUNCH_NODE': 'actor/0', 'ACME_LAUNCH_CPUS': '0-1',
@@ -65,3 +71,34 @@ def test_the_first_node_that_may_be_forked_gives_the_server_its_environment():
   argv, env = forkserver.first_forkable(commands, skip='actor/0')
   assert env['OMP_NUM_THREADS'] == '1'
   assert forkserver.first_forkable(commands[:1]) is None
+
+
+def _node_ran_on(server_waits: bool) -> bytes:
+  """A stand-in fork server forks a node that calls the server's
+  _die_with_parent half a second later; the server waits for it, or exits
+  at once. What the node wrote after the call."""
+  read_end, write_end = os.pipe()
+  server = os.fork()
+  if server == 0:
+    os.close(read_end)
+    server_pid = os.getpid()
+    node = os.fork()
+    if node == 0:
+      time.sleep(0.5)
+      node_forkserver._die_with_parent(server_pid)
+      os.write(write_end, b'ran on')
+      os._exit(0)
+    if server_waits:
+      os.waitpid(node, 0)
+    os._exit(0)
+  os.close(write_end)
+  os.waitpid(server, 0)
+  ready, _, _ = select.select([read_end], [], [], 30)
+  assert ready, 'the node neither wrote nor exited'
+  with os.fdopen(read_end, 'rb') as f:
+    return f.read()  # Until the node's end closes: it exited.
+
+
+def test_a_node_forked_just_before_its_server_died_does_not_run_on():
+  assert _node_ran_on(server_waits=True) == b'ran on'
+  assert _node_ran_on(server_waits=False) == b''
