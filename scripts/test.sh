@@ -14,11 +14,11 @@ else
   echo "acme-launch: no linters in .venv (an offline bundle's venv): lint skipped" >&2
 fi
 # Two workers (pytest-xdist): e2e tests wait on processes much of the time.
-# A file's tests share a worker (its module fixtures are made once), and
-# the namespace-cluster tests, one at a time, share one (tests/conftest.py).
+# A file's tests share a worker (its module fixtures are made once);
+# namespace-cluster tests take turns (tests/conftest.py).
 # ACME_LAUNCH_TEST_WORKERS=0 runs them in this process.
 workers=${ACME_LAUNCH_TEST_WORKERS:-2}
 if [ "$workers" = 0 ] || ! .venv/bin/python -c 'import xdist' 2>/dev/null; then
   exec .venv/bin/python -m pytest "$@"
 fi
-exec .venv/bin/python -m pytest -n "$workers" --dist loadgroup "$@"
+exec .venv/bin/python -m pytest -n "$workers" --dist loadfile "$@"

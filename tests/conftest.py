@@ -36,31 +36,19 @@ __all__ = ['REPO_ROOT', 'actor_steps', 'alive', 'killed_on_exit', 'node_pids',
 _E2E_DIR = os.path.join(REPO_ROOT, 'tests', 'e2e') + os.sep
 
 
-@pytest.hookimpl(tryfirst=True)  # Before pytest-xdist reads the groups.
 def pytest_collection_modifyitems(items):
-  """Everything in tests/e2e/, and nothing else, is an end-to-end test.
-
-  Groups for pytest-xdist's `--dist loadgroup` (scripts/test.sh): a file's
-  tests share a worker (its module fixtures are made once), except that
-  every `netns_cluster` test goes to one worker, first. They run one at a
-  time anyway (the lock below); spread over both workers, one worker waited
-  on the other's, minutes in all."""
+  """Everything in tests/e2e/, and nothing else, is an end-to-end test."""
   for item in items:
     if str(item.fspath).startswith(_E2E_DIR):
       item.add_marker(pytest.mark.e2e)
-    cluster = item.get_closest_marker('netns_cluster') is not None
-    item.add_marker(pytest.mark.xdist_group(
-        'netns_cluster' if cluster else item.nodeid.split('::')[0]))
-  items.sort(key=lambda item: item.get_closest_marker('netns_cluster') is None)
 
 
 @pytest.fixture(autouse=True)
 def _one_namespace_cluster_test_at_a_time(request):
-  """Tests marked `netns_cluster` run one at a time: two Ray programs of
-  several hosts at once overload a small machine. Under pytest-xdist they
-  share a worker (the groups above); a lock file held for the test keeps
-  that true for any other way of running them (the module's cluster, idle,
-  may already be up)."""
+  """Tests marked `netns_cluster` run one at a time across pytest-xdist's
+  workers (`scripts/test.sh` runs two, a file's tests on one): two Ray
+  programs of several hosts at once overload a small machine. A lock file
+  held for the test (the module's cluster, idle, may already be up)."""
   if request.node.get_closest_marker('netns_cluster') is None:
     yield
     return
