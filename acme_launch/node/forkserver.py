@@ -137,6 +137,7 @@ def _reap(sock: socket.socket, children: set) -> None:
 def serve(sock: socket.socket) -> None:
   """Forks a child per request until the supervisor's end closes."""
   children = set()
+  server = os.getpid()
   while True:
     ready, _, _ = select.select([sock], [], [], 0.2)
     _reap(sock, children)
@@ -146,7 +147,6 @@ def serve(sock: socket.socket) -> None:
     if not data:
       return  # The supervisor closed its end: the run is over.
     request = json.loads(data)
-    server = os.getpid()
     pid = os.fork()
     if pid == 0:
       _run_child(request, fds[0], sock, server)
