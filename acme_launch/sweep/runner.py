@@ -197,6 +197,9 @@ class SweepRunner:
             f'its budget: {reason}{f" ({failed})" if failed else ""}, exit '
             f'{code}, after {seconds:.0f} s; log '
             f'{log_path(self._dir, child.point.name)}', flush=True)
+      tail = _log_tail(log_path(self._dir, child.point.name))
+      if tail:
+        print(f'acme-launch: sweep: the end of that log:\n{tail}', flush=True)
 
   def _progress_line(self, child: _Child) -> str:
     from acme_launch.run import summary as summary_lib
@@ -225,6 +228,18 @@ class SweepRunner:
         except (ProcessLookupError, PermissionError):
           pass
         child.popen.wait()
+
+
+def _log_tail(path: str, lines: int = 30) -> str:
+  """The last `lines` lines of a point's log (its launcher's output: the
+  failed node's own last lines among them), indented; '' if unreadable."""
+  try:
+    with open(path, 'rb') as f:
+      f.seek(max(0, os.fstat(f.fileno()).st_size - 64 * 1024))
+      text = f.read().decode(errors='replace')
+  except OSError:
+    return ''
+  return ''.join(f'  | {line}\n' for line in text.splitlines()[-lines:])
 
 
 # The whole sweep ------------------------------------------------------------
