@@ -33,6 +33,7 @@ from acme_launch.program import build as program_lib
 from acme_launch.run import core
 from acme_launch.run import disk_space
 from acme_launch.run import forkserver
+from acme_launch.run import ports
 from acme_launch.run import process_env
 from acme_launch.run import progress as progress_lib
 from acme_launch.run.local_mp import children
@@ -73,9 +74,19 @@ class Supervisor(core.SupervisorCore):
 
   def run_multiprocess(self, built: program_lib.BuiltProgram,
                        plan: resources.ResourcePlan) -> core.Outcome:
-    with core.program_files_in(os.path.join(self._run_dir, '.launchpad')):
-      commands = list(core.node_commands(built, plan))
-    return self.run_commands(commands)
+    # Each server's port, held by this process until the run ends (ports.py).
+    held = ports.PortHolder()
+
+    def bind(unused_name: str, lp_node) -> None:
+      for address in lp_node.addresses:
+        address.bind(ports.HeldAddress(f'localhost:{held.take()}'))
+
+    try:
+      with core.program_files_in(os.path.join(self._run_dir, '.launchpad')):
+        commands = list(core.node_commands(built, plan, bind_addresses=bind))
+      return self.run_commands(commands)
+    finally:
+      held.release()
 
   def run_commands(self, commands: Sequence[Tuple[str, List[str],
                                                   Dict[str, str]]]

@@ -36,6 +36,8 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Tuple
 
+from acme_launch.run import ports
+
 _PR_SET_PDEATHSIG = 1
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))  # Holds acme_launch/: run/ray/host.py.
@@ -107,6 +109,7 @@ class NodeHost:
     self._folder = ''
     self._hosts_file = ''  # The run's hosts, for the shim (allow_hosts).
     self._mirror = None  # ray_files.Mirror, on a host without the run dir.
+    self._ports = ports.PortHolder()  # The node's server ports (free_ports).
     atexit.register(self.kill)
 
   def describe(self) -> Dict[str, object]:
@@ -121,17 +124,9 @@ class NodeHost:
     }
 
   def free_ports(self, ip: str, count: int) -> List[int]:
-    """`count` distinct TCP ports free on `ip` now (as portpicker does)."""
-    sockets = []
-    try:
-      for _ in range(count):
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.bind((ip, 0))
-        sockets.append(s)
-      return [s.getsockname()[1] for s in sockets]
-    finally:
-      for s in sockets:
-        s.close()
+    """`count` distinct TCP ports free on `ip` now, held by this actor until
+    `kill` (run/ports.py: no other process is handed them meanwhile)."""
+    return [self._ports.take(ip) for _ in range(count)]
 
   def check_host(self, marker_path: str, marker_text: str,
                  ip: str) -> Tuple[bool, str]:
@@ -257,7 +252,8 @@ class NodeHost:
         pass
 
   def kill(self) -> None:
-    """SIGKILL to the node's process group; removes its program files."""
+    """SIGKILL to the node's process group; removes its program files and
+    lets its ports go."""
     if self._popen is not None:
       try:
         os.killpg(self._popen.pid, signal.SIGKILL)
@@ -267,3 +263,4 @@ class NodeHost:
     for folder in (self._folder, os.path.dirname(self._hosts_file)):
       if folder:
         shutil.rmtree(folder, ignore_errors=True)
+    self._ports.release()

@@ -5,6 +5,7 @@ environment of a node process it starts."""
 
 import json
 import os
+import socket
 import stat
 import sys
 import time
@@ -117,3 +118,18 @@ def test_the_run_s_hosts_are_a_private_file_replaced_whole_and_removed_at_kill()
   finally:
     host.kill()
   assert not os.path.exists(os.path.dirname(path))
+
+
+def test_a_host_holds_its_node_s_ports_until_kill():
+  host = ray_host.NodeHost('learner/0')
+  held = host.free_ports('127.0.0.1', 2)
+  try:
+    assert len(set(held)) == 2
+    for port in held:  # Nobody else binds them (run/ports.py) ...
+      with socket.socket() as s, pytest.raises(OSError, match='in use'):
+        s.bind(('127.0.0.1', port))
+  finally:
+    host.kill()
+  for port in held:  # ... until the node is gone.
+    with socket.socket() as s:
+      s.bind(('127.0.0.1', port))
