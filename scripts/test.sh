@@ -14,8 +14,9 @@ else
   echo "acme-launch: no linters in .venv (an offline bundle's venv): lint skipped" >&2
 fi
 # Two workers (pytest-xdist): e2e tests wait on processes much of the time.
-# A file's tests share a worker (its module fixtures are made once);
-# namespace-cluster tests take turns (tests/conftest.py).
+# A file's tests share a worker (its module fixtures are made once); the
+# namespace-cluster test files run on one worker, one after another
+# (tests/conftest.py).
 # ACME_LAUNCH_TEST_WORKERS=0 runs them in this process.
 workers=${ACME_LAUNCH_TEST_WORKERS:-2}
 if [ "$workers" = 0 ] || ! .venv/bin/python -c 'import xdist' 2>/dev/null; then

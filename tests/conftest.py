@@ -36,11 +36,53 @@ __all__ = ['REPO_ROOT', 'actor_steps', 'alive', 'killed_on_exit', 'node_pids',
 _E2E_DIR = os.path.join(REPO_ROOT, 'tests', 'e2e') + os.sep
 
 
+# The files of the tests marked `netns_cluster` (each builds a Ray cluster
+# of network namespaces, or a Slurm one): all of a file's tests carry it.
+# Under pytest-xdist they form one unit of work, run by one worker one after
+# another, while the other worker takes the other files; run apart, two
+# such tests at once would overload a small machine, and one worker would
+# wait on the other (the lock below).
+NETNS_CLUSTER_FILES = frozenset((
+    'tests/e2e/run/ray/test_ray_cluster.py',
+    'tests/e2e/run/ray/test_ray_faults.py',
+    'tests/e2e/run/ray/test_ray_open_cluster.py',
+    'tests/e2e/sweep/test_ray_sweep.py',
+    'tests/e2e/test_bench_cluster.py',
+    'tests/e2e/test_chaos_bench.py',
+    'tests/e2e/test_slurm.py',
+    'tests/run/ray/test_ray_cluster.py',
+))
+
+
 def pytest_collection_modifyitems(items):
-  """Everything in tests/e2e/, and nothing else, is an end-to-end test."""
+  """Everything in tests/e2e/, and nothing else, is an end-to-end test; the
+  `netns_cluster` tests are exactly those of NETNS_CLUSTER_FILES."""
   for item in items:
     if str(item.fspath).startswith(_E2E_DIR):
       item.add_marker(pytest.mark.e2e)
+    path = os.path.relpath(str(item.fspath), REPO_ROOT)
+    marked = item.get_closest_marker('netns_cluster') is not None
+    if marked != (path in NETNS_CLUSTER_FILES):
+      raise pytest.UsageError(
+          f'{item.nodeid}: in tests/conftest.py\'s NETNS_CLUSTER_FILES exactly '
+          'when marked netns_cluster (a whole file is)')
+
+
+@pytest.hookimpl(optionalhook=True)  # A hook of pytest-xdist's, if installed.
+def pytest_xdist_make_scheduler(config, log):
+  """`--dist loadfile` (scripts/test.sh), with NETNS_CLUSTER_FILES as one
+  file."""
+  if config.getvalue('dist') != 'loadfile':
+    return None
+  from xdist.scheduler import LoadFileScheduling
+
+  class NetnsClusterFilesTogether(LoadFileScheduling):
+
+    def _split_scope(self, nodeid: str) -> str:
+      path = nodeid.split('::', 1)[0]
+      return 'netns_cluster' if path in NETNS_CLUSTER_FILES else path
+
+  return NetnsClusterFilesTogether(config, log)
 
 
 @pytest.fixture(autouse=True)

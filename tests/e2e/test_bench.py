@@ -1,4 +1,5 @@
-"""Every bench/ script, run tiny: none can break unnoticed.
+"""Every bench/ script, run tiny: none can break unnoticed (bench/cluster.py
+in test_bench_cluster.py, with the other namespace-cluster tests).
 
 Each runs as a user runs it (its own process, real programs) with small
 budgets; the assertions read the JSON each script writes next to its table.
@@ -13,7 +14,6 @@ import sys
 
 import pytest
 
-from acme_launch.testing import cluster as netns_cluster
 from acme_launch.testing.launcher import checkout_on_path
 from tests.conftest import REPO_ROOT, read_json, user_env
 
@@ -252,23 +252,6 @@ def test_soak_samples_every_node_and_reports_growth(tmp_path):
   assert soak['actor_steps_end'] > soak['actor_steps_settled'] >= 0
   assert os.path.getsize(os.path.join(tmp_path, 'soak_rss.png')) > 0
   assert 'largest growth' in result.stdout
-
-
-@pytest.mark.netns_cluster
-def test_cluster_measures_local_mp_and_ray_side_by_side(tmp_path):
-  reason = netns_cluster.why_not_available()
-  if reason:
-    pytest.skip(f'no network namespaces here: {reason}')
-  # Counts arrive per 2,000-step episode pair and the rate needs two rows a
-  # second apart: 20,000 steps give several even when the actor runs alone.
-  _bench('cluster.py', '--seconds=5', '--warmup=0', '--steps=20000',
-         '--actors=1', '--envs_per_actor=2', '--rounds=1', f'--out={tmp_path}',
-         timeout=600)
-  results = read_json(os.path.join(tmp_path, 'cluster.json'))
-  assert results['local_mp_env_steps_per_second'] > 0, results
-  assert results['ray_env_steps_per_second'] > 0, results
-  assert results['ray_over_local_mp'] > 0
-  assert len(results['local_mp_rounds']) == len(results['ray_rounds']) == 1
 
 
 def test_actor_loop_measures_the_loop_against_its_ceiling():
