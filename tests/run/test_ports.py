@@ -11,7 +11,6 @@ import sys
 import textwrap
 
 import courier
-import portpicker
 import pytest
 import reverb
 
@@ -119,9 +118,3 @@ def test_no_other_process_is_handed_a_held_port_even_when_ports_are_scarce():
   assert while_held == '[]'
   assert after != '[]'  # Without the holder they are handed out.
 
-
-def test_portpicker_alone_hands_out_what_the_holder_protects():
-  """What the holder is for: a port portpicker chose is free again until the
-  node binds it, so an ordinary bind takes it."""
-  port = portpicker.pick_unused_port()
-  assert _bind_error(socket.AF_INET, '127.0.0.1', port) == 0
