@@ -71,6 +71,15 @@ def log_path(run_dir: str, node: str) -> str:
   return os.path.join(logs_dir(run_dir), topology.file_stem(node) + '.log')
 
 
+def log_tail(path: str, lines: int = 20) -> str:
+  """The last `lines` lines of a log; '' if it cannot be read."""
+  try:
+    with open(path, errors='replace') as f:
+      return ''.join(f.readlines()[-lines:])
+  except OSError:
+    return ''
+
+
 def progress_path(run_dir: str) -> str:
   return os.path.join(run_dir, 'progress.json')
 

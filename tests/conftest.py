@@ -87,10 +87,11 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.fixture(autouse=True)
 def _one_namespace_cluster_test_at_a_time(request):
-  """Tests marked `netns_cluster` run one at a time across pytest-xdist's
-  workers (`scripts/test.sh` runs two, a file's tests on one): two Ray
-  programs of several hosts at once overload a small machine. A lock file
-  held for the test (the module's cluster, idle, may already be up)."""
+  """Tests marked `netns_cluster` run one at a time: two Ray programs of
+  several hosts at once overload a small machine. Under scripts/test.sh
+  they share a worker (the scheduler above); a lock file held for the test
+  keeps that true for any other way of running them (the module's cluster,
+  idle, may already be up)."""
   if request.node.get_closest_marker('netns_cluster') is None:
     yield
     return

@@ -109,14 +109,6 @@ def how_it_ended(code: int) -> str:
           else f'exited with code {code}')
 
 
-def log_tail(path: str, lines: int = 20) -> str:
-  try:
-    with open(path, errors='replace') as f:
-      return ''.join(f.readlines()[-lines:])
-  except OSError:
-    return ''
-
-
 class SupervisorCore:
   """Signals, wall time, progress and the restart policy of one run.
 

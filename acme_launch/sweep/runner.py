@@ -193,13 +193,15 @@ class SweepRunner:
             f'{"-" if final is None else f"{final:.1f}"})', flush=True)
     else:
       failed = summary.get('failed_node')
+      log = log_path(self._dir, child.point.name)
       print(f'acme-launch: sweep: {child.point.name} ended without reaching '
             f'its budget: {reason}{f" ({failed})" if failed else ""}, exit '
-            f'{code}, after {seconds:.0f} s; log '
-            f'{log_path(self._dir, child.point.name)}', flush=True)
-      tail = _log_tail(log_path(self._dir, child.point.name))
+            f'{code}, after {seconds:.0f} s; log {log}', flush=True)
+      # Its launcher's output, the failed node's own last lines among them.
+      tail = layout.log_tail(log, lines=30)
       if tail:
-        print(f'acme-launch: sweep: the end of that log:\n{tail}', flush=True)
+        print('acme-launch: sweep: the end of that log:\n' + ''.join(
+            f'  | {line}\n' for line in tail.splitlines()), flush=True)
 
   def _progress_line(self, child: _Child) -> str:
     from acme_launch.run import summary as summary_lib
@@ -228,18 +230,6 @@ class SweepRunner:
         except (ProcessLookupError, PermissionError):
           pass
         child.popen.wait()
-
-
-def _log_tail(path: str, lines: int = 30) -> str:
-  """The last `lines` lines of a point's log (its launcher's output: the
-  failed node's own last lines among them), indented; '' if unreadable."""
-  try:
-    with open(path, 'rb') as f:
-      f.seek(max(0, os.fstat(f.fileno()).st_size - 64 * 1024))
-      text = f.read().decode(errors='replace')
-  except OSError:
-    return ''
-  return ''.join(f'  | {line}\n' for line in text.splitlines()[-lines:])
 
 
 # The whole sweep ------------------------------------------------------------

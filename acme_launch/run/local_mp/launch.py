@@ -185,7 +185,7 @@ class Supervisor(core.SupervisorCore):
         return core.Outcome(
             core.EXIT_NODE_FAILED, 'node_failed',
             failed_node=forkserver.ZYGOTE_NAME,
-            failed_log_tail=core.log_tail(self._fork_server_log.path) +
+            failed_log_tail=layout.log_tail(self._fork_server_log.path) +
             f'\n(the fork server (--node_start=fork) '
             f'{self._fork_server.how_it_ended()}; the nodes it started died '
             'with it)')
@@ -199,7 +199,7 @@ class Supervisor(core.SupervisorCore):
           child.join_relay()  # Its last lines, for the tail.
           return core.Outcome(core.EXIT_NODE_FAILED, 'node_failed',
                               failed_node=child.node,
-                              failed_log_tail=core.log_tail(child.log.path) +
+                              failed_log_tail=layout.log_tail(child.log.path) +
                               f'\n(node {child.node} {how}; {decision.reason})')
         self._children[i] = self._restart(child, how, decision.attempt)
       if all(child.popen.poll() is not None for child in self._children):

@@ -416,7 +416,7 @@ class RaySupervisor(core.SupervisorCore):
     self._files.pull()  # The end of its log, if it ran without the run dir.
     return core.Outcome(
         core.EXIT_NODE_FAILED, 'node_failed', failed_node=node,
-        failed_log_tail=core.log_tail(
+        failed_log_tail=layout.log_tail(
             layout.log_path(self._run_dir, node)) + f'\n({why})')
 
   # Stop ------------------------------------------------------------------------
