@@ -136,7 +136,7 @@ for step in "${steps[@]}"; do
       esac ;;
     learners)
       for config in ${PROOF_LEARNERS:-dqn_atari r2d2_atari impala_atari}; do
-        timeout 240 "$py" bench/learner.py --config="$config" --seconds=10 --alone_only \
+        timeout "${PROOF_LEARNER_TIMEOUT:-240}" "$py" bench/learner.py --config="$config" --seconds=10 --alone_only \
           --out="/tmp/proof/$config" >> "$log" 2>&1
         if [ -f "/tmp/proof/$config/learner.json" ]; then
           record "$(tr -d '\n' < "/tmp/proof/$config/learner.json")"
