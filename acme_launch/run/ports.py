@@ -24,6 +24,8 @@ import errno
 import socket
 from typing import List
 
+from acme_launch import errors
+
 
 class HeldAddress:
   """A Launchpad address builder for one server: 'HOST:PORT', fixed at
@@ -44,18 +46,31 @@ class PortHolder:
 
   def take(self, ip: str = '') -> int:
     """A port free now on `ip` ('': on every address, IPv4 and IPv6, or
-    IPv4's alone on a host without IPv6), held from now on."""
-    if ip:
-      s = _bound(socket.AF_INET, ip)
-    else:
-      try:
-        s = _bound(socket.AF_INET6, '::')
-      except OSError as e:
-        if e.errno not in (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL):
-          raise
-        s = _bound(socket.AF_INET, '0.0.0.0')  # No IPv6 on this host.
+    IPv4's alone on a host without IPv6), held from now on. LaunchError if
+    the host has none left."""
+    try:
+      s = self._bind(ip)
+    except OSError as e:
+      if e.errno != errno.EADDRINUSE:
+        raise
+      raise errors.LaunchError(
+          f'no free port left on {ip or "this host"} for the nodes\' servers '
+          f'(this run holds {len(self._sockets)}; every other port of the '
+          'range net.ipv4.ip_local_port_range is in use): end other programs '
+          'holding ports, or widen that range') from None
     self._sockets.append(s)
     return s.getsockname()[1]
+
+  @staticmethod
+  def _bind(ip: str) -> socket.socket:
+    if ip:
+      return _bound(socket.AF_INET, ip)
+    try:
+      return _bound(socket.AF_INET6, '::')
+    except OSError as e:
+      if e.errno not in (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL):
+        raise
+      return _bound(socket.AF_INET, '0.0.0.0')  # No IPv6 on this host.
 
   def release(self) -> None:
     """Lets every held port go (the run is over)."""

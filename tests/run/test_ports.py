@@ -3,6 +3,7 @@ nobody else is handed them, the node's own server binds them, again and
 again."""
 
 import errno
+import json
 import os
 import shutil
 import socket
@@ -118,3 +119,45 @@ def test_no_other_process_is_handed_a_held_port_even_when_ports_are_scarce():
   assert while_held == '[]'
   assert after != '[]'  # Without the holder they are handed out.
 
+
+
+_EXHAUSTED = textwrap.dedent('''
+    import subprocess, sys
+    from acme_launch import errors
+    from acme_launch.run import ports
+    subprocess.run(['ip', 'link', 'set', 'lo', 'up'], check=True)
+    with open('/proc/sys/net/ipv4/ip_local_port_range', 'w') as f:
+      f.write('40000 40002')
+    held, taken = ports.PortHolder(), []
+    try:
+      while len(taken) < 4:
+        taken.append(held.take())
+    except errors.LaunchError as e:
+      print(sorted(taken))
+      print(e)
+    held.release()
+    # A whole launch on a host with too few: one line, exit 2.
+    launch = subprocess.run(
+        [sys.executable, 'launch.py', '--config=smoke',
+         '--workdir=' + sys.argv[1], '--run_name=crowded'],
+        capture_output=True, text=True, timeout=120)
+    print(launch.returncode)
+    print(launch.stderr.strip().splitlines()[-1])
+    ''')
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which('unshare'),
+                    reason='a network namespace of its own needs root')
+def test_a_host_without_free_ports_gets_one_line_not_a_traceback(tmp_path):
+  out = subprocess.run(
+      ['unshare', '--net', sys.executable, '-c', _EXHAUSTED, str(tmp_path)],
+      cwd=REPO_ROOT, capture_output=True, text=True, timeout=180, check=False)
+  assert out.returncode == 0, out.stderr[-2000:]
+  taken, refused, code, last_line = out.stdout.splitlines()
+  taken = json.loads(taken)
+  assert taken and set(taken) <= {40000, 40001, 40002}, taken
+  assert refused.startswith('no free port left on this host') and \
+      f'this run holds {len(taken)};' in refused, refused
+  assert code == '2'
+  assert last_line.startswith('acme-launch: error: no free port left'), last_line
+  assert 'Traceback' not in out.stdout

@@ -57,6 +57,18 @@ CALL_TIMEOUT_SECONDS = 30.0   # One round of actor calls (poll, ports, ...).
 _MARKER = '.ray_shared_check'
 
 
+def _ports(ref) -> List[int]:
+  """A NodeHost's free_ports(); its LaunchError (no port left on its
+  host) as this process's own, so the user sees its one line."""
+  import ray
+  try:
+    return ray.get(ref, timeout=CALL_TIMEOUT_SECONDS)
+  except ray.exceptions.RayTaskError as e:
+    if isinstance(e.cause, errors.LaunchError):
+      raise errors.LaunchError(str(e.cause)) from None
+    raise
+
+
 def _write_marker(run_dir: str, text: str) -> None:
   """RUN_DIR/_MARKER holding `text`, made anew (a killed launcher's is
   removed first), through the checked run directory, never through a link."""
@@ -252,10 +264,8 @@ class RaySupervisor(core.SupervisorCore):
 
   def free_addresses(self, node: str, count: int) -> List[str]:
     """`count` addresses with ports free now on the node's host."""
-    import ray
     ip = self._where[node]['ip']
-    ports = ray.get(self._actors[node].free_ports.remote(ip, count),
-                    timeout=CALL_TIMEOUT_SECONDS)
+    ports = _ports(self._actors[node].free_ports.remote(ip, count))
     return [f'{ip}:{port}' for port in ports]
 
   def _launch(self, built: program_lib.BuiltProgram,
@@ -268,8 +278,8 @@ class RaySupervisor(core.SupervisorCore):
     port_refs = {node: self._actors[node].free_ports.remote(
         self._where[node]['ip'], len(lp_nodes[node].addresses))
                  for node in lp_nodes}
-    addresses = {node: [f'{self._where[node]["ip"]}:{port}' for port in
-                        ray.get(ref, timeout=CALL_TIMEOUT_SECONDS)]
+    addresses = {node: [f'{self._where[node]["ip"]}:{port}'
+                        for port in _ports(ref)]
                  for node, ref in port_refs.items()}
 
     def bind(node: str, lp_node) -> None:
