@@ -72,8 +72,12 @@ class NetnsCluster:
     self.env = dict(os.environ, RAY_AUTH_MODE='token',
                     RAY_AUTH_TOKEN_PATH=self.token_path,
                     RAY_USAGE_STATS_ENABLED='0')
-    if not token_auth:  # An open cluster, as `ray start` makes by default.
-      del self.env['RAY_AUTH_MODE'], self.env['RAY_AUTH_TOKEN_PATH']
+    if not token_auth:
+      # An open cluster. Said outright: with RAY_AUTH_MODE unset, Ray's
+      # `ray start` turns tokens on if ~/.ray/auth_token exists (a local
+      # ray.init() writes one), and its clients send that file's token.
+      self.env['RAY_AUTH_MODE'] = 'disabled'
+      del self.env['RAY_AUTH_TOKEN_PATH']
     self.env.pop('RAY_ADDRESS', None)
     # As a user's shell has it: a jax import in the test process sets
     # TF_CPP_MIN_LOG_LEVEL=1, which launchers would keep (TF's warnings).

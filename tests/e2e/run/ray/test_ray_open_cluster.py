@@ -40,7 +40,7 @@ def _launch(cluster, tmp_path, *args):
 
 
 def test_an_open_cluster_is_one_line_exit_2_unless_allowed(open_cluster, tmp_path):
-  assert 'RAY_AUTH_MODE' not in open_cluster.env
+  assert open_cluster.env['RAY_AUTH_MODE'] == 'disabled'
   result = _launch(open_cluster, tmp_path)
   assert result.returncode == 2, result.stderr[-2000:]
   lines = [line for line in result.stderr.splitlines() if line.strip()]
