@@ -24,6 +24,9 @@
 #             the bundle's
 #   cores     bench/throughput.py and bench/learner.py --config=sac_mujoco on
 #             the host's cores
+# Settings: PROOF_LEARNERS (the learners step's configs), PROOF_LEARNER_TIMEOUT
+# (seconds each, 240), PROOF_MAIN_STEPS and PROOF_MAIN_SECONDS (the main
+# step's budget, 300000, and limit, 150).
 # OUT gets proof.log (everything printed), results.jsonl (one line a figure)
 # and nodes.json. The code run is this checkout's (PYTHONPATH), the packages
 # the bundle's.
@@ -136,8 +139,8 @@ for step in "${steps[@]}"; do
       esac ;;
     learners)
       for config in ${PROOF_LEARNERS:-dqn_atari r2d2_atari impala_atari}; do
-        timeout "${PROOF_LEARNER_TIMEOUT:-240}" "$py" bench/learner.py --config="$config" --seconds=10 --alone_only \
-          --out="/tmp/proof/$config" >> "$log" 2>&1
+        timeout "${PROOF_LEARNER_TIMEOUT:-240}" "$py" bench/learner.py --config="$config" \
+          --seconds=10 --alone_only --out="/tmp/proof/$config" >> "$log" 2>&1
         if [ -f "/tmp/proof/$config/learner.json" ]; then
           record "$(tr -d '\n' < "/tmp/proof/$config/learner.json")"
           say "$config: $(grep -h alone_sgd_steps_per_second "/tmp/proof/$config/learner.json")"
