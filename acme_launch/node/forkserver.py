@@ -35,6 +35,7 @@ import select
 import signal
 import socket
 import sys
+import tempfile
 import traceback
 from typing import Optional
 
@@ -90,6 +91,7 @@ def _run_child(request: dict, out_fd: int, sock: socket.socket,
     os.chdir(request['cwd'])
     os.environ.clear()  # putenv/unsetenv too: C code sees the node's env.
     os.environ.update(request['env'])
+    tempfile.tempdir = None  # gettempdir() reads the node's TMPDIR anew.
     # ps, top and psutil show the command an exec'd node would have had.
     setproctitle.setproctitle(' '.join(request['argv']))
     from acme_launch.node import entry

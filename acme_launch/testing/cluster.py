@@ -140,6 +140,11 @@ class NetnsCluster:
     for name in self.names:
       self.start_ray(name)
 
+  def host_temp(self, name: str) -> str:
+    """Host `name`'s temp folder (TMPDIR of its Ray daemons and workers,
+    so of the run's actors and nodes there), removed by `down`."""
+    return os.path.join(self.temp, f'{name}-tmp')
+
   def start_ray(self, name: str) -> None:
     ray = os.path.join(os.path.dirname(sys.executable), 'ray')
     head = name == self.names[0]
@@ -157,7 +162,9 @@ class NetnsCluster:
                            for d in self.private[name])
       argv = ['unshare', '--mount', '--propagation', 'private', 'sh', '-c',
               f'{mounts} && exec "$@"', 'sh', *argv]
-    result = subprocess.run(self.in_host(name, argv), env=self.env,
+    os.makedirs(self.host_temp(name), mode=0o700, exist_ok=True)
+    result = subprocess.run(self.in_host(name, argv),
+                            env=dict(self.env, TMPDIR=self.host_temp(name)),
                             capture_output=True, text=True, timeout=180,
                             check=False)
     if result.returncode != 0:

@@ -1,6 +1,6 @@
 """Runs of the smoke config that several e2e modules read, made once.
 
-`trained` is a run to BUDGET_A and `resumed` a copy of it resumed to
+`trained` is a run to BUDGET_A (its own temp folder beside it) and `resumed` a copy of it resumed to
 BUDGET_B (test_checkpointing.py reads their checkpoints). Both run with
 --tracking=wandb,mlflow, W&B offline and MLflow in the run directory's file
 store (test_tracking.py reads those back): tracking costs them a few
@@ -40,14 +40,21 @@ def learner_checkpoints(run_dir):
                                        'ckpt-*.index')))
 
 
+def temp_folder(workdir: str) -> str:
+  """The TMPDIR that `trained`'s launcher ran with, beside its run."""
+  return os.path.join(workdir, 'tmp')
+
+
 @pytest.fixture(scope='session')
 def trained(tmp_path_factory):
   """A run directory trained to BUDGET_A (checkpoints saved at the end),
   tracked. Tests copy it before launching on it."""
   workdir = str(tmp_path_factory.mktemp('trained'))
+  os.mkdir(temp_folder(workdir), mode=0o700)
   result = run_launcher('--config=smoke', f'--config.max_actor_steps={BUDGET_A}',
                         f'--workdir={workdir}', '--run_name=run', TRACKING,
-                        env=tracking_env(os.path.join(workdir, 'wandb-home')))
+                        env={**tracking_env(os.path.join(workdir, 'wandb-home')),
+                             'TMPDIR': temp_folder(workdir)})
   assert result.returncode == 0, result.stderr[-2000:]
   return os.path.join(workdir, 'run')
 

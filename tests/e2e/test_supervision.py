@@ -7,6 +7,7 @@ import time
 
 from tests.conftest import (actor_steps, alive, node_pids, read_json,
                             run_launcher, start_launcher, wait_for)
+from tests.e2e.conftest import temp_folder
 
 
 
@@ -100,3 +101,11 @@ def test_kill_9_of_the_launcher_takes_every_node_with_it(workdir):
   launcher.kill()
   launcher.communicate(timeout=30)
   wait_for(lambda: not alive(pids.values()), 15, 'node processes to die')
+
+
+def test_a_run_leaves_nothing_in_the_temp_folder(trained):
+  # Its nodes end by os._exit or SIGKILL, without exit handlers: TF's
+  # AutoGraph files (the checkpointer's among them) stayed in /tmp. What
+  # stays is W&B's (the run is tracked): its service's empty folder.
+  left = os.listdir(temp_folder(os.path.dirname(trained)))
+  assert [name for name in left if not name.startswith('wandb-')] == []

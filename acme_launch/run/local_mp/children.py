@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import logging.handlers
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -68,6 +69,7 @@ class NodeProcess:
   argv: List[str]
   env_overrides: Dict[str, str]
   relay_thread: Optional[threading.Thread] = None
+  temp_dir: str = ''  # Its TMPDIR (private_temp_dir), '' for none.
 
   def join_relay(self) -> None:
     """Waits for the node's last lines to reach its log."""
@@ -93,6 +95,25 @@ class Gone:
 
   def kill(self) -> None:
     pass
+
+
+def private_temp_dir() -> str:
+  """A new private folder (0700) in this host's temp folder: a node's
+  TMPDIR, removed by remove_temp_dir once its process is gone.
+
+  A node process ends without Python's exit handlers (os._exit in a forked
+  one, SIGKILL on stop), so what libraries put in the temp folder and meant
+  to delete at exit would stay (TensorFlow's AutoGraph writes a source file
+  for every function it converts, the checkpointer's among them).
+  """
+  return safe_dirs.private_temp_folder('acme-launch-node-',
+                                       "node's temp folder")
+
+
+def remove_temp_dir(child: NodeProcess) -> None:
+  if child.temp_dir:
+    shutil.rmtree(child.temp_dir, ignore_errors=True)
+    child.temp_dir = ''
 
 
 def kill_group(pid: int) -> None:

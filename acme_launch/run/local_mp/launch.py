@@ -152,11 +152,12 @@ class Supervisor(core.SupervisorCore):
   def _start(self, node: str, argv: List[str],
              env_overrides: Dict[str, str]) -> NodeProcess:
     env = self._node_env(node, env_overrides)
+    env['TMPDIR'] = temp_dir = children.private_temp_dir()
     log = NodeLog(layout.log_path(self._run_dir, node),
                   self._node_log_max_bytes)
     if node == self._debug_node:
       return NodeProcess(node, children.start_in_foreground(argv, env, log),
-                         log, argv, env_overrides)
+                         log, argv, env_overrides, temp_dir=temp_dir)
     popen = None
     if self._fork_server is not None:
       why_not = forkserver.why_not_forked(env, self._fork_server.env, argv)
@@ -168,7 +169,8 @@ class Supervisor(core.SupervisorCore):
           popen = children.Gone()  # The fork server died: _watch says so.
     if popen is None:
       popen = children.exec_node(argv, env)
-    child = NodeProcess(node, popen, log, argv, env_overrides)
+    child = NodeProcess(node, popen, log, argv, env_overrides,
+                        temp_dir=temp_dir)
     if popen.stdout is None:
       return child
     child.relay_thread = threading.Thread(
@@ -225,6 +227,7 @@ class Supervisor(core.SupervisorCore):
     child.log.write(f'\n{line}\n')
     child.log.close()
     children.kill_group(child.popen.pid)  # Anything it left behind.
+    children.remove_temp_dir(child)
     env = node_env.updated(child.env_overrides, restart=attempt)
     return self._start(child.node, child.argv, env)
 
@@ -260,3 +263,4 @@ class Supervisor(core.SupervisorCore):
       except (ProcessLookupError, PermissionError):
         pass
       child.popen.wait()
+      children.remove_temp_dir(child)

@@ -197,8 +197,8 @@ class NodeHost:
     """Starts the node; returns its pid on this host.
 
     `program_bytes` is Launchpad's pickled program, at `program_path` on
-    the launcher's host: it is written to a private folder here and the
-    command is pointed at it. GPUs: a node planned on GPUs sees the ones
+    the launcher's host: it is written to a private folder here, the
+    node's temp folder too, and the command is pointed at it. GPUs: a node planned on GPUs sees the ones
     Ray assigned to this actor.
     """
     from acme_launch import credentials
@@ -229,6 +229,9 @@ class NodeHost:
     if not self._hosts_file:
       raise RuntimeError('allow_hosts() was not called before start()')
     env[loopback.HOSTS_FILE_ENV] = self._hosts_file
+    # Removed by kill with what the node left there (run/local_mp/
+    # children.py's private_temp_dir says why).
+    env['TMPDIR'] = self._folder
     log_fd = safe_dirs.open_append_nofollow(log_path)  # Never through a link.
     try:
       self._popen = subprocess.Popen(

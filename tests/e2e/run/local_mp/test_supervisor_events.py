@@ -116,3 +116,26 @@ def test_nodes_that_all_finish_end_the_run(tmp_path):
   outcome, _ = run(tmp_path, [node('actor/0', 'print("done")'),
                               node('evaluator/0', 'pass')])
   assert (outcome.exit_code, outcome.reason) == (0, 'all_nodes_exited')
+
+
+def test_each_node_process_has_a_private_temp_folder_gone_once_it_ends(tmp_path):
+  # Each process writes into its temp folder and leaves (as TF's AutoGraph
+  # files stay when a node ends by os._exit or SIGKILL); an actor started
+  # three times gets three folders.
+  seen = tmp_path / 'temp_folders'
+  leave_a_file = ('import os, stat, sys, tempfile; '
+                  'd = tempfile.gettempdir(); '
+                  'tempfile.NamedTemporaryFile(delete=False).close(); '
+                  f'open({str(seen)!r}, "a").write('
+                  'f"{d} {stat.S_IMODE(os.stat(d).st_mode):o}\\n"); ')
+  outcome, _ = run(tmp_path, [
+      node('actor/0', leave_a_file + 'os._exit(1)'),
+      node('learner/0', leave_a_file + 'import time; time.sleep(60)')],
+      max_node_restarts=2)
+  assert outcome.restarts == {'actor/0': 2}
+  folders = dict(line.split() for line in seen.read_text().splitlines())
+  assert len(folders) == 4  # Three actor processes and the learner.
+  for folder, mode in folders.items():
+    assert os.path.basename(folder).startswith('acme-launch-node-')
+    assert mode == '700'
+    assert not os.path.exists(folder)

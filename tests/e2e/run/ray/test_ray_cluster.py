@@ -96,6 +96,12 @@ def test_ray_run_places_nodes_on_their_hosts_listens_only_on_cluster_addresses_a
         assert ip == cluster.ips[host], (node, ip, port)
       # Ray's workers run at niceness 15; the node runs at the launcher's.
       assert _niceness(record['pid']) == os.nice(0), node
+      # Its private folder (its program, its TMPDIR), in its host's temp.
+      with open(f'/proc/{record["pid"]}/environ', 'rb') as f:
+        temp = dict(v.split(b'=', 1) for v in f.read().split(b'\0') if v
+                    )[b'TMPDIR'].decode()
+      assert os.path.dirname(temp) == cluster.host_temp(host), node
+      assert os.path.basename(temp).startswith('acme-launch-node-'), node
     _, stderr = launcher.communicate(timeout=300)
   assert launcher.returncode == 0, stderr[-3000:]
   summary = read_json(os.path.join(run_dir, 'summary.json'))
@@ -113,6 +119,9 @@ def test_ray_run_places_nodes_on_their_hosts_listens_only_on_cluster_addresses_a
         run_dir, 'logs', node.replace('/', '_') + '.log')) > 0, node
   assert os.listdir(os.path.join(run_dir, 'checkpoints', 'learner'))
   wait_for(lambda: not cluster.run_processes(), 20, 'no process of the run left')
+  # Each node's private folder went with it.
+  for host in HOST_OF.values():
+    assert os.listdir(cluster.host_temp(host)) == [], host
 
 
 def test_ray_nodes_on_a_host_without_the_run_directory_send_their_files_to_it(
