@@ -12,7 +12,10 @@ import collections
 import importlib.metadata
 import math
 import os
+import shutil
 import sys
+import tempfile
+from typing import Callable, Optional
 
 from acme_launch import credentials
 from acme_launch import errors
@@ -60,6 +63,28 @@ def run_and_report(taken: Taken) -> int:
 
 
 def _run_and_report(taken: Taken, fork_server: list) -> int:
+  if taken.launch.launch_type in ('local_mp', 'ray'):
+    return _report_run(taken, fork_server)
+  # local_mt, test_mt: the nodes are threads of this process, which ends by
+  # os._exit, without exit handlers: what libraries leave in the temp folder
+  # to delete at exit (TF's AutoGraph files, W&B's media folders) would
+  # stay. So its temp folder (and its children's) is a private one, removed
+  # before it exits.
+  from acme_launch import safe_dirs
+  temp = safe_dirs.private_temp_folder('acme-launch-run-',
+                                       "launcher's temp folder")
+  tempfile.tempdir = os.environ['TMPDIR'] = temp
+  try:
+    return _report_run(taken, fork_server, exit_after=lambda: shutil.rmtree(
+        temp, ignore_errors=True))
+  finally:
+    shutil.rmtree(temp, ignore_errors=True)
+
+
+def _report_run(taken: Taken, fork_server: list,
+                exit_after: Optional[Callable[[], None]] = None) -> int:
+  """The run and its summary; with `exit_after`, calls it and ends this
+  process by os._exit."""
   from acme_launch.run import progress as progress_lib
   from acme_launch.run import summary as summary_lib
   from acme_launch import layout
@@ -121,8 +146,9 @@ def _run_and_report(taken: Taken, fork_server: list) -> int:
     print(f'\nacme-launch: {outcome.failed_log_tail}', file=sys.stderr)
   print('\n' + summary_lib.format_summary(summary))
   print(f'run directory      {run_dir}')
-  if launch_type not in ('local_mp', 'ray'):
+  if exit_after is not None:
     # Node threads blocked in C (Reverb, TF) would hold up interpreter exit.
+    exit_after()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(outcome.exit_code)

@@ -46,11 +46,12 @@ def run_launcher(*args: str, timeout: float = 300, env=None) -> subprocess.Compl
       timeout=timeout, env=user_env(env), check=False)
 
 
-def start_launcher(*args: str) -> subprocess.Popen:
-  """`python launch.py ARGS` in the background, output captured as text."""
+def start_launcher(*args: str, env=None) -> subprocess.Popen:
+  """`python launch.py ARGS` in the background, output captured as text;
+  `env`: variables added to the user's environment."""
   return subprocess.Popen(
       launch_command(*args), cwd=REPO_ROOT, stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE, text=True, env=user_env())
+      stderr=subprocess.PIPE, text=True, env=user_env(env))
 
 
 @contextlib.contextmanager

@@ -194,11 +194,14 @@ def test_a_network_namespace_with_only_loopback_needs_no_shim(private_run):
   assert 'acme-launch: warning:' not in result.stderr
 
 
-def test_local_mt_servers_listen_on_loopback_only(workdir):
+def test_local_mt_servers_listen_on_loopback_only(workdir, tmp_path):
   run_dir = os.path.join(workdir, 'threads')
+  temp = tmp_path / 'temp'
+  temp.mkdir(mode=0o700)
   launcher = start_launcher('--config=smoke', '--launch_type=local_mt',
                             '--config.max_actor_steps=3000',
-                            f'--workdir={workdir}', '--run_name=threads')
+                            f'--workdir={workdir}', '--run_name=threads',
+                            env={'TMPDIR': str(temp)})
   try:
     wait_for(lambda: actor_steps(run_dir) > 0, 240, 'actor steps')
     # Every node is a thread of the launcher (re-executed with the shim).
@@ -213,6 +216,9 @@ def test_local_mt_servers_listen_on_loopback_only(workdir):
   assert all(ip in _LOOPBACK for ip, _ in listening), listening
   assert launcher.returncode == 0, stderr[-3000:]
   assert 'exit reason        budget_reached' in stdout
+  # It ends by os._exit, without exit handlers: TF's AutoGraph files
+  # stayed in the temp folder; its private one is removed first.
+  assert os.listdir(temp) == []
 
 
 # Hostile input ---------------------------------------------------------------
