@@ -165,10 +165,14 @@ def build(path: str) -> None:
       first = (result.stderr.strip().splitlines() or ['no output'])[0]
       raise Unavailable(f'cannot build the loopback shim with {compiler}: '
                         f'{first[:200]}')
+    # Both readable by every user of the environment, whatever the umask
+    # (the launcher's is 077): a stamp only its builder could read would
+    # make every other user's launcher rebuild, and fail to write, the shim.
     os.chmod(tmp_path, 0o755)
     os.replace(tmp_path, path)
     with open(_stamp_path(path) + '.tmp', 'w') as f:
       f.write(_source_digest() + '\n')
+      os.fchmod(f.fileno(), 0o644)
     os.replace(_stamp_path(path) + '.tmp', _stamp_path(path))
   except OSError as e:
     raise Unavailable(f'cannot write the loopback shim to {path}: '

@@ -20,6 +20,7 @@ import pytest
 
 from acme_launch.run import loopback
 from tests import other_user
+from tests.conftest import REPO_ROOT
 
 _SERVER = r'''
 import json, os, select, socket, time
@@ -285,3 +286,25 @@ def test_a_cluster_address_without_a_hosts_file_is_not_screened(shim, scratch):
 def test_the_launchers_check_proves_the_screening(shim):
   loopback.verify(shim)                # Binds on loopback, own user accepted.
   loopback.verify(shim, '127.0.0.1')   # A cluster address: by host.
+
+
+def test_a_shim_built_under_the_launchers_umask_is_current_for_other_users(
+    shim, scratch):
+  # The launcher runs with umask 077; a shared environment's shim it built
+  # must still read as current to the other users of that environment.
+  path = os.path.join(scratch, 'shared-env', 'acme_launch_loopback.so')
+  os.makedirs(os.path.dirname(path), mode=0o755)
+  previous = os.umask(0o077)
+  try:
+    loopback.build(path)
+  finally:
+    os.umask(previous)
+  check = ('import sys; from acme_launch.run import loopback; '
+           f'print(loopback.is_current({path!r}))')
+  result = subprocess.run(
+      other_user.command(other_user.NOBODY, [sys.executable, '-c', check],
+                         scratch),
+      capture_output=True, text=True, timeout=120, check=True, cwd=REPO_ROOT,
+      env=other_user.environment(other_user.home_of(other_user.NOBODY,
+                                                    scratch)))
+  assert result.stdout.strip() == 'True', result.stderr[-2000:]
