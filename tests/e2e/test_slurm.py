@@ -43,8 +43,9 @@ def slurm(tmp_path_factory):
     env.pop(name, None)
   cluster = slurm_cluster.SlurmCluster(nodes=2, cpus=2, env=env)
   # Ray's files in a short folder (socket paths have a length limit) that
-  # each Slurm node has to itself, as a node-local /tmp.
-  cluster.env['RAY_TMPDIR'] = cluster.ray_tmp
+  # each Slurm node has to itself, as a node-local /tmp; the job's temp
+  # folder too (what a job killed hard leaves goes with the cluster).
+  cluster.env['RAY_TMPDIR'] = cluster.env['TMPDIR'] = cluster.ray_tmp
   try:
     cluster.up()
     yield cluster
