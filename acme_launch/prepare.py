@@ -18,6 +18,7 @@ import datetime
 import os
 import secrets
 import sys
+import tempfile
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 import ml_collections
@@ -306,6 +307,10 @@ def decide_early(options: options_lib.Options,
   # Folders first: nothing of the user's is read from one that fails.
   run_dir, new_run_dir = _run_dir_path(options, options.config_name)
   _check_compilation_cache(options.compilation_cache, launch_type)
+  if launch_type != 'ray':  # A Ray host checks its own (run/ray/host.py).
+    # Where every node's private temp folder is made: TF's AutoGraph writes
+    # source files there that the node then imports.
+    safe_dirs.check_shared(tempfile.gettempdir(), 'temp folder')
   if launch_type == 'ray' and connected_cluster is None:
     connected_cluster = connect_cluster(options)
   if options.auto_resume and launch_type not in ('local_mp', 'ray'):

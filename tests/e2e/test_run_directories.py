@@ -191,6 +191,27 @@ def test_another_users_folder_in_a_shared_sticky_folder_is_exit_2(
   assert result.returncode == 0, result.stderr[-2000:]
 
 
+@pytest.mark.parametrize('launch_type', ['local_mp', 'local_mt'])
+def test_a_temp_folder_others_can_write_is_exit_2_before_anything_starts(
+    workdir, shared, launch_type):
+  """The nodes' private temp folders are made in it (TF's AutoGraph writes
+  code there that they import): one that anyone may change, without the
+  sticky bit, is refused; /tmp-like (1777) is used."""
+  open_folder = shared / 'open'
+  open_folder.mkdir()
+  os.chmod(open_folder, 0o777)
+  _refused(run_launcher('--config=smoke', f'--launch_type={launch_type}',
+                        f'--workdir={workdir}',
+                        env={'TMPDIR': str(open_folder)}),
+           f'temp folder {open_folder} is writable by others (mode 0777 and '
+           'no sticky bit)')
+  assert os.listdir(workdir) == [] and os.listdir(open_folder) == []
+  result = run_launcher('--config=smoke', f'--launch_type={launch_type}',
+                        f'--workdir={workdir}', '--dry_run',
+                        env={'TMPDIR': str(shared)})
+  assert result.returncode == 0, result.stderr[-2000:]
+
+
 @pytest.mark.skipif(not _AS_NOBODY, reason='needs root and setpriv')
 def test_a_default_run_name_cannot_be_made_first_by_someone_else(shared):
   """nobody makes every per-second name of the next two minutes in a shared

@@ -198,8 +198,8 @@ class NodeHost:
 
     `program_bytes` is Launchpad's pickled program, at `program_path` on
     the launcher's host: it is written to a private folder here, the
-    node's temp folder too, and the command is pointed at it. GPUs: a node planned on GPUs sees the ones
-    Ray assigned to this actor.
+    node's temp folder too, and the command is pointed at it. GPUs: a node
+    planned on GPUs sees the ones Ray assigned to this actor.
     """
     from acme_launch import credentials
     from acme_launch.plan import node_env
