@@ -1,7 +1,8 @@
 """Runs of the smoke config that several e2e modules read, made once.
 
-`trained` is a run to BUDGET_A (its own temp folder beside it) and `resumed` a copy of it resumed to
-BUDGET_B (test_checkpointing.py reads their checkpoints). Both run with
+`trained` is a run to BUDGET_A (its own temp folder beside it) and
+`resumed` a copy of it resumed to BUDGET_B (test_checkpointing.py reads
+their checkpoints). Both run with
 --tracking=wandb,mlflow, W&B offline and MLflow in the run directory's file
 store (test_tracking.py reads those back): tracking costs them a few
 seconds where runs of their own would cost a minute or more. No test
