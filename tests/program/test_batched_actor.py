@@ -43,11 +43,21 @@ def _weights(spec):
           np.float32)
 
 
+def row_product(observations, weights):
+  """`observations @ weights` as products and a sum per row. A matrix
+  product's kernels round a row differently with the batch's size on some
+  CPUs (numpy's and XLA's on AVX2 hosts); this rounds each row alone, so an
+  environment's actions are the same bits in a batch of any size, and the
+  chaotic streams below (a rounding apart, Hopper soon moves apart) stay
+  comparable item by item."""
+  return jnp.sum(observations[..., :, None] * weights, axis=-2)
+
+
 def _policy(weights):
   """Deterministic, but far from smooth: Hopper falls fast."""
   def policy(params, key, observations):
     del params, key
-    actions = jnp.sin(50.0 * observations @ weights)
+    actions = jnp.sin(50.0 * row_product(observations, weights))
     return actions, {'log_prob': observations[:, 0]}
   return policy
 

@@ -159,7 +159,8 @@ def _noisy_policy(weights):
     del params
     noise = 0.3 * jax.random.normal(key, (observations.shape[0],
                                           weights.shape[1]))
-    actions = jnp.sin(50.0 * observations @ weights) + noise
+    actions = jnp.sin(50.0 * test_batched_actor.row_product(
+        observations, weights)) + noise
     return actions, {'log_prob': observations[:, 0]}
   return policy
 
@@ -269,7 +270,7 @@ def test_recurrent_items_are_those_of_per_actor_inference(agent, stops):
   mine = test_recurrent_actor._items(clients[0])
   theirs = test_recurrent_actor._items(clients[1])
   assert len(theirs) >= NUM_ACTORS * ITERATIONS // 3
-  test_batched_actor._assert_same(mine, theirs)
+  test_recurrent_actor.assert_same_items(mine, theirs)
   assert mean_batch > 1.2
 
 
