@@ -93,7 +93,9 @@ def _sweep_options(options: options_lib.Options):
   return SweepOptions(
       sweep_dir=sweep_dir, resume=False, new_dir=not options.run_name,
       specs=options.sweep, samples=options.sweep_samples,
-      sample_seed=options.sweep_seed,
+      sample_seed=options.sweep_seed, scheduler=options.sweep_scheduler,
+      asha_grace_steps=options.asha_grace_steps,
+      asha_reduction=options.asha_reduction,
       # Its points get --tracking_uri in their environment (_sweep_main).
       base_argv=tuple(options_lib.argv_without(
           list(options.argv[1:]),

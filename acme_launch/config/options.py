@@ -197,6 +197,36 @@ def _define(fv: flags.FlagValues,
       'each, and a GPU each when they use GPUs); with --launch_type=ray, as '
       'many as the Ray cluster holds.', lower_bound=0,
       flag_values=fv)
+  flags.DEFINE_enum(
+      'sweep_scheduler', 'fifo', ['fifo', 'asha'], 'With --sweep: how Ray '
+      'Tune runs the points. fifo: each to its budget, in order. asha: '
+      'asynchronous successive halving (early stopping): at each rung, '
+      '--asha_grace_steps actor steps and that times --asha_reduction, '
+      '--asha_reduction squared... up to the budget / --asha_reduction, a '
+      'point whose latest '
+      'evaluation return is below the best 1/--asha_reduction of those '
+      'that reached the rung before it is stopped there (checkpoints '
+      'saved; its run directory and the table say at which step and why).',
+      flag_values=fv)
+  flags.DEFINE_integer(
+      'asha_grace_steps', None, 'With --sweep_scheduler=asha: actor steps of '
+      'the first rung (default: the budget / reduction^2). At least the '
+      'config\'s eval_every_steps: a rung compares evaluation returns.',
+      lower_bound=1, flag_values=fv)
+  flags.DEFINE_integer(
+      'asha_reduction', None, 'With --sweep_scheduler=asha: each rung keeps '
+      'the best 1/N of the points that reach it, and the next rung is N '
+      'times further (default 3).', lower_bound=2, flag_values=fv)
+  flags.register_multi_flags_validator(
+      ['sweep_scheduler', 'sweep'], lambda f: f['sweep_scheduler'] == 'fifo'
+      or bool(f['sweep']), message='--sweep_scheduler goes with --sweep (how '
+      'its points run)', flag_values=fv)
+  flags.register_multi_flags_validator(
+      ['sweep_scheduler', 'asha_grace_steps', 'asha_reduction'],
+      lambda f: f['sweep_scheduler'] == 'asha' or (
+          f['asha_grace_steps'] is None and f['asha_reduction'] is None),
+      message='--asha_grace_steps and --asha_reduction go with '
+      '--sweep_scheduler=asha', flag_values=fv)
   flags.DEFINE_string(
       'compilation_cache', '', 'local_mp and ray: folder of JAX\'s persistent '
       'compilation cache, shared by runs: each node reads the functions an '
@@ -232,6 +262,7 @@ _define(flags.FLAGS)  # The launcher's own command line.
 
 # Flags of the sweep launcher itself, not handed to the programs of a sweep.
 SWEEP_ONLY_FLAGS = ('sweep', 'sweep_samples', 'sweep_seed', 'max_concurrent',
+                    'sweep_scheduler', 'asha_grace_steps', 'asha_reduction',
                     'workdir', 'run_name', 'resume', 'dry_run')
 
 
@@ -272,6 +303,9 @@ class Options:
   max_concurrent: int = 0
   sweep_samples: int = 0         # 0: a grid.
   sweep_seed: int = 0
+  sweep_scheduler: str = 'fifo'
+  asha_grace_steps: int = 0      # 0: the budget / reduction^2.
+  asha_reduction: int = 0        # 0: 3.
   compilation_cache: str = ''    # '': the default folder; 'none': off.
   # --tracking's names as given (checked by prepare: tracking.check_choice).
   tracking: Tuple[str, ...] = ()
@@ -311,6 +345,8 @@ def read(argv: Optional[List[str]] = None,
       sweep=tuple(value('sweep')),
       sweep_samples=value('sweep_samples') or 0,
       sweep_seed=value('sweep_seed') or 0,
+      asha_grace_steps=value('asha_grace_steps') or 0,
+      asha_reduction=value('asha_reduction') or 0,
       compilation_cache=value('compilation_cache').strip(),
       tracking=tuple(n.strip() for n in value('tracking') if n.strip()),
       tracking_uri=value('tracking_uri').strip(),
@@ -325,7 +361,7 @@ _PLAIN_FLAGS = (
     'gpu_inventory', 'debug_node', 'max_node_restarts', 'node_start', 'auto_resume',
     'node_log_max_mb', 'disk_guard_mb', 'allow_exposed_listeners',
     'ray_address', 'allow_public_cluster_address', 'allow_open_cluster',
-    'max_concurrent')
+    'max_concurrent', 'sweep_scheduler')
 
 
 def _is_saved_config_file(path: str) -> bool:

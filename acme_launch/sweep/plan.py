@@ -32,6 +32,7 @@ from typing import Any, Callable, Dict, List, Tuple
 
 from acme_launch import errors
 from acme_launch.sweep import sample
+from acme_launch.sweep import schedulers
 from acme_launch.sweep.options import SweepOptions
 from acme_launch.sweep.points import (
     Checked, Point, check_fields, grid, make_points, parse_specs)
@@ -83,6 +84,11 @@ def prepare(options: SweepOptions,
       combos = grid(fields)
     points = make_points(names, combos, options.base_argv, validate)
     record = new_record(options, points, names)
+    if options.scheduler == 'asha':
+      record['scheduler'] = schedulers.asha_settings(
+          min(p.max_actor_steps for p in points),
+          int(config.get('eval_every_steps') or 0) if config else 0,
+          options.asha_grace_steps, options.asha_reduction)
     todo = [(p, 'new') for p in points]
   if cluster is not None:
     return record, todo, _cluster_slots(options, validate, record, todo,
@@ -147,6 +153,16 @@ def drawn(record: Dict[str, Any]) -> str:
   return f' drawn with --sweep_seed={drawn["seed"]}' if drawn else ''
 
 
+def describe_scheduler(record: Dict[str, Any]) -> str:
+  """', ASHA early stopping at rungs of N, M actor steps' or ''."""
+  settings = record.get('scheduler')
+  if not settings:
+    return ''
+  rungs = ', '.join(f'{r:,}' for r in settings['rungs'])
+  return (f', ASHA early stopping (rungs at {rungs} actor steps, keeping '
+          f'the best 1/{settings["reduction"]})')
+
+
 def describe_cluster(cluster: Dict[str, Any], to_run: int,
                      requested: int) -> str:
   """Why so many points run at once on the Ray cluster (--dry_run)."""
@@ -167,7 +183,8 @@ def describe_dry_run(options: SweepOptions, record: Dict[str, Any],
                      todo: List[Tuple[Point, str]], slots: List[Slot]) -> str:
   lines = [f'sweep of {len(record["points"])} points of '
            f'{record["config_name"]}{drawn(record)}: {len(todo)} to run, '
-           f'{len(slots)} at once; sweep directory {options.sweep_dir}', '']
+           f'{len(slots)} at once{describe_scheduler(record)}; sweep '
+           f'directory {options.sweep_dir}', '']
   if record.get('ray_cluster') and slots:
     lines.append(describe_cluster(record['ray_cluster'], len(todo),
                                   options.max_concurrent))

@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from acme_launch import credentials
 from acme_launch import errors
 from acme_launch import layout
+from acme_launch.sweep import schedulers
 from acme_launch.sweep.options import SweepOptions
 from acme_launch.sweep.points import SEED_FIELD, Point
 
@@ -67,11 +68,13 @@ def points_of(record: Dict[str, Any]) -> List[Point]:
 
 
 def point_state(sweep_dir: str, point: Point) -> str:
-  """'done' (its summary.json says it reached its budget), 'started' (its
-  run directory has a config.json) or 'new'."""
+  """'done' (its summary.json says it reached its budget, or the sweep's
+  scheduler stopped it early), 'started' (its run directory has a
+  config.json) or 'new'."""
   run_dir = os.path.join(sweep_dir, point.name)
   summary = layout.read_json(layout.summary_path(run_dir), {})
-  if summary.get('exit_reason') == 'budget_reached':
+  if (summary.get('exit_reason') == 'budget_reached' or
+      schedulers.read_stopped_early(run_dir) is not None):
     return 'done'
   return 'started' if os.path.isfile(layout.config_path(run_dir)) else 'new'
 
@@ -97,15 +100,20 @@ def summarize(sweep_dir: str, record: Dict[str, Any]) -> Dict[str, Any]:
   for entry in record['points']:
     run_dir = os.path.join(sweep_dir, entry['name'])
     summary = layout.read_json(layout.summary_path(run_dir), {})
+    stopped = schedulers.read_stopped_early(run_dir)
     launches = entry.get('launches', [])
     launcher_seconds = sum((l['ended'] or l['started']) - l['started']
                            for l in launches)
     rows.append({
         'point': entry['name'], 'setting': entry['setting'],
         'fields': entry['fields'], 'run_dir': run_dir,
-        'exit_reason': summary.get('exit_reason') or (
-            launches[-1]['exit_reason'] if launches else 'not started'),
+        'exit_reason': (schedulers.STOPPED_EARLY if stopped else
+                        summary.get('exit_reason') or (
+                            launches[-1]['exit_reason'] if launches
+                            else 'not started')),
         'budget_reached': summary.get('exit_reason') == 'budget_reached',
+        # Where and why the scheduler stopped it (schedulers.py), or None.
+        'stopped_early': stopped,
         'actor_steps': summary.get('actor_steps'),
         'final_return': final_return(summary),
         'wall_time_seconds': summary.get('wall_time_seconds'),
@@ -125,7 +133,8 @@ def summarize(sweep_dir: str, record: Dict[str, Any]) -> Dict[str, Any]:
         'final_return_std': statistics.pstdev(finals) if finals else None,
     })
   return {'points': rows, 'settings': settings,
-          'failed': [r['point'] for r in rows if not r['budget_reached']]}
+          'failed': [r['point'] for r in rows
+                     if not r['budget_reached'] and not r['stopped_early']]}
 
 
 def _number(value: Optional[float], spec: str = '.1f') -> str:
@@ -152,4 +161,9 @@ def format_table(table: Dict[str, Any]) -> str:
       figure = (f'{s["final_return_mean"]:.1f} +- {s["final_return_std"]:.1f}'
                 f' ({len(s["returns"])} of {len(s["seeds"])} points)')
     lines.append(f'{s["setting"]:<{width}}  {seeds:<16} {figure}')
+  stopped = [r for r in table['points'] if r.get('stopped_early')]
+  if stopped:
+    lines.append('')
+    lines += [f'{r["point"]} stopped early: {r["stopped_early"]["why"]}'
+              for r in stopped]
   return '\n'.join(lines)

@@ -1,16 +1,21 @@
-"""Running a checked sweep: its programs in slots until each ended.
+"""Running a checked sweep: its points as Ray Tune trials until each ended.
 
 plan.py decides what runs where (the record, the points to run, the slots);
-this module only starts, watches and stops. Each point is a child
-`launch.py` process with the user's flags, less the sweep's own, plus
-`--config.FIELD=VALUE` per swept field, its run directory
+this module hands the points to Ray Tune, on the sweep's own local Ray
+instance (local_ray.py), and keeps the sweep's record and terminal lines.
+Tune queues the points, runs as many at once as there are slots, and ends
+the sweep when each trial ended; a trial (trials.py) takes a free slot and
+runs the point's child `launch.py` there, with the user's flags, less the
+sweep's own, plus `--config.FIELD=VALUE` per swept field, its run directory
 `SWEEP_DIR/POINT_NAME` and its output in `SWEEP_DIR/logs/POINT_NAME.log`.
 A child gets its slot's cores by sched_setaffinity before exec and its GPUs
 by CUDA_VISIBLE_DEVICES; its own planner then plans within them (plan/host.py
-reads them). When a program ends, the next queued point takes its slot.
-With --launch_type=ray among the flags, each point's child launcher is a
-Ray run: it runs here, its nodes on the cluster, its run directory still
-SWEEP_DIR/POINT (run/ray/files.py).
+reads them). With --launch_type=ray among the flags, each point's child
+launcher is a Ray run: it runs here, its nodes on the cluster, its run
+directory still SWEEP_DIR/POINT (run/ray/files.py).
+
+This process alone writes sweep.json: the trials report (Tune results), a
+Tune callback here records and prints.
 
     SWEEP_DIR/
       sweep.json          the points (fields, flags), the base argv, the slots,
@@ -22,214 +27,235 @@ SWEEP_DIR/POINT (run/ray/files.py).
 """
 
 
-import collections
 import dataclasses
 import os
 import signal
-import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
-from acme_launch import credentials
-from acme_launch import paths
 from acme_launch import layout
-from acme_launch import safe_dirs
 from acme_launch.run import rundir
+from acme_launch.sweep import local_ray
+from acme_launch.sweep import schedulers
 from acme_launch.sweep.options import SweepOptions
-from acme_launch.sweep.plan import drawn
+from acme_launch.sweep.plan import describe_scheduler, drawn
 from acme_launch.sweep.points import Point
 from acme_launch.sweep.record import (
-    final_return, format_table, log_path, point_args, record_path, summarize,
-    summary_path)
-from acme_launch.sweep.slots import Slot, pinned_preexec, describe_slot
-
-# A point's launcher: `python -m acme_launch`, which works from a checkout
-# (ROOT on its PYTHONPATH) and installed alike.
-LAUNCHER = ('-m', 'acme_launch')
-STOP_GRACE_SECONDS = 60.0   # A child launcher stops its nodes within 30 s.
+    final_return, format_table, log_path, point_args, points_of, record_path,
+    summarize, summary_path)
+from acme_launch.sweep.slots import Slot, describe_slot
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 
 
-@dataclasses.dataclass
-class _Child:
-  point: Point
-  slot: Slot
-  popen: subprocess.Popen
-  log: Any
-  started: float
-  launch: Dict[str, Any]          # Its entry in sweep.json's launches.
-  rate: Any = None                # progress.RateEstimator
-  signals_passed: int = 0         # Of the sweep's SIGINT/SIGTERMs.
+def _reporter_class():
+  """The Tune callback class (ray.tune is imported only when a sweep runs)."""
+  from ray import tune
 
+  class Reporter(tune.Callback):
+    """Records the trials' launches in sweep.json and prints their lines:
+    started, progress every `progress_every` seconds, ended."""
 
-class SweepRunner:
-  """Runs points in slots until each ended; see the module docstring."""
+    def __init__(self, sweep_dir: str, record: Dict[str, Any],
+                 progress_every: float, stop: '_Stop'):
+      self._dir = sweep_dir
+      self._record = record
+      self._progress_every = progress_every
+      self._stop = stop
+      self._entries = {p['name']: p for p in record['points']}
+      self._points = {p.name: p for p in points_of(record)}
+      self._running: Dict[str, Dict[str, Any]] = {}  # Name -> its launch.
+      self._latest: Dict[str, Dict[str, Any]] = {}   # Name -> last result.
+      self._rates: Dict[str, Any] = {}
+      self._last_progress = time.time()
 
-  def __init__(self, sweep_dir: str, record: Dict[str, Any],
-               progress_every: float = 10.0):
-    self._dir = sweep_dir
-    self._record = record
-    self._progress_every = progress_every
-    self._stop_signal: Optional[int] = None
-    self._signals_seen = 0
-    self._children: List[_Child] = []
-    self._entries = {p['name']: p for p in record['points']}
+    def _save(self) -> None:
+      layout.write_json_atomic(record_path(self._dir), self._record)
 
-  def _save(self) -> None:
-    layout.write_json_atomic(record_path(self._dir), self._record)
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+      del iteration, trials, info
+      name = trial.config['point']
+      event = result.get('event')
+      if event == 'started':
+        self._started(name, result)
+      elif event == 'progress':
+        self._latest[name] = result
+        self._rates[name].add(float(result.get('progress_time', time.time())),
+                              int(result.get('actor_steps', 0)))
+      elif event == 'ended':
+        self._ended(name, result)
 
-  def _on_signal(self, signum, frame) -> None:
-    del frame
-    self._signals_seen += 1
-    if self._stop_signal is None:
-      self._stop_signal = signum
-      print('acme-launch: sweep: stopping every program (checkpoints are '
-            'being saved); Ctrl-C again to kill them.', flush=True)
-    self._pass_signals()
+    def on_trial_error(self, iteration, trials, trial, **info):
+      del iteration, trials, info
+      name = trial.config['point']
+      launch = self._running.pop(name, None)
+      if launch is not None:
+        launch.update(ended=time.time(), exit_code=None,
+                      exit_reason='its trial failed')
+        self._save()
+      print(f'acme-launch: sweep: {name}: its trial failed: '
+            f'{trial.error_file or "no error file"}', flush=True)
 
-  def _pass_signals(self) -> None:
-    """Each signal the sweep got, passed once to each running launcher
-    (which stops its own nodes); also to one started as it came."""
-    for child in self._children:
-      while child.signals_passed < self._signals_seen:
-        child.signals_passed += 1
-        if child.popen.poll() is None:
-          try:
-            child.popen.send_signal(self._stop_signal)
-          except ProcessLookupError:
-            pass
+    def on_trial_complete(self, iteration, trials, trial, **info):
+      """A trial that ends without its point's end: the scheduler stopped
+      it (schedulers.py); its trial stops the child launcher."""
+      del iteration, trials, info
+      name = trial.config['point']
+      launch = self._running.pop(name, None)
+      if launch is None:
+        return
+      stopped = schedulers.read_stopped_early(os.path.join(self._dir, name))
+      launch.update(ended=time.time(), exit_reason=(
+          schedulers.STOPPED_EARLY if stopped else 'stopped by Tune'))
+      self._save()
+      why = stopped['why'] if stopped else 'its trial was stopped'
+      print(f'acme-launch: sweep: {name} stopped early: {why}; its program '
+            'stops with its checkpoints saved', flush=True)
 
-  def run(self, todo: List[Tuple[Point, str]], slots: List[Slot]) -> int:
-    """Runs `todo` ((point, state) pairs); returns the signal that stopped
-    the sweep, or 0."""
-    from acme_launch.run import progress as progress_lib
-    queue = collections.deque(todo)
-    free = list(slots)
-    previous = {s: signal.signal(s, self._on_signal)
-                for s in (signal.SIGINT, signal.SIGTERM)}
-    last_progress = time.time()
-    stop_deadline = None
-    try:
-      while queue or self._children:
-        while queue and free and self._stop_signal is None:
-          point, state = queue.popleft()
-          child = self._start(point, state, free.pop(0))
-          child.rate = progress_lib.RateEstimator()
-          self._children.append(child)
-        for child in list(self._children):
-          if child.popen.poll() is not None:
-            self._finish(child)
-            self._children.remove(child)
-            free.append(child.slot)
-            free.sort(key=lambda s: s.index)
-        if self._stop_signal is not None:
-          self._pass_signals()
-          stop_deadline = stop_deadline or time.time() + STOP_GRACE_SECONDS
-          if time.time() > stop_deadline:
-            self._kill_all()
-        if time.time() - last_progress >= self._progress_every:
-          last_progress = time.time()
-          for child in self._children:
-            print(self._progress_line(child), flush=True)
-        time.sleep(0.5)
-    finally:
-      self._kill_all()
-      for s, handler in previous.items():
-        signal.signal(s, handler)
-    return self._stop_signal or 0
+    def on_step_end(self, iteration, trials, **info):
+      del iteration, trials, info
+      self._stop.tick()
+      if time.time() - self._last_progress >= self._progress_every:
+        self._last_progress = time.time()
+        for name in self._running:
+          print(self._progress_line(name), flush=True)
 
-  def _start(self, point: Point, state: str, slot: Slot) -> _Child:
-    argv = [sys.executable, *LAUNCHER,
-            *point_args(self._dir, self._record, point, state)]
-    env = dict(os.environ)
-    env['PYTHONPATH'] = os.pathsep.join(
-        p for p in (paths.ROOT, env.get('PYTHONPATH', '')) if p)
-    if slot.gpus:
-      env['CUDA_VISIBLE_DEVICES'] = ','.join(map(str, slot.gpus))
-      env['CUDA_DEVICE_ORDER'] = 'PCI_BUS_ID'  # nvidia-smi's numbering.
-    path = log_path(self._dir, point.name)
-    log = os.fdopen(safe_dirs.open_append_nofollow(path), 'a')
-    log.write(f'acme-launch sweep: {" ".join(credentials.mask_all(argv))} '
-              f'({describe_slot(slot)})\n')
-    log.flush()
-    popen = subprocess.Popen(
-        argv, cwd=self._record.get('cwd') or None, env=env,
-        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-        # Our signals reach it once, forwarded; a terminal's Ctrl-C not twice.
-        start_new_session=True, preexec_fn=pinned_preexec(slot.cores))
-    launch = {'slot': slot.index, 'cores': list(slot.cores),
-              'gpus': list(slot.gpus), 'pid': popen.pid,
-              'resumed': state == 'started', 'started': time.time(),
-              'ended': None, 'exit_code': None, 'exit_reason': None}
-    self._entries[point.name]['launches'].append(launch)
-    self._save()
-    print(f'acme-launch: sweep: {point.name} started on '
-          f'{describe_slot(slot)}{" (resumed)" if state == "started" else ""}'
-          f'; log {path}', flush=True)
-    return _Child(point, slot, popen, log, time.time(), launch)
+    def _started(self, name: str, result: Dict[str, Any]) -> None:
+      from acme_launch.run import progress as progress_lib
+      launch = {'slot': result['slot'], 'cores': result['cores'],
+                'gpus': result['gpus'], 'pid': result['pid'],
+                'resumed': result['resumed'], 'started': result['started'],
+                'ended': None, 'exit_code': None, 'exit_reason': None}
+      self._entries[name]['launches'].append(launch)
+      self._running[name] = launch
+      self._rates[name] = progress_lib.RateEstimator()
+      self._save()
+      slot = Slot(result['slot'], tuple(result['cores']),
+                  tuple(result['gpus']), self._slot_cluster())
+      print(f'acme-launch: sweep: {name} started on {describe_slot(slot)}'
+            f'{" (resumed)" if result["resumed"] else ""}; log '
+            f'{log_path(self._dir, name)}', flush=True)
 
-  def _finish(self, child: _Child) -> None:
-    child.log.close()
-    run_dir = os.path.join(self._dir, child.point.name)
-    summary = layout.read_json(layout.summary_path(run_dir), {})
-    try:
-      if os.path.getmtime(layout.summary_path(run_dir)) < child.started:
-        summary = {}  # A previous launch's: this one ended before its own.
-    except OSError:
-      pass
-    code = child.popen.returncode
-    reason = summary.get('exit_reason') or (
-        f'killed by signal {-code}' if code < 0 else f'exit code {code}')
-    child.launch.update(ended=time.time(), exit_code=code, exit_reason=reason)
-    self._save()
-    seconds = time.time() - child.started
-    if reason == 'budget_reached' and code == 0:
-      final = final_return(summary)
-      print(f'acme-launch: sweep: {child.point.name} reached its budget in '
-            f'{seconds:.0f} s (final return '
-            f'{"-" if final is None else f"{final:.1f}"})', flush=True)
-    else:
-      failed = summary.get('failed_node')
-      log = log_path(self._dir, child.point.name)
-      print(f'acme-launch: sweep: {child.point.name} ended without reaching '
-            f'its budget: {reason}{f" ({failed})" if failed else ""}, exit '
-            f'{code}, after {seconds:.0f} s; log {log}', flush=True)
+    def _slot_cluster(self) -> str:
+      cluster = self._record.get('ray_cluster')
+      return cluster['address'] if cluster else ''
+
+    def _ended(self, name: str, result: Dict[str, Any]) -> None:
+      launch = self._running.pop(name)
+      code, reason = result['exit_code'], result['exit_reason']
+      launch.update(ended=result['ended'], exit_code=code, exit_reason=reason)
+      self._save()
+      seconds = result['ended'] - launch['started']
+      if reason == 'budget_reached' and code == 0:
+        summary = layout.read_json(
+            layout.summary_path(os.path.join(self._dir, name)), {})
+        final = final_return(summary)
+        print(f'acme-launch: sweep: {name} reached its budget in '
+              f'{seconds:.0f} s (final return '
+              f'{"-" if final is None else f"{final:.1f}"})', flush=True)
+        return
+      failed = result.get('failed_node')
+      log = log_path(self._dir, name)
+      print(f'acme-launch: sweep: {name} ended without reaching its budget: '
+            f'{reason}{f" ({failed})" if failed else ""}, exit {code}, after '
+            f'{seconds:.0f} s; log {log}', flush=True)
       # Its launcher's output, the failed node's own last lines among them.
       tail = layout.log_tail(log, lines=30)
       if tail:
         print('acme-launch: sweep: the end of that log:\n' + ''.join(
             f'  | {line}\n' for line in tail.splitlines()), flush=True)
 
-  def _progress_line(self, child: _Child) -> str:
-    from acme_launch.run import summary as summary_lib
-    run_dir = os.path.join(self._dir, child.point.name)
-    progress = layout.read_json(layout.progress_path(run_dir))
-    if progress is None:
-      return f'progress: {child.point.name} | starting'
-    steps = int(progress.get('counts', {}).get('actor_steps', 0))
-    now = time.time()
-    child.rate.add(float(progress.get('time', now)), steps)
-    budget = child.point.max_actor_steps
-    evaluations = summary_lib.evaluation_rows(run_dir)
-    eval_return = (f'{evaluations[-1]["episode_return"]:.1f}'
-                   if evaluations else '-')
-    return (f'progress: {child.point.name} | actor steps {steps:,}/{budget:,} '
-            f'({100.0 * steps / budget:.0f}%) | '
-            f'{child.rate.rate(now):,.0f} env steps/s | eval return '
-            f'{eval_return}')
+    def _progress_line(self, name: str) -> str:
+      result = self._latest.get(name)
+      if not result or 'progress_time' not in result:
+        return f'progress: {name} | starting'
+      steps = int(result['actor_steps'])
+      budget = self._points[name].max_actor_steps
+      eval_return = result.get('eval_return')
+      return (f'progress: {name} | actor steps {steps:,}/{budget:,} '
+              f'({100.0 * steps / budget:.0f}%) | '
+              f'{self._rates[name].rate(time.time()):,.0f} env steps/s | '
+              f'eval return '
+              f'{"-" if eval_return is None else f"{eval_return:.1f}"}')
 
-  def _kill_all(self) -> None:
-    """Kills what is still running (its nodes die with it: PDEATHSIG)."""
-    for child in self._children:
-      if child.popen.poll() is None:
-        try:
-          os.killpg(child.popen.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-          pass
-        child.popen.wait()
+  return Reporter
+
+
+class _Stop:
+  """The sweep launcher's Ctrl-C and SIGTERM, passed to the trials through
+  the control folder (trials.py): each signal once to each running child
+  launcher; all killed once STOP_GRACE_SECONDS passed after the first."""
+
+  def __init__(self, control: str):
+    self._control = control
+    self.signal = 0
+    self._count = 0
+    self._deadline = None
+
+  def on_signal(self, signum, frame) -> None:
+    from acme_launch.sweep import trials
+    del frame
+    self._count += 1
+    if not self.signal:
+      self.signal = signum
+      self._deadline = time.time() + trials.STOP_GRACE_SECONDS
+      print('acme-launch: sweep: stopping every program (checkpoints are '
+            'being saved); Ctrl-C again to kill them.', flush=True)
+    trials.write_stop(self._control, {'signal': self.signal,
+                                      'count': self._count, 'kill': False})
+
+  def tick(self) -> None:
+    from acme_launch.sweep import trials
+    if self._deadline is not None and time.time() > self._deadline:
+      self._deadline = None
+      trials.write_stop(self._control, {'signal': self.signal,
+                                        'count': self._count, 'kill': True})
+
+
+def _run_trials(options: SweepOptions, record: Dict[str, Any],
+                todo: List[Tuple[Point, str]], slots: List[Slot]) -> int:
+  """Runs `todo` ((point, state) pairs) as Tune trials; the signal that
+  stopped the sweep, or 0."""
+  if not todo:
+    return 0
+  from ray import tune
+  from acme_launch.sweep import trials
+  with local_ray.started(len(slots)) as instance:
+    print(f'acme-launch: sweep: Ray Tune on a local Ray instance, closed to '
+          f'other users (started in {instance.start_seconds:.1f} s)',
+          flush=True)
+    context = trials.TrialContext(
+        sweep_dir=options.sweep_dir, control=instance.folder,
+        cwd=record.get('cwd') or '', env=dict(os.environ),
+        slots=tuple(slots),
+        argv={p.name: tuple(point_args(options.sweep_dir, record, p, state))
+              for p, state in todo},
+        resumed={p.name: state == 'started' for p, state in todo})
+    stop = _Stop(instance.folder)
+    tuner = tune.Tuner(
+        tune.with_parameters(trials.PointTrial, context=context),
+        param_space={'point': tune.grid_search([p.name for p, _ in todo])},
+        tune_config=tune.TuneConfig(
+            max_concurrent_trials=len(slots), reuse_actors=False,
+            scheduler=schedulers.make(record.get('scheduler'),
+                                      options.sweep_dir)),
+        run_config=tune.RunConfig(
+            name='tune', storage_path=instance.folder, verbose=0,
+            callbacks=[_reporter_class()(options.sweep_dir, record,
+                                         options.progress_every, stop)],
+            # The programs checkpoint themselves, into their run directories.
+            checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
+            failure_config=tune.FailureConfig(max_failures=0)))
+    previous = {s: signal.signal(s, stop.on_signal)
+                for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+      tuner.fit()
+    finally:
+      for s, handler in previous.items():
+        signal.signal(s, handler)
+  return stop.signal
 
 
 # The whole sweep ------------------------------------------------------------
@@ -247,10 +273,9 @@ def run(options: SweepOptions, record: Dict[str, Any],
   total = len(record['points'])
   print(f'acme-launch: sweep of {total} points of {record["config_name"]} '
         f'({", ".join(record["fields"])}){drawn(record)}: {len(todo)} to run, '
-        f'{len(slots)} at once{_where(record)}; sweep directory '
-        f'{options.sweep_dir}', flush=True)
-  stopped_by = SweepRunner(options.sweep_dir, record,
-                           options.progress_every).run(todo, slots)
+        f'{len(slots)} at once{_where(record)}{describe_scheduler(record)}; '
+        f'sweep directory {options.sweep_dir}', flush=True)
+  stopped_by = _run_trials(options, record, todo, slots)
   table = summarize(options.sweep_dir, record)
   layout.write_json_atomic(summary_path(options.sweep_dir), table)
   print('\n' + format_table(table))

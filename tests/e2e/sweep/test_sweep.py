@@ -86,10 +86,13 @@ def test_two_point_sweep_runs_concurrently_on_disjoint_cores_and_tabulates(workd
                             '--run_name=seeds')
   with killed_on_exit(launcher):
     # Both child launchers run at once, each on its own cores (the kernel's
-    # view of the live processes).
+    # view of the live processes). Before them: the points' checks, the
+    # sweep's local Ray instance and a Tune trial worker each.
     running = wait_for(lambda: len(_running_launchers(sweep_dir)) == 2 and
-                       _running_launchers(sweep_dir), 60, 'two child launchers')
+                       _running_launchers(sweep_dir), 120, 'two child launchers')
     allowed = {name: _cpus_allowed(pid) for name, pid in running.items()}
+    # At this process's priority, not that of Ray's workers (niceness 15).
+    niceness = {os.getpriority(os.PRIO_PROCESS, pid) for pid in running.values()}
     # Two programs' servers on one host: Launchpad picks its ports itself,
     # and the two never share one.
     points = [os.path.join(sweep_dir, p) for p in ('seed=0', 'seed=1')]
@@ -101,6 +104,7 @@ def test_two_point_sweep_runs_concurrently_on_disjoint_cores_and_tabulates(workd
   assert launcher.returncode == 0, stdout[-2000:] + stderr[-2000:]
   assert allowed['seed=0'] and allowed['seed=1']
   assert not allowed['seed=0'] & allowed['seed=1']
+  assert niceness == {os.getpriority(os.PRIO_PROCESS, 0)}
   assert ports[0] and ports[1] and not ports[0] & ports[1]
 
   launches = _launches(sweep_dir)
@@ -372,6 +376,15 @@ def _one_gpu_inventory(tmp_path, count: int = 1) -> str:
     (['--sweep_samples=2'], '--sweep_samples goes with --sweep'),
     (['--sweep=seed=0,1', '--sweep_seed=1'],
      '--sweep_seed goes with --sweep_samples'),
+    # Early stopping (--sweep_scheduler=asha); smoke: 6,000 steps, eval
+    # every 1,000.
+    (['--sweep_scheduler=asha'], '--sweep_scheduler goes with --sweep'),
+    (['--sweep=seed=0,1', '--asha_grace_steps=2000'],
+     '--asha_grace_steps and --asha_reduction go with --sweep_scheduler=asha'),
+    (['--sweep=seed=0,1', '--sweep_scheduler=asha', '--asha_grace_steps=2001'],
+     'the first rung must be at most the budget / 3 (2,000 actor steps)'),
+    (['--sweep=seed=0,1', '--sweep_scheduler=asha', '--asha_grace_steps=500'],
+     'the first rung comes before the first evaluation'),
 ])
 def test_bad_sweep_input_is_one_line_exit_2_and_creates_nothing(
     workdir, tmp_path, args, expected):

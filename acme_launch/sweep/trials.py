@@ -1,0 +1,245 @@
+"""One point of a sweep as a Ray Tune trial: a child launcher on a slot.
+
+Tune decides which point runs when (runner.py: its queue, how many at once,
+and the scheduler); a trial does what Tune cannot: it takes a slot of this
+host (cores, GPUs) that no other running trial holds, starts the point's
+`launch.py` there as a child process, reports its progress from the run
+directory, and stops it the way a single run is stopped.
+
+A trial runs in a worker of the sweep's own Ray instance (local_ray.py).
+Its child launcher gets:
+- the sweep launcher's environment, handed over as a value (`TrialContext`),
+  not the Ray worker's (Ray sets OMP_NUM_THREADS and its own variables);
+  its slot's GPUs in CUDA_VISIBLE_DEVICES;
+- its slot's cores (sched_setaffinity before exec) and SIGKILL when the
+  worker dies (PR_SET_PDEATHSIG: a `kill -9` of the sweep launcher ends
+  Ray's processes, then the child launchers, then their nodes);
+- SIGINT, SIGTERM and SIGQUIT back at their defaults and unblocked: Ray's
+  workers block SIGINT and ignore SIGQUIT, and a child inherits both.
+
+Slots are taken with a lock file each in the sweep's private control folder
+(`slot-N.lock`, flock): Tune runs at most as many trials as there are slots,
+so a starting trial always finds one free. The sweep launcher's Ctrl-C and
+SIGTERM reach the trials through that folder's `stop.json` (the signal and
+how many were given; `kill` after the grace time): each trial passes every
+signal once to its child launcher, and a trial set up after a stop does not
+start its point at all.
+
+A trial's results (Tune's `step`): `event` 'started' once (pid, slot, cores,
+GPUs), then 'progress' every `report_seconds` (actor steps, the latest
+evaluation return), then 'ended' with the exit code and reason, done.
+"""
+
+import ctypes
+import dataclasses
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any, Dict, Optional, Tuple
+
+from ray import tune
+
+from acme_launch import credentials
+from acme_launch import layout
+from acme_launch import paths
+from acme_launch import safe_dirs
+from acme_launch.sweep.slots import Slot, describe_slot
+
+# A point's launcher: `python -m acme_launch`, which works from a checkout
+# (ROOT on its PYTHONPATH) and installed alike.
+LAUNCHER = ('-m', 'acme_launch')
+STOP_GRACE_SECONDS = 60.0   # A child launcher stops its nodes within 30 s.
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialContext:
+  """What every trial of one sweep needs, handed to it by Tune as a value
+  (tune.with_parameters: through Ray's object store, never written into
+  Tune's experiment files: `env` may hold credentials)."""
+  sweep_dir: str
+  control: str                           # Private: slot locks, stop.json.
+  cwd: str                               # Where the child launchers run.
+  env: Dict[str, str]                    # The sweep launcher's environment.
+  slots: Tuple[Slot, ...]
+  argv: Dict[str, Tuple[str, ...]]       # Point name -> its launch.py flags.
+  resumed: Dict[str, bool]               # Point name -> resumes its run dir.
+  report_seconds: float = 2.0
+
+
+def stop_path(control: str) -> str:
+  return os.path.join(control, 'stop.json')
+
+
+def read_stop(control: str) -> Dict[str, Any]:
+  """{'signal': N, 'count': K, 'kill': bool}, or {} before any stop."""
+  return layout.read_json(stop_path(control), {}) or {}
+
+
+def write_stop(control: str, stop: Dict[str, Any]) -> None:
+  layout.write_json_atomic(stop_path(control), stop)
+
+
+def _child_preexec(cores: Tuple[int, ...]):
+  """Runs in the child before exec: its cores, its signals as a shell's,
+  SIGKILL if the trial's worker dies."""
+  def setup() -> None:
+    os.sched_setaffinity(0, cores)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT):
+      signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    ctypes.CDLL('libc.so.6', use_errno=True).prctl(_PR_SET_PDEATHSIG,
+                                                     signal.SIGKILL)
+  return setup
+
+
+def _take_slot(context: TrialContext) -> Tuple[Slot, int]:
+  """A free slot and the descriptor of its held lock."""
+  while True:
+    for slot in context.slots:
+      fd = os.open(os.path.join(context.control, f'slot-{slot.index}.lock'),
+                   os.O_RDWR | os.O_CREAT, 0o600)
+      try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return slot, fd
+      except BlockingIOError:
+        os.close(fd)
+    time.sleep(0.2)  # The last holder's trial is still ending.
+
+
+def end_reason(run_dir: str, started: float, code: int
+               ) -> Tuple[str, Dict[str, Any]]:
+  """(exit reason, summary.json) of a child launcher that ended: its
+  summary's reason when it wrote one in this launch, else the exit code."""
+  summary = layout.read_json(layout.summary_path(run_dir), {})
+  try:
+    if os.path.getmtime(layout.summary_path(run_dir)) < started:
+      summary = {}  # A previous launch's: this one ended before its own.
+  except OSError:
+    pass
+  reason = summary.get('exit_reason') or (
+      f'killed by signal {-code}' if code < 0 else f'exit code {code}')
+  return reason, summary
+
+
+def run_progress(run_dir: str) -> Dict[str, Any]:
+  """Actor steps and the latest evaluation return of a running program."""
+  from acme_launch.run import summary as summary_lib
+  progress = layout.read_json(layout.progress_path(run_dir))
+  if progress is None:
+    return {}
+  result = {'actor_steps': int(progress.get('counts', {}).get('actor_steps', 0)),
+            'progress_time': float(progress.get('time', time.time()))}
+  evaluations = summary_lib.evaluation_rows(run_dir)
+  if evaluations:
+    result['eval_return'] = float(evaluations[-1]['episode_return'])
+  return result
+
+
+class PointTrial(tune.Trainable):
+  """One sweep point's program, run by its child launcher in a slot."""
+
+  def setup(self, config: Dict[str, Any], context: TrialContext) -> None:
+    self._context = context
+    self._name = config['point']
+    self._run_dir = os.path.join(context.sweep_dir, self._name)
+    self._popen: Optional[subprocess.Popen] = None
+    self._signals_passed = 0
+    self._announced = False
+    self._lock_fd = -1
+    if read_stop(context.control):
+      return  # The sweep is stopping: this point is not started.
+    self._slot, self._lock_fd = _take_slot(context)
+    self._start()
+
+  def _start(self) -> None:
+    context, slot = self._context, self._slot
+    argv = [sys.executable, *LAUNCHER, *context.argv[self._name]]
+    env = dict(context.env)
+    env['PYTHONPATH'] = os.pathsep.join(
+        p for p in (paths.ROOT, env.get('PYTHONPATH', '')) if p)
+    if slot.gpus:
+      env['CUDA_VISIBLE_DEVICES'] = ','.join(map(str, slot.gpus))
+      env['CUDA_DEVICE_ORDER'] = 'PCI_BUS_ID'  # nvidia-smi's numbering.
+    path = os.path.join(context.sweep_dir, 'logs', self._name + '.log')
+    self._log = os.fdopen(safe_dirs.open_append_nofollow(path), 'a')
+    self._log.write(f'acme-launch sweep: '
+                    f'{" ".join(credentials.mask_all(argv))} '
+                    f'({describe_slot(slot)})\n')
+    self._log.flush()
+    self._started = time.time()
+    self._popen = subprocess.Popen(
+        argv, cwd=context.cwd or None, env=env, stdin=subprocess.DEVNULL,
+        stdout=self._log, stderr=subprocess.STDOUT,
+        # Our signals reach it once, passed on; a terminal's Ctrl-C not twice.
+        start_new_session=True, preexec_fn=_child_preexec(slot.cores))
+
+  def step(self) -> Dict[str, Any]:
+    if self._popen is None:
+      return {'event': 'not_started', 'point': self._name, 'done': True}
+    if not self._announced:
+      self._announced = True
+      slot = self._slot
+      return {'event': 'started', 'point': self._name, 'pid': self._popen.pid,
+              'slot': slot.index, 'cores': list(slot.cores),
+              'gpus': list(slot.gpus), 'started': self._started,
+              'resumed': self._context.resumed.get(self._name, False),
+              'actor_steps': 0}
+    deadline = time.time() + self._context.report_seconds
+    while self._popen.poll() is None and time.time() < deadline:
+      self._pass_signals()
+      time.sleep(0.2)
+    code = self._popen.poll()
+    if code is None:
+      return {'event': 'progress', 'point': self._name,
+              'actor_steps': 0, **run_progress(self._run_dir)}
+    reason, summary = end_reason(self._run_dir, self._started, code)
+    return {'event': 'ended', 'point': self._name, 'exit_code': code,
+            'exit_reason': reason, 'ended': time.time(),
+            'failed_node': summary.get('failed_node'),
+            'actor_steps': int(summary.get('actor_steps') or 0),
+            'done': True}
+
+  def _pass_signals(self) -> None:
+    """Each signal the sweep got, passed once to the child launcher; all
+    of its processes killed once the sweep says `kill`."""
+    stop = read_stop(self._context.control)
+    if not stop:
+      return
+    if stop.get('kill'):
+      self._kill()
+      return
+    while self._signals_passed < int(stop.get('count', 0)):
+      self._signals_passed += 1
+      try:
+        self._popen.send_signal(int(stop['signal']))
+      except ProcessLookupError:
+        pass
+
+  def _kill(self) -> None:
+    try:
+      os.killpg(self._popen.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+      pass
+
+  def cleanup(self) -> None:
+    """Tune is done with the trial (it ended, or Tune stops it): a child
+    still running is stopped as Ctrl-C stops a run (checkpoints saved),
+    killed if it has not ended within the grace time."""
+    if self._popen is not None and self._popen.poll() is None:
+      self._popen.send_signal(signal.SIGTERM)
+      try:
+        self._popen.wait(STOP_GRACE_SECONDS)
+      except subprocess.TimeoutExpired:
+        self._kill()
+        self._popen.wait()
+    if self._popen is not None:
+      self._log.close()
+    if self._lock_fd >= 0:
+      os.close(self._lock_fd)
+      self._lock_fd = -1
+
+
