@@ -5,18 +5,17 @@
 Joins the Ray instance whose GCS is at HOST:PORT as a driver, as a plain
 `ray start --head` lets another user do, and runs a task there that
 creates SENTINEL (as the instance's user, where it runs). Prints one JSON
-object: {'uid': ..., 'joined': bool, 'task_ran': bool}. Exits 0 whatever
-happened.
+object: {'uid': ..., 'joined': bool, 'task_ran': bool, 'error': the first
+line of what stopped it, if anything}. Exits 0 whatever happened.
 """
 
 import argparse
 import json
 import os
 import sys
-import tempfile
 import threading
 
-TIMEOUT_SECONDS = 40
+TIMEOUT_SECONDS = 20
 
 
 def main(argv) -> int:
@@ -28,8 +27,7 @@ def main(argv) -> int:
 
   def attempt():
     import ray
-    ray.init(address=args.address, _temp_dir=tempfile.mkdtemp(),
-             log_to_driver=False)
+    ray.init(address=args.address, log_to_driver=False)
     found['joined'] = True
 
     @ray.remote
@@ -39,18 +37,19 @@ def main(argv) -> int:
     found['task_ran'] = bool(ray.get(touch.remote(args.sentinel),
                                      timeout=TIMEOUT_SECONDS))
 
-  thread = threading.Thread(target=lambda: _quietly(attempt), daemon=True)
+  thread = threading.Thread(target=lambda: _quietly(attempt, found),
+                            daemon=True)
   thread.start()
   thread.join(TIMEOUT_SECONDS + 20)
   print(json.dumps(found), flush=True)
   return 0
 
 
-def _quietly(call) -> None:
+def _quietly(call, found) -> None:
   try:
     call()
-  except BaseException:  # Refused, timed out, or Ray gave up: not in.
-    pass
+  except BaseException as e:  # Refused, timed out, or Ray gave up: not in.
+    found['error'] = ' '.join(f'{type(e).__name__}: {e}'.split())[:300]
 
 
 if __name__ == '__main__':

@@ -23,7 +23,9 @@ started Ray, through the Ray Client port). This one is closed two ways:
 Ray's token authentication is left as this process has it (Ray reads
 RAY_AUTH_MODE once, when it is first imported, and the sweep launcher of a
 --launch_type=ray sweep has imported it to join the user's cluster): the
-instance's processes and this driver must agree on it.
+instance's processes and this driver must agree on it. Seen here: Ray's
+first local instance writes ~/.ray/auth_token, and an instance started
+where that file exists asks every client for it.
 Its session files (sockets, logs) are in a private folder of the sweep's,
 not in the shared /tmp/ray, and are removed when the sweep ends: Ray makes
 its own temp folder writable by everyone ("so others can use it"), so that

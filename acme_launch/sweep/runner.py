@@ -125,7 +125,7 @@ def _reporter_class():
     def _started(self, name: str, result: Dict[str, Any]) -> None:
       from acme_launch.run import progress as progress_lib
       launch = {'slot': result['slot'], 'cores': result['cores'],
-                'gpus': result['gpus'], 'pid': result['pid'],
+                'gpus': result['gpus'], 'pid': result['launcher_pid'],
                 'resumed': result['resumed'], 'started': result['started'],
                 'ended': None, 'exit_code': None, 'exit_reason': None}
       self._entries[name]['launches'].append(launch)

@@ -2,17 +2,13 @@
 and a child's view of its slot; or, when the points run on a Ray cluster,
 as many shares of the cluster as it holds programs at once."""
 
-import ctypes
 import dataclasses
 import os
-import signal
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from acme_launch import errors
 from acme_launch.plan import host as host_lib
 from acme_launch.plan import node_env
-
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,15 +83,6 @@ def describe_slot(slot: Slot) -> str:
     return f'the Ray cluster at {slot.cluster}'
   gpus = ','.join(map(str, slot.gpus)) if slot.gpus else 'none'
   return f'cores {node_env.format_cores(slot.cores)}, GPUs {gpus}'
-
-
-def pinned_preexec(cores: Tuple[int, ...]) -> Callable[[], None]:
-  """Runs in the child before exec: its cores; SIGKILL if we die."""
-  def setup() -> None:
-    os.sched_setaffinity(0, cores)
-    ctypes.CDLL('libc.so.6', use_errno=True).prctl(_PR_SET_PDEATHSIG,
-                                                     signal.SIGKILL)
-  return setup
 
 
 def host_cores_now() -> List[int]:

@@ -183,7 +183,9 @@ class PointTrial(tune.Trainable):
     if not self._announced:
       self._announced = True
       slot = self._slot
-      return {'event': 'started', 'point': self._name, 'pid': self._popen.pid,
+      # Not 'pid': Tune fills that with the trial worker's own.
+      return {'event': 'started', 'point': self._name,
+              'launcher_pid': self._popen.pid,
               'slot': slot.index, 'cores': list(slot.cores),
               'gpus': list(slot.gpus), 'started': self._started,
               'resumed': self._context.resumed.get(self._name, False),

@@ -44,12 +44,12 @@ def _listeners(pid: int) -> set:
   return found
 
 
-def _as(uid: int, argv, base: str) -> dict:
+def _as(uid: int, argv, base: str, extra=None) -> dict:
   if uid:
     argv = other_user.command(uid, argv, base)
-    env = other_user.environment(other_user.home_of(uid, base))
+    env = other_user.environment(other_user.home_of(uid, base), extra)
   else:
-    env = user_env()
+    env = user_env(extra)
   result = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=180, env=env, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
@@ -84,7 +84,14 @@ def test_another_user_gets_no_answer_from_the_sweeps_ray_and_runs_no_task(
             f'--address={facts["gcs"]}']
     outsider = _as(other_user.NOBODY,
                    join + [f'--sentinel={sentinel[other_user.NOBODY]}'], base)
-    insider = _as(0, join + [f'--sentinel={sentinel[0]}'], base)
+    # Ray itself asks a token too where its user has one (~/.ray/auth_token,
+    # written by a local ray.init): a driver of that user sends it when
+    # told to. Another user has no such file to send.
+    token = ({'RAY_AUTH_MODE': 'token'} if os.path.isfile(
+        os.path.expanduser('~/.ray/auth_token')) else {})
+    outsider_told = _as(other_user.NOBODY, join + [
+        f'--sentinel={sentinel[other_user.NOBODY]}'], base, token)
+    insider = _as(0, join + [f'--sentinel={sentinel[0]}'], base, token)
     folder_mode = stat.S_IMODE(os.stat(facts['folder']).st_mode)
   finally:
     instance.communicate('', timeout=120)
@@ -98,12 +105,12 @@ def test_another_user_gets_no_answer_from_the_sweeps_ray_and_runs_no_task(
   # Another user: not a byte from any port, no join, no task.
   assert all(not found['raw'] for found in intruder['ports'].values()), (
       intruder)
-  assert outsider == {'uid': other_user.NOBODY, 'joined': False,
-                      'task_ran': False}
+  for attempt in (outsider, outsider_told):
+    assert not attempt['joined'] and not attempt['task_ran'], attempt
   assert not os.path.exists(sentinel[other_user.NOBODY])
   # Its own user: the same ports answer, and the same join runs a task.
   assert any(found['raw'] for found in owner['ports'].values()), owner
-  assert insider['task_ran'] and os.path.exists(sentinel[0])
+  assert insider['task_ran'] and os.path.exists(sentinel[0]), insider
   # Its session files are in a folder no one else may enter, gone after.
   assert folder_mode == 0o700
   assert not os.path.exists(facts['folder'])
