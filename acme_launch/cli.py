@@ -9,6 +9,7 @@ two steps), driver.py runs it; here a bad input prints one line
 """
 
 import functools
+import importlib.util
 import os
 import sys
 from typing import List, Optional
@@ -59,6 +60,12 @@ def _sweep_options(options: options_lib.Options):
     raise errors.LaunchError(
         '--sweep runs local_mp programs on this host or ray programs on a Ray '
         f'cluster; not with --launch_type={options.launch_type}')
+  if not options.dry_run and not all(
+      importlib.util.find_spec(m) for m in ('ray', 'pyarrow', 'tensorboardX')):
+    raise errors.LaunchError(
+        '--sweep runs its points as Ray Tune trials, and this environment '
+        'lacks Ray Tune (ray, pyarrow, tensorboardX; a --slim offline bundle '
+        'leaves them out): install the lock with scripts/setup.sh')
   common = dict(max_concurrent=options.max_concurrent,
                 progress_every=options.progress_every,
                 dry_run=options.dry_run, gpu_inventory=options.gpu_inventory)

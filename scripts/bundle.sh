@@ -17,7 +17,8 @@
 # (9, the default, is the smallest and slowest; 0 packed the 2.7 GB CPU venv
 # to 878 MB in 265 s on a loaded 2-core machine) or `none` (a plain tar).
 # --slim packs a copy of the venv without what a run on one host does not
-# use: Ray, W&B, MLflow, OpenCV (the gym Atari backend), TF's C headers,
+# use: Ray (and Ray Tune's pyarrow, tensorboardX: sweeps run on Tune), W&B,
+# MLflow, OpenCV (the gym Atari backend), TF's C headers,
 # EnvPool's VizDoom and Procgen, and TensorFlow's CUDA build (tensorflow-cpu
 # of the same version in its place: TF never takes a GPU here).
 # --cuda=minimal adds to a copy of a CPU venv only what an NVIDIA host with
@@ -122,7 +123,7 @@ if [ -n "$slim" ] || [ "$cuda" != none ]; then
   site=$venv/lib/python3.10/site-packages
   if [ -n "$slim" ]; then
     tf_version=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("tensorflow"))' 2>/dev/null || true)
-    "${pip[@]}" uninstall --yes ray wandb mlflow-skinny opencv-python-headless tensorflow 2>/dev/null || true
+    "${pip[@]}" uninstall --yes ray pyarrow tensorboardX wandb mlflow-skinny opencv-python-headless tensorflow 2>/dev/null || true
     if [ -n "$tf_version" ]; then
       "${pip[@]}" install --no-deps "tensorflow-cpu==$tf_version" \
         || fail "could not fetch tensorflow-cpu==$tf_version from the package index"

@@ -36,7 +36,8 @@ which the trials' child launchers and their nodes would inherit).
 
 Ray's usage statistics are off (RAY_USAGE_STATS_ENABLED=0): nothing leaves
 this host. The processes of the instance get this launcher's environment
-less its credentials (credentials.node_environ); a child launcher gets the
+less its credentials (credentials.node_environ), Ray's own token settings
+(RAY_AUTH_*) kept; a child launcher gets the
 launcher's whole environment, handed to its trial as a value, not inherited
 through Ray.
 """
@@ -65,6 +66,9 @@ class LocalRay:
 def _ray_environ(folder: str, shim: str, address: str) -> Dict[str, str]:
   """The environment Ray's processes start with."""
   env = credentials.node_environ(os.environ, ())
+  # Ray's own token settings stay (RAY_AUTH_TOKEN_PATH is named like a
+  # credential): the instance must ask the token this process will send.
+  env.update({k: v for k, v in os.environ.items() if k.startswith('RAY_AUTH_')})
   env.pop('RAY_ADDRESS', None)    # A cluster's: not the one started here.
   env.update(RAY_USAGE_STATS_ENABLED='0',
              # Tune's trials are supervisors: no per-report files of its own
