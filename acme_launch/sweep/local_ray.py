@@ -95,6 +95,20 @@ def _ray_environ(folder: str, shim: str, address: str) -> Dict[str, str]:
   return env
 
 
+def _forget_joined_cluster() -> None:
+  """Drops what Ray kept in this process from a cluster it joined and left
+  (a --launch_type=ray sweep checks its points on the user's cluster
+  first): that cluster's system config and its cached token. Kept, a local
+  instance started next refuses this process's own calls (seen: "Failed to
+  start GCS ... InvalidAuthToken"). Ray's own tests reset the same two."""
+  try:
+    from ray._raylet import AuthenticationTokenLoader, Config
+  except ImportError:
+    return
+  Config.initialize('')
+  AuthenticationTokenLoader.instance().reset_cache()
+
+
 def _node_address() -> str:
   """The address Ray's processes will dial here ('' for loopback)."""
   from ray._private import services
@@ -121,6 +135,7 @@ def started(num_trials: int) -> Iterator[LocalRay]:
   try:
     os.environ.clear()
     os.environ.update(_ray_environ(folder, shim, address))
+    _forget_joined_cluster()
     ray.init(num_cpus=num_trials, num_gpus=0, include_dashboard=False,
              _temp_dir=os.path.join(folder, 'ray'),
              logging_level=logging.ERROR, log_to_driver=False,
