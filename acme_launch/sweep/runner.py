@@ -186,13 +186,20 @@ def _reporter_class():
 class _Stop:
   """The sweep launcher's Ctrl-C and SIGTERM, passed to the trials through
   the control folder (trials.py): each signal once to each running child
-  launcher; all killed once STOP_GRACE_SECONDS passed after the first."""
+  launcher; all killed once STOP_GRACE_SECONDS passed after the first. A
+  signal before the folder exists (Ray still starting) is written there
+  when it does, and no trial starts a point."""
 
-  def __init__(self, control: str):
-    self._control = control
+  def __init__(self):
+    self._control = ''
     self.signal = 0
     self._count = 0
     self._deadline = None
+
+  def attach(self, control: str) -> None:
+    self._control = control
+    if self.signal:
+      self._write(kill=False)
 
   def on_signal(self, signum, frame) -> None:
     from acme_launch.sweep import trials
@@ -203,15 +210,18 @@ class _Stop:
       self._deadline = time.time() + trials.STOP_GRACE_SECONDS
       print('acme-launch: sweep: stopping every program (checkpoints are '
             'being saved); Ctrl-C again to kill them.', flush=True)
-    trials.write_stop(self._control, {'signal': self.signal,
-                                      'count': self._count, 'kill': False})
+    self._write(kill=False)
 
   def tick(self) -> None:
-    from acme_launch.sweep import trials
     if self._deadline is not None and time.time() > self._deadline:
       self._deadline = None
+      self._write(kill=True)
+
+  def _write(self, kill: bool) -> None:
+    from acme_launch.sweep import trials
+    if self._control:
       trials.write_stop(self._control, {'signal': self.signal,
-                                        'count': self._count, 'kill': True})
+                                        'count': self._count, 'kill': kill})
 
 
 def _run_trials(options: SweepOptions, record: Dict[str, Any],
@@ -220,12 +230,31 @@ def _run_trials(options: SweepOptions, record: Dict[str, Any],
   stopped the sweep, or 0."""
   if not todo:
     return 0
+  stop = _Stop()
+  previous = {s: signal.signal(s, stop.on_signal)
+              for s in (signal.SIGINT, signal.SIGTERM)}
+  try:
+    _fit(options, record, todo, slots, stop)
+  finally:
+    for s, handler in previous.items():
+      signal.signal(s, handler)
+  return stop.signal
+
+
+def _fit(options: SweepOptions, record: Dict[str, Any],
+         todo: List[Tuple[Point, str]], slots: List[Slot],
+         stop: _Stop) -> None:
+  """Tune's run of the points, on the sweep's own Ray instance."""
   from ray import tune
   from acme_launch.sweep import trials
   with local_ray.started(len(slots)) as instance:
     print(f'acme-launch: sweep: Ray Tune on a local Ray instance, closed to '
           f'other users (started in {instance.start_seconds:.1f} s)',
           flush=True)
+    # Again: ray.init sets a SIGTERM handler of its own (sys.exit).
+    for signum in (signal.SIGINT, signal.SIGTERM):
+      signal.signal(signum, stop.on_signal)
+    stop.attach(instance.folder)
     context = trials.TrialContext(
         sweep_dir=options.sweep_dir, control=instance.folder,
         cwd=record.get('cwd') or '', env=dict(os.environ),
@@ -233,7 +262,6 @@ def _run_trials(options: SweepOptions, record: Dict[str, Any],
         argv={p.name: tuple(point_args(options.sweep_dir, record, p, state))
               for p, state in todo},
         resumed={p.name: state == 'started' for p, state in todo})
-    stop = _Stop(instance.folder)
     tuner = tune.Tuner(
         tune.with_parameters(trials.PointTrial, context=context),
         param_space={'point': tune.grid_search([p.name for p, _ in todo])},
@@ -248,14 +276,7 @@ def _run_trials(options: SweepOptions, record: Dict[str, Any],
             # The programs checkpoint themselves, into their run directories.
             checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
             failure_config=tune.FailureConfig(max_failures=0)))
-    previous = {s: signal.signal(s, stop.on_signal)
-                for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-      tuner.fit()
-    finally:
-      for s, handler in previous.items():
-        signal.signal(s, handler)
-  return stop.signal
+    tuner.fit()
 
 
 # The whole sweep ------------------------------------------------------------
