@@ -96,10 +96,10 @@ def test_two_point_sweep_runs_concurrently_on_disjoint_cores_and_tabulates(workd
     # Two programs' servers on one host: Launchpad picks its ports itself,
     # and the two never share one.
     points = [os.path.join(sweep_dir, p) for p in ('seed=0', 'seed=1')]
-    wait_for(lambda: all(actor_steps(p) > 0 for p in points), 180,
+    wait_for(lambda: all(actor_steps(p) > 0 for p in points), 300,
              'actor steps in both points')
     ports = [_listening_ports(p) for p in points]
-    stdout, stderr = launcher.communicate(timeout=240)
+    stdout, stderr = launcher.communicate(timeout=360)
   took = time.time() - started
   assert launcher.returncode == 0, stdout[-2000:] + stderr[-2000:]
   assert allowed['seed=0'] and allowed['seed=1']
@@ -165,9 +165,9 @@ def test_a_failed_point_leaves_the_other_to_finish_and_the_sweep_exits_1_naming_
   with killed_on_exit(launcher):
     failing = os.path.join(sweep_dir, 'seed=1')
     wait_for(lambda: os.path.isdir(os.path.join(failing, 'nodes')) and
-             'actor/0' in node_pids(failing), 120, 'actor/0 of seed=1')
+             'actor/0' in node_pids(failing), 240, 'actor/0 of seed=1')
     os.kill(node_pids(failing)['actor/0'], signal.SIGKILL)
-    stdout, stderr = launcher.communicate(timeout=240)
+    stdout, stderr = launcher.communicate(timeout=360)
   assert launcher.returncode == 1, stdout[-2000:] + stderr[-2000:]
   assert _summary(sweep_dir, 'seed=0')['exit_reason'] == 'budget_reached'
   failed = _summary(sweep_dir, 'seed=1')
@@ -194,7 +194,7 @@ def test_ctrl_c_or_sigterm_stops_every_program_and_leaves_no_process(
                             f'--workdir={workdir}', '--run_name=stopped')
   with killed_on_exit(launcher):
     points = [os.path.join(sweep_dir, p) for p in ('seed=0', 'seed=1')]
-    wait_for(lambda: all(actor_steps(p) > 0 for p in points), 180,
+    wait_for(lambda: all(actor_steps(p) > 0 for p in points), 300,
              'actor steps in both points')
     launchers = list(_running_launchers(sweep_dir).values())
     nodes = [pid for p in points for pid in node_pids(p).values()]
@@ -221,7 +221,7 @@ def test_kill_9_of_the_sweep_launcher_takes_every_program_with_it(workdir):
     wait_for(lambda: all(len(node_pids(p)) == 5 for p in points
                          if os.path.isdir(os.path.join(p, 'nodes'))) and
              all(os.path.isdir(os.path.join(p, 'nodes')) for p in points),
-             180, 'every node of both points')
+             300, 'every node of both points')
     pids = list(_running_launchers(sweep_dir).values()) + [
         pid for p in points for pid in node_pids(p).values()]
     launcher.kill()
@@ -236,7 +236,7 @@ def test_resume_runs_only_the_unfinished_points(workdir):
                             f'--workdir={workdir}', '--run_name=half')
   with killed_on_exit(launcher):
     second = os.path.join(sweep_dir, 'seed=1')
-    wait_for(lambda: actor_steps(second) > 0, 240, 'seed=1 to step')
+    wait_for(lambda: actor_steps(second) > 0, 360, 'seed=1 to step')
     launcher.send_signal(signal.SIGINT)
     launcher.communicate(timeout=120)
   assert launcher.returncode == 130
@@ -245,7 +245,7 @@ def test_resume_runs_only_the_unfinished_points(workdir):
   steps_before = _summary(sweep_dir, 'seed=1')['actor_steps']
   finished_mtime = os.path.getmtime(os.path.join(sweep_dir, 'seed=0', 'summary.json'))
 
-  result = run_launcher(f'--resume={sweep_dir}', timeout=240)
+  result = run_launcher(f'--resume={sweep_dir}', timeout=360)
   assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
   assert '1 to run' in result.stdout
   assert 'seed=0 started' not in result.stdout
@@ -271,7 +271,7 @@ def test_random_search_runs_its_drawn_points_and_resume_keeps_them(workdir):
   result = run_launcher(
       '--config=smoke', f'--sweep={specs}', '--sweep_samples=2',
       f'--max_concurrent={min(2, len(CORES))}', '--config.max_actor_steps=1000',
-      f'--workdir={workdir}', '--run_name=drawn', timeout=300)
+      f'--workdir={workdir}', '--run_name=drawn', timeout=420)
   assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
   assert 'drawn with --sweep_seed=0' in result.stdout
   record = read_json(os.path.join(sweep_dir, 'sweep.json'))
