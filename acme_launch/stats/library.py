@@ -49,14 +49,29 @@ def interval(scores, statistic: Callable, reps: int = REPS,
 
 def interval_estimates(scores, reps: int = REPS,
                        confidence: float = CONFIDENCE,
-                       seed: int = SEED) -> Dict[str, Dict[str, float]]:
+                       seed: int = SEED) -> Dict[str, Dict[str, Optional[float]]]:
   """{'iqm'|'median'|'mean': {'value', 'low', 'high'}} of one run group,
-  each from the same seed (as rliable: one bootstrap per statistic)."""
+  each from the same seed (as rliable: one bootstrap per statistic). With
+  one run per task, no interval can be given: low and high are None."""
+  scores = metrics.as_matrix(scores)
   estimates = {}
   for name, statistic in metrics.AGGREGATES.items():
-    value, low, high = interval(scores, statistic, reps, confidence, seed)
+    if scores.shape[0] < 2:
+      value, low, high = float(statistic(scores)), None, None
+    else:
+      value, low, high = interval(scores, statistic, reps, confidence, seed)
     estimates[name] = {'value': value, 'low': low, 'high': high}
   return estimates
+
+
+def estimate_text(estimate: Dict[str, Optional[float]],
+                  spec: str = ',.1f') -> str:
+  """'5,051.5 [4,861.0, 5,234.2]', or the value alone without an interval."""
+  value = format(estimate['value'], spec)
+  if estimate.get('low') is None:
+    return value
+  return (f'{value} [{format(estimate["low"], spec)}, '
+          f'{format(estimate["high"], spec)}]')
 
 
 def probability_of_improvement(scores_x, scores_y, reps: int = REPS,

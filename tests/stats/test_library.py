@@ -49,3 +49,12 @@ def test_performance_profile_band_holds_the_profile():
   np.testing.assert_allclose(profile, [11 / 12, 0.5, 0.0])
   assert np.all(low <= profile) and np.all(profile <= high)
   assert low[2] == high[2] == 0.0
+
+
+def test_one_run_gets_point_estimates_and_no_interval():
+  estimates = library.interval_estimates([4000.0])
+  assert estimates['iqm'] == {'value': 4000.0, 'low': None, 'high': None}
+  assert library.estimate_text(estimates['mean']) == '4,000.0'
+  assert library.estimate_text({'value': 5051.5, 'low': 4861.0,
+                                'high': 5234.175}, ',.0f') == (
+      '5,052 [4,861, 5,234]')
