@@ -76,7 +76,8 @@ def test_scaling_measures_pinned_unpinned_stock_and_a_packed_sweep(tmp_path):
 def test_learning_matrix_runs_each_cell_once_and_resumes_cell_by_cell(tmp_path):
   args = ('--configs=smoke', '--envs=HalfCheetah-v4', '--steps=2000',
           '--seeds=0', f'--out={tmp_path}')
-  _bench('learning.py', *args)
+  first = _bench('learning.py', *args)
+  assert 'one seed in a cell: no interval can be given for it' in first.stdout
   results = read_json(os.path.join(tmp_path, 'learning.json'))
   [cell] = results['cells']
   assert (cell['config'], cell['env'], cell['steps']) == ('smoke', 'HalfCheetah-v4', 2000)
@@ -139,6 +140,11 @@ def test_learning_matrix_runs_each_cell_once_and_resumes_cell_by_cell(tmp_path):
   [cell] = pooled['cells']
   assert cell['seeds'] == [0, 1]
   assert cell['final_returns'] == [run['final_eval_return_mean']] * 2
+  # Two equal seeds: every estimate and its interval is that return.
+  final = run['final_eval_return_mean']
+  assert cell['final_return_intervals']['iqm'] == {
+      'value': final, 'low': final, 'high': final}
+  assert 'final return IQM, median, mean over seeds' in result.stdout
   assert os.path.getsize(pooled['plots']['HalfCheetah-v4']) > 0
 
 
