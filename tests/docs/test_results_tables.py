@@ -55,3 +55,11 @@ def test_an_unknown_table_or_an_open_marker_is_exit_2(tmp_path, capsys):
   assert results_tables.main([f'--page={page}']) == 2
   err = capsys.readouterr().err
   assert "unknown table 'nope'" in err and 'no <!-- end -->' in err
+
+
+def test_the_readme_gives_the_main_commands_figure_from_its_json():
+  with open(os.path.join(REPO_ROOT, 'README.md')) as f:
+    readme = f.read()
+  figure = results_tables.readme_ppo_mujoco()
+  assert figure.startswith('IQM of the final return ')
+  assert figure in readme, figure
