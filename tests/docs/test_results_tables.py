@@ -2,6 +2,7 @@
 (scripts/results_tables.py): a figure on the page cannot drift from its data."""
 
 import importlib.util
+import json
 import os
 import shutil
 
@@ -63,3 +64,11 @@ def test_the_readme_gives_the_main_commands_figure_from_its_json():
   figure = results_tables.readme_ppo_mujoco()
   assert figure.startswith('IQM of the final return ')
   assert figure in readme, figure
+  # And the figures beside it, from the async matrix of results.md's ppo_1m.
+  with open(os.path.join(results_tables.RESULTS, 'ppo_1m_async.json')) as f:
+    (cell,) = json.load(f)['cells']
+  walls = [r['wall_time_seconds'] for r in cell['runs']]
+  assert (f'1M steps in {results_tables.fmt(min(walls))}-'
+          f'{results_tables.fmt(max(walls))} s on a 2-core VM, mean final '
+          f'return {results_tables.fmt(cell["final_return_mean"])} over '
+          f'{len(cell["runs"])} seeds') in readme
