@@ -121,11 +121,8 @@ def format_report(groups: List[Group], pairs: List[Dict[str, Any]],
     if not finals:
       lines.append(f'{name:<{width}}  {0:>4}  -')
       continue
-    e = stats.interval_estimates(finals)
-    lines.append(f'{name:<{width}}  {len(finals):>4}  IQM '
-                 f'{stats.estimate_text(e["iqm"])}; median '
-                 f'{stats.estimate_text(e["median"])}; mean '
-                 f'{stats.estimate_text(e["mean"])}')
+    lines.append(f'{name:<{width}}  {len(finals):>4}  '
+                 f'{stats.estimates_text(stats.interval_estimates(finals))}')
   lines.append('')
   for p in pairs:
     interval = (f' [{p["low"]:.2f}, {p["high"]:.2f}]' if p['low'] is not None

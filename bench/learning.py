@@ -236,10 +236,7 @@ def report(cells: List[Dict], launch_flags: List[str], out: str,
   for cell in cells:
     intervals = cell.get('final_return_intervals')
     spec = ',.0f' if abs(cell['final_return_mean'] or 0) >= 1000 else '.1f'
-    figure = ('-' if not intervals else '; '.join(
-        f'{label} {stats.estimate_text(intervals[name], spec)}'
-        for name, label in (('iqm', 'IQM'), ('median', 'median'),
-                            ('mean', 'mean'))))
+    figure = (stats.estimates_text(intervals, spec) if intervals else '-')
     print(f'{cell["config"]:<14} {cell["env"]:<22} '
           f'{len(cell["final_returns"]):>5}  {figure}')
   if any(len(cell['final_returns']) == 1 for cell in cells):

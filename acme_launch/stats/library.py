@@ -74,6 +74,15 @@ def estimate_text(estimate: Dict[str, Optional[float]],
           f'{format(estimate["high"], spec)}]')
 
 
+def estimates_text(estimates: Dict[str, Dict[str, Optional[float]]],
+                   spec: str = ',.1f') -> str:
+  """'IQM 5,051.5 [4,861.0, 5,234.2]; median ...; mean ...' of
+  interval_estimates' result: one line of a table."""
+  labels = {'iqm': 'IQM', 'median': 'median', 'mean': 'mean'}
+  return '; '.join(f'{labels[name]} {estimate_text(estimates[name], spec)}'
+                   for name in metrics.AGGREGATES)
+
+
 def probability_of_improvement(scores_x, scores_y, reps: int = REPS,
                                confidence: float = CONFIDENCE,
                                seed: int = SEED):

@@ -185,9 +185,7 @@ def format_intervals(settings: List[Dict[str, Any]], width: int) -> List[str]:
     if not intervals:
       figure = '-'
     else:
-      figure = '; '.join(f'{label} {stats.estimate_text(intervals[name])}'
-                         for name, label in (('iqm', 'IQM'), ('median', 'median'),
-                                             ('mean', 'mean')))
+      figure = stats.estimates_text(intervals)
       if s['runs'] < 2:
         alone.append(s['setting'])
     lines.append(f'{s["setting"]:<{width}}  {s.get("runs", 0):>4}  {figure}')

@@ -58,3 +58,5 @@ def test_one_run_gets_point_estimates_and_no_interval():
   assert library.estimate_text({'value': 5051.5, 'low': 4861.0,
                                 'high': 5234.175}, ',.0f') == (
       '5,052 [4,861, 5,234]')
+  assert library.estimates_text(library.interval_estimates([7.0, 7.0])) == (
+      'IQM 7.0 [7.0, 7.0]; median 7.0 [7.0, 7.0]; mean 7.0 [7.0, 7.0]')
