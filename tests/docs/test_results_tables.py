@@ -72,3 +72,11 @@ def test_the_readme_gives_the_main_commands_figure_from_its_json():
           f'{results_tables.fmt(max(walls))} s on a 2-core VM, mean final '
           f'return {results_tables.fmt(cell["final_return_mean"])} over '
           f'{len(cell["runs"])} seeds') in readme
+
+
+def test_the_iqms_written_by_hand_are_those_of_their_json():
+  with open(results_tables.PAGE) as f:
+    page = f.read()
+  for matrix, task in results_tables.HAND_WRITTEN_IQMS:
+    iqm = results_tables.hand_written_iqm(matrix, task)
+    assert f'IQM {iqm} |' in page or f'| {iqm} |' in page, (matrix, task, iqm)
