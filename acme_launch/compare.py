@@ -66,7 +66,10 @@ def differing_fields(groups: Dict[str, Sequence[str]],
   values: Dict[str, Dict[str, list]] = {}
   for name, run_dirs in groups.items():
     for run_dir in run_dirs:
-      saved = layout.read_json(layout.config_path(run_dir))
+      try:
+        saved = layout.read_json(layout.config_path(run_dir))
+      except OSError:  # Unreadable: its summary's note names the run.
+        saved = None
       config = saved.get('config') if isinstance(saved, dict) else None
       for field, value in _flat(config if isinstance(config, dict) else {}).items():
         seen = values.setdefault(field, {}).setdefault(name, [])
