@@ -25,6 +25,7 @@ anything runs.
 """
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -241,6 +242,16 @@ def report(cells: List[Dict], launch_flags: List[str], out: str,
           f'{len(cell["final_returns"]):>5}  {figure}')
   if any(len(cell['final_returns']) == 1 for cell in cells):
     print('one seed in a cell: no interval can be given for it')
+  for task in dict.fromkeys(cell['env'] for cell in cells):
+    # Configs on one task: is one better? P(A > B) over their seeds.
+    ran = [c for c in cells if c['env'] == task and c['final_returns']]
+    for a, b in itertools.combinations(ran, 2):
+      value, low, high = stats.probability_of_improvement(
+          a['final_returns'], b['final_returns'])
+      interval = (f' [{low:.2f}, {high:.2f}]' if min(
+          len(a['final_returns']), len(b['final_returns'])) > 1 else '')
+      print(f'{task}: P({a["config"]} > {b["config"]}) = {value:.2f}'
+            f'{interval} (a run of the first ending above one of the second)')
   print('each run: final evaluation (its episodes\' mean +- std); the '
         'evaluations from half the budget on (min to max, mean)')
   for cell in cells:
