@@ -6,7 +6,9 @@ import os
 import pytest
 
 from acme_launch import compare
+from acme_launch import layout
 from acme_launch.stats import library as stats
+from acme_launch.sweep import record as sweep_record
 from acme_launch.testing import sweep_dirs
 
 LR = 'ppo.learning_rate'
@@ -82,3 +84,26 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
   assert code == 2 and not out
   assert err == (f'acme-launch compare: error: '
                  f'{message.replace("SWEEP", sweep_dir)}\n')
+
+
+def test_a_sweep_of_more_fields_names_those_pooled(tmp_path, capsys):
+  sweep_dir = str(tmp_path / 'sweep')
+  sweep_dirs.write_sweep(sweep_dir, {'0.001': [5000, 5200],
+                                     '0.0003': [4000, 4100]})
+  # A second swept field: seed 0 and 1 of each value differ in it too.
+  record = sweep_record.read_record(sweep_dir)
+  record['fields'].insert(1, 'ppo.entropy_cost')
+  for point in record['points']:
+    point['fields']['ppo.entropy_cost'] = point['fields']['seed'] * 0.005
+  layout.write_json_atomic(sweep_record.record_path(sweep_dir), record)
+  code, out, _ = _run([sweep_dir, f'--field={LR}'], capsys)
+  assert code == 0
+  assert out.splitlines()[-1] == (
+      'pooled in each group: every value of ppo.entropy_cost (the groups '
+      'differ in more than the compared fields)')
+  code, out, _ = _run([sweep_dir, f'--field={LR}', '--field=ppo.entropy_cost'],
+                      capsys)
+  assert code == 0 and 'pooled' not in out
+  rows = {l.split()[0]: l.split()[1:4] for l in out.splitlines()[1:5]}
+  assert rows[f'{LR}=0.001,ppo.entropy_cost=0.005'] == ['1', 'IQM', '5,200.0;']
+  assert rows[f'{LR}=0.0003,ppo.entropy_cost=0.0'] == ['1', 'IQM', '4,000.0;']
