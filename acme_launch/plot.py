@@ -3,10 +3,18 @@
 A run directory gets two PNG files (into RUN_DIR/plots by default):
   eval_return.png       evaluation return against actor steps (mean, min-max)
   steps_per_second.png  actor env steps/s over wall time, from progress.csv
-A sweep directory (one with sweep.json) gets one (into SWEEP_DIR/plots):
+A sweep directory (one with sweep.json) gets three (into SWEEP_DIR/plots):
   eval_return.png       per setting (points that differ only in seed), the
                         mean evaluation return over its seeds against actor
                         steps, min-max across seeds shaded
+  final_return_intervals.png  per setting, the IQM, median and mean of its
+                        runs' final returns, each with its 95% stratified
+                        bootstrap interval (rliable's interval plot)
+  performance_profile.png     per setting, the fraction of its runs whose
+                        final return is above each score, 95% band shaded
+                        (rliable's performance profile): a setting whose
+                        curve lies above another's did better at every score
+The figures come from acme_launch/stats, as the sweep table's.
 """
 
 import argparse
@@ -20,6 +28,7 @@ matplotlib.use('Agg')  # Files only; no display needed.
 import matplotlib.pyplot as plt
 
 from acme_launch.run import summary as summary_lib
+from acme_launch.stats import library as stats
 from acme_launch.sweep import record as sweep_record
 
 
@@ -95,6 +104,86 @@ def plot_sweep(sweep_dir: str, out_path: str) -> bool:
   return True
 
 
+def _finished_settings(sweep_dir: str):
+  """(name, final returns) of each setting with any; the table's notes."""
+  table = sweep_record.summarize(sweep_dir, sweep_record.read_record(sweep_dir))
+  return [(s['setting'], s['returns']) for s in table['settings']
+          if s['returns']], table['notes']
+
+
+def plot_sweep_intervals(settings, sweep_dir: str, out_path: str) -> None:
+  """A row per setting and a panel per estimator: the point and its 95%
+  interval as a bar (a point alone where one run gives none)."""
+  names = ('iqm', 'median', 'mean')
+  figure, panels = plt.subplots(1, 3, figsize=(10, 1.2 + 0.5 * len(settings)),
+                                sharey=True)
+  for row, (_, returns) in enumerate(settings):
+    estimates = stats.interval_estimates(returns)
+    for panel, name in zip(panels, names):
+      e = estimates[name]
+      color = f'C{row % 10}'
+      if e['low'] is not None:
+        panel.barh(row, e['high'] - e['low'], left=e['low'], height=0.6,
+                   color=color, alpha=0.6)
+      panel.plot([e['value']], [row], marker='|', markersize=18, color='k')
+  for panel, name in zip(panels, ('IQM', 'median', 'mean')):
+    panel.set_title(name)
+    panel.set_xlabel('final return')
+    panel.grid(alpha=0.3, axis='x')
+  panels[0].set_yticks(range(len(settings)))
+  panels[0].set_yticklabels([f'{s} ({len(r)} runs)' for s, r in settings])
+  panels[0].invert_yaxis()
+  figure.suptitle(f'{os.path.basename(os.path.normpath(sweep_dir))}: '
+                  '95% stratified bootstrap intervals')
+  figure.tight_layout()
+  figure.savefig(out_path, dpi=100)
+  plt.close(figure)
+
+
+def plot_performance_profile(settings, sweep_dir: str, out_path: str) -> None:
+  """Per setting, the fraction of runs above each score, 95% band shaded."""
+  import numpy as np
+  every = np.concatenate([np.asarray(r, float) for _, r in settings])
+  margin = 0.05 * (every.max() - every.min() or abs(every.max()) or 1.0)
+  thresholds = np.linspace(every.min() - margin, every.max() + margin, 101)
+  figure, axes = plt.subplots(figsize=(7, 4))
+  for setting, returns in settings:
+    profile, low, high = stats.performance_profile(returns, thresholds)
+    (line,) = axes.plot(thresholds, profile,
+                        label=f'{setting} ({len(returns)} runs)')
+    if len(returns) > 1:
+      axes.fill_between(thresholds, low, high, alpha=0.2,
+                        color=line.get_color())
+  axes.set_ylim(-0.02, 1.02)
+  _save(figure, axes, 'final return (score)',
+        'fraction of runs above the score', sweep_dir, out_path)
+
+
+def _plot_sweep_dir(sweep_dir: str, out: str) -> int:
+  os.makedirs(out, exist_ok=True)
+  written = []
+  if plot_sweep(sweep_dir, os.path.join(out, 'eval_return.png')):
+    written.append(os.path.join(out, 'eval_return.png'))
+  settings, notes = _finished_settings(sweep_dir)
+  for note in notes:
+    print(f'acme-launch plot: {note}', file=sys.stderr)
+  if settings:
+    written.append(os.path.join(out, 'final_return_intervals.png'))
+    plot_sweep_intervals(settings, sweep_dir, written[-1])
+    written.append(os.path.join(out, 'performance_profile.png'))
+    plot_performance_profile(settings, sweep_dir, written[-1])
+    if all(len(r) < 2 for _, r in settings):
+      print('acme-launch plot: fewer than two runs per setting: no interval '
+            'can be given, points only', file=sys.stderr)
+  if not written:
+    print(f'acme-launch plot: error: no point of {sweep_dir} has an '
+          'evaluation yet', file=sys.stderr)
+    return 2
+  for path in written:
+    print(path)
+  return 0
+
+
 def main(argv: List[str]) -> int:
   parser = argparse.ArgumentParser(
       prog='python -m acme_launch.plot', description=__doc__.splitlines()[0])
@@ -104,15 +193,8 @@ def main(argv: List[str]) -> int:
                       '(default RUN_DIR/plots)')
   args = parser.parse_args(argv)
   if sweep_record.is_sweep_dir(args.run_dir):
-    out = args.out or os.path.join(args.run_dir, 'plots')
-    os.makedirs(out, exist_ok=True)
-    path = os.path.join(out, 'eval_return.png')
-    if not plot_sweep(args.run_dir, path):
-      print(f'acme-launch plot: error: no point of {args.run_dir} has an '
-            'evaluation yet', file=sys.stderr)
-      return 2
-    print(path)
-    return 0
+    return _plot_sweep_dir(args.run_dir,
+                           args.out or os.path.join(args.run_dir, 'plots'))
   progress_csv = os.path.join(args.run_dir, 'metrics', 'progress.csv')
   if not os.path.isfile(progress_csv):
     print(f'acme-launch plot: error: {args.run_dir} is not a run directory '

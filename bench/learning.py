@@ -8,7 +8,8 @@ Each cell (config, task) runs `launch.py` once per seed, one after the other,
 each in its own run directory under OUT/NAME/CONFIG/TASK/seedN, then
 prints one table: the final evaluation (the evaluator's episodes at the
 budget, with the final parameters) as mean +- std over seeds, wall time and
-env steps/s per seed; and writes OUT/NAME.json and one PNG per task,
+env steps/s per seed, then the IQM, median and mean over seeds with 95%
+stratified bootstrap intervals (acme_launch/stats, as the sweep table); and writes OUT/NAME.json and one PNG per task,
 OUT/NAME_TASK.png (each config's mean evaluation return over seeds
 against actor steps, min-max over seeds shaded). A run that already reached
 its budget is not run again, so an interrupted matrix resumes cell by cell;
@@ -24,6 +25,7 @@ anything runs.
 """
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -31,6 +33,8 @@ import subprocess
 import sys
 from typing import Dict, List, Optional
 
+from acme_launch.stats import library as stats
+from acme_launch.stats import spread
 from acme_launch.testing.launcher import REPO_ROOT, launch_command
 from acme_launch.testing.report import number
 
@@ -146,6 +150,10 @@ def summarize_cell(config_name: str, task: str, steps: int,
       'final_returns': finals,
       'final_return_mean': mean(finals),
       'final_return_std': statistics.pstdev(finals) if finals else None,
+      # IQM, median, mean over seeds, each with its 95% bootstrap interval
+      # (none with one seed).
+      'final_return_intervals': (stats.interval_estimates(finals)
+                                 if finals else None),
       'wall_time_minutes': mean([r['wall_time_seconds'] / 60 for r in finished]),
       'env_steps_per_second': mean([r['env_steps_per_second'] for r in finished]),
       # A learner step is one SGD step for the off-policy agents as shipped
@@ -224,6 +232,26 @@ def report(cells: List[Dict], launch_flags: List[str], out: str,
           f'{number(cell["wall_time_minutes"], ".1f", "-"):>8} m '
           f'{number(cell["env_steps_per_second"], missing="-"):>12} '
           f'{number(cell["learner_steps_per_second"], ",.1f", "-"):>16}')
+  print(f'\n{"config":<14} {"task":<22} {"seeds":>5}  final return IQM, '
+        'median, mean over seeds [95% bootstrap interval]')
+  for cell in cells:
+    intervals = cell.get('final_return_intervals')
+    spec = ',.0f' if abs(cell['final_return_mean'] or 0) >= 1000 else '.1f'
+    figure = (stats.estimates_text(intervals, spec) if intervals else '-')
+    print(f'{cell["config"]:<14} {cell["env"]:<22} '
+          f'{len(cell["final_returns"]):>5}  {figure}')
+  if any(len(cell['final_returns']) == 1 for cell in cells):
+    print('one seed in a cell: no interval can be given for it')
+  for task in dict.fromkeys(cell['env'] for cell in cells):
+    # Configs on one task: is one better? P(A > B) over their seeds.
+    ran = [c for c in cells if c['env'] == task and c['final_returns']]
+    for a, b in itertools.combinations(ran, 2):
+      value, low, high = stats.probability_of_improvement(
+          a['final_returns'], b['final_returns'])
+      interval = (f' [{low:.2f}, {high:.2f}]' if min(
+          len(a['final_returns']), len(b['final_returns'])) > 1 else '')
+      print(f'{task}: P({a["config"]} > {b["config"]}) = {value:.2f}'
+            f'{interval} (a run of the first ending above one of the second)')
   print('each run: final evaluation (its episodes\' mean +- std); the '
         'evaluations from half the budget on (min to max, mean)')
   for cell in cells:
@@ -236,10 +264,13 @@ def report(cells: List[Dict], launch_flags: List[str], out: str,
       window = (f'{late[0]:.1f} to {late[1]:.1f}, mean {late[2]:.1f}'
                 if late else '-')
       episodes = run.get('final_eval_returns')
-      spread = (f' (episodes {min(episodes):.1f} to {max(episodes):.1f})'
-                if episodes else '')
+      shape = ''
+      if episodes:
+        e = spread.episode_spread(episodes)
+        shape = (f' (episodes {e["min"]:.1f} to {e["max"]:.1f}, median '
+                 f'{e["median"]:.1f}{"; " + e["split_sentence"] if e["split_sentence"] else ""})')
       print(f'  {cell["config"]} {cell["env"]} seed {run["seed"]}: '
-            f'{final}{spread}; {window}')
+            f'{final}{shape}; {window}')
   for task, path in plots.items():
     print(f'curves {task}: {path}')
 

@@ -13,6 +13,10 @@ a new or merged matrix is copied into docs/results/ and this script run,
 and the test suite runs `--check`. Text outside the markers (the command,
 the measured-on line, the discussion) is written by hand.
 
+Where a table gives an IQM, median or mean "[low, high]", the interval is
+the 95% stratified bootstrap interval over the runs behind it
+(acme_launch/stats: 2,000 resamples, seed 0, so the page repeats).
+
 Rounding is half up on the decimal figure (51.05 s is 51.1), as a reader
 rounds. A marker naming no table here, or one left open, is one line and
 exit 2.
@@ -30,6 +34,9 @@ import sys
 from typing import Callable, Dict, List, Optional, Sequence
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)  # This checkout's acme_launch, for its stats.
+from acme_launch.stats import library as stats  # noqa: E402
+from acme_launch.stats import spread  # noqa: E402
 PAGE = os.path.join(REPO_ROOT, 'docs', 'results.md')
 RESULTS = os.path.join(REPO_ROOT, 'docs', 'results')
 EXIT_DIFFERS, EXIT_BAD_INPUT = 1, 2
@@ -94,6 +101,20 @@ def _mean_std(cell: dict, decimals: int) -> str:
           f'{fmt(cell["final_return_std"], decimals)}')
 
 
+def _estimate(estimate: dict, decimals: int) -> str:
+  """'5,052 [4,861, 5,234]', or the value alone where one run gives none."""
+  if estimate['low'] is None:
+    return fmt(estimate['value'], decimals)
+  return (f'{fmt(estimate["value"], decimals)} [{fmt(estimate["low"], decimals)}'
+          f', {fmt(estimate["high"], decimals)}]')
+
+
+def _iqm(finals: Sequence[float], decimals: int) -> str:
+  """IQM [95% interval] over the final returns, and how many runs."""
+  return (f'{_estimate(stats.interval_estimates(finals)["iqm"], decimals)} '
+          f'({len(finals)} runs)')
+
+
 def _per_seed(cell: dict, decimals: int) -> str:
   return ' / '.join(fmt(r['final_eval_return_mean'], decimals)
                     for r in _runs(cell))
@@ -121,11 +142,13 @@ def ppo_1m(matrices: Dict[str, dict]) -> List[str]:
     walls = [r['wall_time_seconds'] for r in _runs(cell)]
     rows.append([
         mode, _per_seed(cell, 0), _mean_std(cell, 0),
+        _iqm(cell['final_returns'], 0),
         f'{" / ".join(fmt(w, 1) for w in walls)} s '
         f'(mean {fmt(statistics.fmean(walls), 1)})',
         fmt(cell['env_steps_per_second'])])
   seeds = _seed_range(matrices['ppo_1m_async']['cells'][0]['seeds'])
   return _table(['mode', f'final return per seed ({seeds})', 'mean +- std',
+                 'IQM [95% interval]',
                  'wall time from launch to summary, per seed',
                  'env steps/s over the run'], rows)
 
@@ -136,9 +159,9 @@ def ppo_hopper_variants(matrices: Dict[str, dict]) -> List[str]:
   for name in ('ppo_rewnorm', 'ppo_nofinalrows'):
     (cell,) = matrices[name]['cells']
     rows.append([_flags(matrices[name]), _per_seed(cell, 0),
-                 _mean_std(cell, 0)])
+                 _mean_std(cell, 0), _iqm(cell['final_returns'], 0)])
   return _table(['launch flags', 'final return per seed (0, 1, 2)',
-                 'mean +- std'], rows)
+                 'mean +- std', 'IQM [95% interval]'], rows)
 
 
 def _per_seed_rows(matrix: dict, sgd_decimals: int,
@@ -222,7 +245,9 @@ def minatar_summary(matrices: Dict[str, dict]) -> List[str]:
       f'`{cells[games[0]]["config"]}`, '
       f'{steps_k(cells[games[0]]["steps"], 50_000)} steps, '
       f'{len(cells[games[0]]["seeds"])} seeds' for cells in columns]
-  rows = [[f'`{game}`'] + [_mean_std(cells[game], 1) for cells in columns]
+  rows = [[f'`{game}`'] + [f'{_mean_std(cells[game], 1)}; IQM '
+                           f'{_iqm(cells[game]["final_returns"], 1)}'
+                           for cells in columns]
           for game in games]
   return _table(header, rows)
 
@@ -250,9 +275,89 @@ def atari_pong_dqn_cpu(matrices: Dict[str, dict]) -> List[str]:
   ])
 
 
+def _halfcheetah_runs(matrices: Dict[str, dict], names: Sequence[str]):
+  """Every run of `ppo_mujoco` on HalfCheetah-v4 in the matrices named."""
+  return [run for name in names for cell in matrices[name]['cells']
+          if cell['config'] == 'ppo_mujoco' and cell['env'] == 'HalfCheetah-v4'
+          for run in _runs(cell)]
+
+
+# The main command's run groups: (label, matrices).
+PPO_HALFCHEETAH_GROUPS = (
+    ('seeds 0-11, 2026-11-28 (`ppo_halfcheetah_12.json`)',
+     ('ppo_halfcheetah_12',)),
+    ('seeds 0-5 twice, under heavy load (`ppo_stagger_after.json`, '
+     '`ppo_stagger_after2.json`: the "after" columns of [episodes that stand '
+     'still](#ppo-final-evaluations-episodes-that-stand-still))',
+     ('ppo_stagger_after', 'ppo_stagger_after2')),
+    ('both rows together', ('ppo_halfcheetah_12', 'ppo_stagger_after',
+                            'ppo_stagger_after2')),
+)
+
+
+# IQMs in tables written by hand (their other cells are not in the JSON):
+# (matrix, task), each checked on the page by the test suite.
+HAND_WRITTEN_IQMS = (
+    ('ppo_stagger_before', 'HalfCheetah-v4'),
+    ('ppo_stagger_after', 'HalfCheetah-v4'),
+    ('ppo_stagger_after2', 'HalfCheetah-v4'),
+    ('ppo_stagger_before', 'Hopper-v4'), ('ppo_stagger_after', 'Hopper-v4'),
+    ('ppo_stagger_before', 'Walker2d-v4'), ('ppo_stagger_after', 'Walker2d-v4'),
+)
+
+
+def hand_written_iqm(matrix: str, task: str, results: str = RESULTS) -> str:
+  """'IQM [low, high]' of a matrix's cell, as the page writes it."""
+  with open(os.path.join(results, f'{matrix}.json')) as f:
+    (cell,) = [c for c in json.load(f)['cells'] if c['env'] == task]
+  iqm = stats.interval_estimates(cell['final_returns'])['iqm']
+  return _estimate(iqm, 0)
+
+
+def readme_ppo_mujoco(results: str = RESULTS) -> str:
+  """The README's `ppo_mujoco` figure, from the first group's matrix: the
+  test suite checks that the README holds it."""
+  label, names = PPO_HALFCHEETAH_GROUPS[0]
+  matrices = {}
+  for name in names:
+    with open(os.path.join(results, f'{name}.json')) as f:
+      matrices[name] = json.load(f)
+  finals = [r['final_eval_return_mean']
+            for r in _halfcheetah_runs(matrices, names)]
+  return (f'IQM of the final return '
+          f'{_estimate(stats.interval_estimates(finals)["iqm"], 0)} over '
+          f'{len(finals)} runs')
+
+
+def ppo_halfcheetah(matrices: Dict[str, dict]) -> List[str]:
+  """The main command's final returns over its runs: IQM, median, mean with
+  intervals; the final evaluations' low episodes and splits."""
+  rows = []
+  for label, names in PPO_HALFCHEETAH_GROUPS:
+    runs = _halfcheetah_runs(matrices, names)
+    finals = [r['final_eval_return_mean'] for r in runs]
+    e = stats.interval_estimates(finals)
+    episodes = [x for r in runs for x in r['final_eval_returns']]
+    low = sum(x < 1000 for x in episodes)
+    split = sum(spread.split(r['final_eval_returns']) is not None
+                for r in runs)
+    rows.append([label, str(len(runs)), _estimate(e['iqm'], 0),
+                 _estimate(e['median'], 0), _estimate(e['mean'], 0),
+                 f'{fmt(statistics.fmean(finals))} +- '
+                 f'{fmt(statistics.pstdev(finals))}',
+                 f'{low} / {len(episodes)} ({fmt(100 * low / len(episodes), 1)}%)',
+                 f'{split} / {len(runs)}'])
+  return _table(['runs', 'n', 'IQM [95% interval]', 'median [95% interval]',
+                 'mean [95% interval]', 'mean +- std',
+                 'final-evaluation episodes under 1,000',
+                 'runs whose episodes split'], rows)
+
+
 # TABLE: (the matrices it reads, by file name without .json; the writer).
 TABLES: Dict[str, tuple] = {
     'ppo_1m': (('ppo_1m_async', 'ppo_1m_sync'), ppo_1m),
+    'ppo_halfcheetah': (('ppo_halfcheetah_12', 'ppo_stagger_after',
+                         'ppo_stagger_after2'), ppo_halfcheetah),
     'ppo_hopper_variants': (('ppo_rewnorm', 'ppo_nofinalrows'),
                             ppo_hopper_variants),
     'minatar_summary': (('minatar_dqn', 'minatar_r2d2', 'minatar_impala'),

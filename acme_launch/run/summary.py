@@ -6,6 +6,7 @@ import os
 from typing import Any, Dict, List, Optional
 
 from acme_launch import layout
+from acme_launch.stats import spread
 
 
 def evaluation_rows(run_dir: str) -> List[Dict[str, float]]:
@@ -28,6 +29,8 @@ def make_summary(run_dir: str, outcome, max_actor_steps: int,
   actor_steps = int(counts.get('actor_steps', 0))
   wall_time = outcome.wall_time
   final = layout.read_json(layout.final_eval_path(run_dir))
+  episodes = (spread.episode_spread(final['returns'])
+              if final and final.get('returns') else {})
   return {
       'exit_reason': outcome.reason,
       'exit_code': outcome.exit_code,
@@ -49,6 +52,12 @@ def make_summary(run_dir: str, outcome, max_actor_steps: int,
       'final_eval_return_std': final['return_std'] if final else None,
       'final_eval_episodes': final['episodes'] if final else None,
       'final_eval_actor_steps': final['actor_steps'] if final else None,
+      # Its episodes' shape: a mean hides a policy that stands still from
+      # some starts (stats/spread.py says when the episodes split).
+      'final_eval_return_median': episodes.get('median'),
+      'final_eval_return_min': episodes.get('min'),
+      'final_eval_return_max': episodes.get('max'),
+      'final_eval_split': episodes.get('split_sentence'),
       # Actors and evaluators started again after dying, per node.
       'node_restarts': dict(getattr(outcome, 'restarts', {}) or {}),
       'node_restarts_total': sum((getattr(outcome, 'restarts', {}) or {}).values()),
@@ -78,4 +87,11 @@ def format_summary(summary: Dict[str, Any]) -> str:
         f'final eval return  {summary["final_eval_return_mean"]:.1f} +- '
         f'{summary["final_eval_return_std"]:.1f} ({summary["final_eval_episodes"]} '
         f'episodes at {summary["final_eval_actor_steps"]:,} actor steps)')
+    if summary.get('final_eval_return_median') is not None:
+      lines.append(
+          f'final eval spread  median {summary["final_eval_return_median"]:.1f}, '
+          f'lowest {summary["final_eval_return_min"]:.1f}, '
+          f'highest {summary["final_eval_return_max"]:.1f}')
+    if summary.get('final_eval_split'):
+      lines.append(f'final eval split   {summary["final_eval_split"]}')
   return '\n'.join(lines)

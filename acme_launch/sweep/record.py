@@ -1,5 +1,10 @@
 """The sweep record: its files, sweep.json, each point's state and flags,
-and the table of results (sweep_summary.json)."""
+and the table of results (sweep_summary.json).
+
+Per setting the table gives, beside the mean +- std over seeds, the IQM,
+median and mean of the final returns, each with its 95% stratified
+bootstrap interval (acme_launch/stats): a handful of seeds moves a mean a
+lot, and an interval says how much."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from acme_launch import credentials
 from acme_launch import errors
 from acme_launch import layout
+from acme_launch.stats import library as stats
 from acme_launch.sweep import schedulers
 from acme_launch.sweep.options import SweepOptions
 from acme_launch.sweep.points import SEED_FIELD, Point
@@ -94,12 +100,53 @@ def final_return(summary: Dict[str, Any]) -> Optional[float]:
   return summary.get('last_eval_return') if value is None else value
 
 
+def read_point_summary(run_dir: str, name: str):
+  """(summary.json of a point's run, or {}; a line naming what is wrong with
+  it, or None). A point not started yet has none, and that is no fault."""
+  path = layout.summary_path(run_dir)
+  if not os.path.isdir(run_dir):
+    return {}, None
+  try:
+    summary = layout.read_json(path)
+  except OSError as e:
+    return {}, f'{name}: cannot read {path}: {e.strerror or e}'
+  if summary is None:
+    missing = not os.path.lexists(path)
+    return {}, (f'{name}: no summary.json in {run_dir}' if missing else
+                f'{name}: {path} is unreadable (damaged or a link)')
+  if not isinstance(summary, dict):
+    return {}, f'{name}: {path} is not a summary (not a JSON object)'
+  return summary, None
+
+
+def summarize_setting(setting: str, seeds: List[Any],
+                      finals: List[float]) -> Dict[str, Any]:
+  """One setting's row over its seeds: mean +- std (as bench/learning.py:
+  the population deviation), and the IQM, median and mean with their 95%
+  bootstrap intervals (none with fewer than two runs)."""
+  row: Dict[str, Any] = {
+      'setting': setting, 'seeds': seeds, 'returns': finals,
+      'final_return_mean': statistics.fmean(finals) if finals else None,
+      'final_return_std': statistics.pstdev(finals) if finals else None,
+      'runs': len(finals),
+  }
+  if finals:
+    row['final_return_intervals'] = stats.interval_estimates(finals)
+    row['interval'] = {'confidence': stats.CONFIDENCE, 'reps': stats.REPS,
+                       'seed': stats.SEED, 'method': 'stratified percentile '
+                       'bootstrap over runs'}
+  return row
+
+
 def summarize(sweep_dir: str, record: Dict[str, Any]) -> Dict[str, Any]:
-  """sweep_summary.json: a row per point, then per setting over seeds."""
-  rows = []
+  """sweep_summary.json: a row per point, then per setting over seeds;
+  `notes`, a line per point whose run summary is missing or unreadable."""
+  rows, notes = [], []
   for entry in record['points']:
     run_dir = os.path.join(sweep_dir, entry['name'])
-    summary = layout.read_json(layout.summary_path(run_dir), {})
+    summary, problem = read_point_summary(run_dir, entry['name'])
+    if problem:
+      notes.append(problem)
     stopped = schedulers.read_stopped_early(run_dir)
     launches = entry.get('launches', [])
     launcher_seconds = sum((l['ended'] or l['started']) - l['started']
@@ -123,22 +170,40 @@ def summarize(sweep_dir: str, record: Dict[str, Any]) -> Dict[str, Any]:
   settings = []
   for setting in dict.fromkeys(r['setting'] for r in rows):
     group = [r for r in rows if r['setting'] == setting]
-    finals = [r['final_return'] for r in group if r['final_return'] is not None]
-    settings.append({
-        'setting': setting or record.get('config_name', ''),
-        'seeds': [r['fields'].get(SEED_FIELD) for r in group],
-        'returns': finals,
-        'final_return_mean': statistics.fmean(finals) if finals else None,
-        # Over seeds, as bench/learning.py: the population deviation.
-        'final_return_std': statistics.pstdev(finals) if finals else None,
-    })
-  return {'points': rows, 'settings': settings,
+    settings.append(summarize_setting(
+        setting or record.get('config_name', ''),
+        [r['fields'].get(SEED_FIELD) for r in group],
+        # A point stopped early has no return at the budget to count.
+        [r['final_return'] for r in group
+         if r['final_return'] is not None and not r['stopped_early']]))
+  return {'points': rows, 'settings': settings, 'notes': notes,
           'failed': [r['point'] for r in rows
                      if not r['budget_reached'] and not r['stopped_early']]}
 
 
 def _number(value: Optional[float], spec: str = '.1f') -> str:
   return '-' if value is None else format(value, spec)
+
+
+def format_intervals(settings: List[Dict[str, Any]], width: int) -> List[str]:
+  """The settings' IQM, median and mean with their 95% intervals, and a line
+  for those with fewer than two runs, where no interval can be given."""
+  lines = [f'{"setting":<{width}}  {"runs":>4}  final return IQM, median, '
+           'mean [95% bootstrap interval]']
+  alone = []
+  for s in settings:
+    intervals = s.get('final_return_intervals')
+    if not intervals:
+      figure = '-'
+    else:
+      figure = stats.estimates_text(intervals)
+      if s['runs'] < 2:
+        alone.append(s['setting'])
+    lines.append(f'{s["setting"]:<{width}}  {s.get("runs", 0):>4}  {figure}')
+  if alone:
+    lines.append(f'fewer than two runs in {", ".join(alone)}: no interval '
+                 'can be given, point estimates only')
+  return lines
 
 
 def format_table(table: Dict[str, Any]) -> str:
@@ -161,6 +226,9 @@ def format_table(table: Dict[str, Any]) -> str:
       figure = (f'{s["final_return_mean"]:.1f} +- {s["final_return_std"]:.1f}'
                 f' ({len(s["returns"])} of {len(s["seeds"])} points)')
     lines.append(f'{s["setting"]:<{width}}  {seeds:<16} {figure}')
+  lines.append('')
+  lines.extend(format_intervals(table['settings'], width))
+  lines.extend(table.get('notes', []))
   stopped = [r for r in table['points'] if r.get('stopped_early')]
   if stopped:
     lines.append('')

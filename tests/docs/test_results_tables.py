@@ -2,6 +2,7 @@
 (scripts/results_tables.py): a figure on the page cannot drift from its data."""
 
 import importlib.util
+import json
 import os
 import shutil
 
@@ -55,3 +56,27 @@ def test_an_unknown_table_or_an_open_marker_is_exit_2(tmp_path, capsys):
   assert results_tables.main([f'--page={page}']) == 2
   err = capsys.readouterr().err
   assert "unknown table 'nope'" in err and 'no <!-- end -->' in err
+
+
+def test_the_readme_gives_the_main_commands_figure_from_its_json():
+  with open(os.path.join(REPO_ROOT, 'README.md')) as f:
+    readme = f.read()
+  figure = results_tables.readme_ppo_mujoco()
+  assert figure.startswith('IQM of the final return ')
+  assert figure in readme, figure
+  # And the figures beside it, from the async matrix of results.md's ppo_1m.
+  with open(os.path.join(results_tables.RESULTS, 'ppo_1m_async.json')) as f:
+    (cell,) = json.load(f)['cells']
+  walls = [r['wall_time_seconds'] for r in cell['runs']]
+  assert (f'1M steps in {results_tables.fmt(min(walls))}-'
+          f'{results_tables.fmt(max(walls))} s on a 2-core VM, mean final '
+          f'return {results_tables.fmt(cell["final_return_mean"])} over '
+          f'{len(cell["runs"])} seeds') in readme
+
+
+def test_the_iqms_written_by_hand_are_those_of_their_json():
+  with open(results_tables.PAGE) as f:
+    page = f.read()
+  for matrix, task in results_tables.HAND_WRITTEN_IQMS:
+    iqm = results_tables.hand_written_iqm(matrix, task)
+    assert f'IQM {iqm} |' in page or f'| {iqm} |' in page, (matrix, task, iqm)

@@ -76,7 +76,8 @@ def test_scaling_measures_pinned_unpinned_stock_and_a_packed_sweep(tmp_path):
 def test_learning_matrix_runs_each_cell_once_and_resumes_cell_by_cell(tmp_path):
   args = ('--configs=smoke', '--envs=HalfCheetah-v4', '--steps=2000',
           '--seeds=0', f'--out={tmp_path}')
-  _bench('learning.py', *args)
+  first = _bench('learning.py', *args)
+  assert 'one seed in a cell: no interval can be given for it' in first.stdout
   results = read_json(os.path.join(tmp_path, 'learning.json'))
   [cell] = results['cells']
   assert (cell['config'], cell['env'], cell['steps']) == ('smoke', 'HalfCheetah-v4', 2000)
@@ -139,6 +140,25 @@ def test_learning_matrix_runs_each_cell_once_and_resumes_cell_by_cell(tmp_path):
   [cell] = pooled['cells']
   assert cell['seeds'] == [0, 1]
   assert cell['final_returns'] == [run['final_eval_return_mean']] * 2
+  # Two equal seeds: every estimate and its interval is that return.
+  final = run['final_eval_return_mean']
+  assert cell['final_return_intervals']['iqm'] == {
+      'value': final, 'low': final, 'high': final}
+  assert 'final return IQM, median, mean over seeds' in result.stdout
+
+  # Two configs on one task: the probability that one's run ends above the
+  # other's (here another config's two seeds, both above).
+  renamed = {**results, 'cells': [{**cell, 'config': 'better', 'runs': [
+      {**run, 'seed': s, 'final_eval_return_mean': final + 100}
+      for s in (0, 1)]}]}
+  with open(os.path.join(tmp_path, 'better.json'), 'w') as f:
+    json.dump(renamed, f)
+  result = _bench('learning.py', '--merge=' + ','.join(
+      os.path.join(tmp_path, f) for f in ('seed0.json', 'seed1.json',
+                                          'better.json')),
+                  '--name=two_configs', f'--out={merged_out}')
+  assert ('HalfCheetah-v4: P(smoke > better) = 0.00 [0.00, 0.00]'
+          in result.stdout)
   assert os.path.getsize(pooled['plots']['HalfCheetah-v4']) > 0
 
 

@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from acme_launch.stats import spread
 from tests.conftest import read_json, run_launcher
 
 
@@ -36,7 +37,7 @@ def test_local_mp_smoke_reaches_budget_and_exits_zero(local_mp_run):
   summary = _assert_trained_to_budget(run_dir)
   # The printed summary names the figures a user looks for.
   for line in ('actor steps', 'learner steps', 'wall time', 'env steps/s',
-               'last eval return', 'final eval return'):
+               'last eval return', 'final eval return', 'final eval spread'):
     assert line in result.stdout
   # Actors stop at the episode that reaches the budget (100-step episodes).
   assert summary['actor_steps'] < SMOKE_BUDGET + 100
@@ -51,13 +52,22 @@ def test_local_mp_final_evaluation_plays_ten_episodes_at_the_budget(local_mp_run
   assert summary['final_eval_return_mean'] == pytest.approx(
       sum(final['returns']) / 10)
   assert final['lengths'] == [100] * 10  # config.env_max_episode_steps.
+  # Its spread, from the same episodes.
+  returns = sorted(final['returns'])
+  assert summary['final_eval_return_min'] == returns[0]
+  assert summary['final_eval_return_max'] == returns[-1]
+  assert summary['final_eval_return_median'] == pytest.approx(
+      (returns[4] + returns[5]) / 2)
+  assert summary['final_eval_split'] == spread.split_sentence(
+      spread.split(returns))
 
 
 def _assert_only_launcher_lines(result):
   # Every line is ours: the start line, progress lines, the summary table.
   ours = ('acme-launch:', 'progress:', 'exit reason', 'actor steps',
           'learner steps', 'wall time', 'env steps/s', 'last eval return',
-          'final eval return', 'run directory')
+          'final eval return', 'final eval spread', 'final eval split',
+          'run directory')
   lines = [l for l in (result.stdout + result.stderr).splitlines() if l.strip()]
   strangers = [l for l in lines if not l.startswith(ours)]
   assert not strangers, strangers[:5]

@@ -1,8 +1,13 @@
-"""sweep.json: an MLflow URI's credentials are never in it."""
+"""The sweep record: sweep.json keeps an MLflow URI masked; the table
+gives interval estimates per setting and names what it cannot read."""
 
+import os
+
+from acme_launch.stats import library as stats
 from acme_launch.sweep import record as sweep_record
 from acme_launch.sweep.options import SweepOptions
 from acme_launch.sweep.points import Point
+from acme_launch.testing import sweep_dirs
 
 
 def test_the_record_keeps_the_tracking_uri_masked_and_no_flag_of_it(tmp_path):
@@ -19,3 +24,64 @@ def test_the_record_keeps_the_tracking_uri_masked_and_no_flag_of_it(tmp_path):
   plain = sweep_record.new_record(
       SweepOptions(sweep_dir=options.sweep_dir, resume=False), [point], ['seed'])
   assert 'tracking_uri' not in plain
+
+
+def _table(sweep_dir):
+  table = sweep_record.summarize(sweep_dir, sweep_record.read_record(sweep_dir))
+  return table, sweep_record.format_table(table)
+
+
+def test_each_setting_gets_iqm_median_and_mean_with_intervals(tmp_path):
+  sweep_dir = str(tmp_path / 'sweep')
+  sweep_dirs.write_sweep(sweep_dir, {'0.001': [5000, 5200, 4800, 1000],
+                                     '0.0003': [4000, 4100, 4200, 4300]})
+  table, text = _table(sweep_dir)
+  first, second = table['settings']
+  assert first['setting'] == 'ppo.learning_rate=0.001' and first['runs'] == 4
+  assert first['final_return_mean'] == 4000.0  # Kept beside the new keys.
+  intervals = first['final_return_intervals']
+  assert intervals['iqm']['value'] == 4900.0  # (4,800 + 5,000) / 2.
+  assert intervals['median']['value'] == 4900.0
+  assert intervals['mean'] == stats.interval_estimates(
+      [5000, 5200, 4800, 1000])['mean']
+  assert intervals['iqm']['low'] < 4900.0 < intervals['iqm']['high']
+  assert second['final_return_intervals']['iqm'] == {
+      'value': 4150.0, 'low': 4000.0, 'high': 4300.0}
+  assert first['interval']['confidence'] == 0.95
+  assert ('ppo.learning_rate=0.0003            4  IQM 4,150.0 [4,000.0, '
+          '4,300.0]; median 4,150.0 [4,000.0, 4,300.0]; mean 4,150.0 '
+          '[4,050.0, 4,250.0]') in text.splitlines()
+  assert 'final return mean +- std' in text and 'no interval' not in text
+  assert table['notes'] == []
+
+
+def test_one_run_per_setting_gets_points_and_a_line_saying_no_interval(tmp_path):
+  sweep_dir = str(tmp_path / 'sweep')
+  sweep_dirs.write_sweep(sweep_dir, {'0.001': [5000], '0.0003': [4000]})
+  table, text = _table(sweep_dir)
+  assert table['settings'][0]['final_return_intervals']['iqm'] == {
+      'value': 5000.0, 'low': None, 'high': None}
+  assert text.splitlines()[-1] == (
+      'fewer than two runs in ppo.learning_rate=0.001, ppo.learning_rate=0.0003:'
+      ' no interval can be given, point estimates only')
+  assert 'IQM 5,000.0; median 5,000.0; mean 5,000.0' in text
+
+
+def test_a_missing_or_damaged_summary_is_named_and_the_rest_reported(tmp_path):
+  sweep_dir = str(tmp_path / 'sweep')
+  names = sweep_dirs.write_sweep(
+      sweep_dir, {'0.001': [5000, 5200, 4800], '0.0003': [4000, 4100, None]})
+  with open(os.path.join(sweep_dir, names[1], 'summary.json'), 'w') as f:
+    f.write('{"exit_reason": "budg')
+  os.remove(os.path.join(sweep_dir, names[2], 'summary.json'))
+  table, text = _table(sweep_dir)
+  damaged = os.path.join(sweep_dir, names[1], 'summary.json')
+  assert table['notes'] == [
+      f'{names[1]}: {damaged} is unreadable (damaged or a link)',
+      f'{names[2]}: no summary.json in {os.path.join(sweep_dir, names[2])}']
+  assert text.splitlines()[-2:] == table['notes']
+  # The point never started (no run directory) is no note; the rest counts.
+  first, second = table['settings']
+  assert first['returns'] == [5000] and second['returns'] == [4000, 4100]
+  assert second['final_return_intervals']['mean']['low'] == 4000.0
+  assert 'fewer than two runs in ppo.learning_rate=0.001:' in text

@@ -145,14 +145,22 @@ def test_two_point_sweep_runs_concurrently_on_disjoint_cores_and_tabulates(workd
   assert setting['final_return_std'] == pytest.approx(abs(finals[0] - finals[1]) / 2)
   assert 'final return mean +- std' in stdout
   assert f'{setting["final_return_mean"]:.1f} +- {setting["final_return_std"]:.1f}' in stdout
+  # Two seeds: the mean's 95% bootstrap interval runs from one to the other
+  # (each resample draws both runs from one seed with chance 1/4).
+  mean = setting['final_return_intervals']['mean']
+  assert setting['runs'] == 2
+  assert (mean['low'], mean['high']) == (min(finals), max(finals))
+  assert 'final return IQM, median, mean [95% bootstrap interval]' in stdout
   assert table['failed'] == []
   print(f'two-point sweep: {took:.0f} s')
 
   plot = subprocess.run([sys.executable, '-m', 'acme_launch.plot', sweep_dir],
                         cwd=REPO_ROOT, capture_output=True, text=True, check=False)
   assert plot.returncode == 0, plot.stderr
-  with open(os.path.join(sweep_dir, 'plots', 'eval_return.png'), 'rb') as f:
-    assert f.read(8) == b'\x89PNG\r\n\x1a\n'
+  for name in ('eval_return.png', 'final_return_intervals.png',
+               'performance_profile.png'):
+    with open(os.path.join(sweep_dir, 'plots', name), 'rb') as f:
+      assert f.read(8) == b'\x89PNG\r\n\x1a\n'
 
 
 @needs_two_cores

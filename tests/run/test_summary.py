@@ -1,0 +1,54 @@
+"""summary.json and the summary lines: a final evaluation's spread and its
+split, from the run directory's final_eval.json."""
+
+import os
+
+from acme_launch import layout
+from acme_launch.run import core
+from acme_launch.run import summary as summary_lib
+
+# A final evaluation of docs/results/ppo_stagger_before.json (seed 0):
+# the cheetah stood still from six of ten starts.
+STILL = [4997.3, -18.0, -60.2, 5097.7, -62.9, -6.3, -44.8, 5064.9, 5065.4,
+         -100.8]
+
+
+def _summary(run_dir, returns):
+  os.makedirs(run_dir, exist_ok=True)
+  if returns is not None:
+    layout.write_json_atomic(layout.final_eval_path(run_dir), {
+        'actor_steps': 1000000, 'episodes': len(returns),
+        'return_mean': sum(returns) / len(returns), 'return_std': 2501.0,
+        'returns': returns, 'lengths': [1000] * len(returns)})
+  return summary_lib.make_summary(
+      run_dir, core.Outcome(0, 'budget_reached', wall_time=100.0), 1000000)
+
+
+def test_a_split_evaluation_says_so_in_the_json_and_the_lines(tmp_path):
+  summary = _summary(str(tmp_path / 'run'), STILL)
+  assert summary['final_eval_return_median'] == (-18.0 - 6.3) / 2  # 6 low.
+  assert summary['final_eval_return_min'] == -100.8
+  assert summary['final_eval_return_max'] == 5097.7
+  assert summary['final_eval_split'] == (
+      'episodes split into two groups far apart: 6 of 10 -101 to -6, '
+      '4 of 10 4,997 to 5,098')
+  lines = summary_lib.format_summary(summary).splitlines()
+  assert lines[-3].startswith('final eval return  1993.2 +- 2501.0 (10 episodes')
+  assert lines[-2] == ('final eval spread  median -12.2, lowest -100.8, '
+                       'highest 5097.7')
+  assert lines[-1] == ('final eval split   episodes split into two groups '
+                       'far apart: 6 of 10 -101 to -6, 4 of 10 4,997 to 5,098')
+
+
+def test_a_tight_evaluation_has_no_split_line(tmp_path):
+  summary = _summary(str(tmp_path / 'run'), [5400.0, 5450.0, 5550.0])
+  assert summary['final_eval_split'] is None
+  assert summary_lib.format_summary(summary).splitlines()[-1].startswith(
+      'final eval spread  median 5450.0')
+
+
+def test_no_final_evaluation_leaves_the_spread_empty(tmp_path):
+  summary = _summary(str(tmp_path / 'run'), None)
+  assert summary['final_eval_return_median'] is None
+  assert summary['final_eval_split'] is None
+  assert 'final eval' not in summary_lib.format_summary(summary)

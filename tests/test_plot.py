@@ -1,0 +1,55 @@
+"""`python -m acme_launch.plot SWEEP_DIR`: the curves, the interval
+estimates per setting and the performance profile, from a sweep's files."""
+
+import os
+
+from acme_launch import plot
+from acme_launch.testing import sweep_dirs
+
+PNG = b'\x89PNG\r\n\x1a\n'
+NAMES = ('eval_return.png', 'final_return_intervals.png',
+         'performance_profile.png')
+
+
+def _pngs(folder):
+  found = {}
+  for name in NAMES:
+    path = os.path.join(folder, name)
+    if os.path.isfile(path):
+      with open(path, 'rb') as f:
+        found[name] = f.read(8) == PNG
+  return found
+
+
+def test_a_sweep_gets_curves_intervals_and_profile(tmp_path, capsys):
+  sweep_dir = str(tmp_path / 'sweep')
+  sweep_dirs.write_sweep(sweep_dir, {'0.001': [5000, 5200, 4800, 1000],
+                                     '0.0003': [4000, 4100, 4200, 4300]})
+  assert plot.main([sweep_dir]) == 0
+  out, err = capsys.readouterr()
+  plots = os.path.join(sweep_dir, 'plots')
+  assert out.split() == [os.path.join(plots, n) for n in NAMES]
+  assert _pngs(plots) == {n: True for n in NAMES} and not err
+
+
+def test_one_run_per_setting_is_drawn_and_said_to_have_no_interval(
+    tmp_path, capsys):
+  sweep_dir = str(tmp_path / 'sweep')
+  names = sweep_dirs.write_sweep(sweep_dir, {'0.001': [5000, 4000],
+                                             '0.0003': [4000]})
+  os.remove(os.path.join(sweep_dir, names[1], 'summary.json'))
+  out = str(tmp_path / 'elsewhere')
+  assert plot.main([sweep_dir, f'--out={out}']) == 0
+  err = capsys.readouterr().err
+  assert _pngs(out) == {n: True for n in NAMES}
+  assert f'acme-launch plot: {names[1]}: no summary.json in' in err
+  assert 'fewer than two runs per setting: no interval can be given' in err
+
+
+def test_a_sweep_with_nothing_finished_is_one_line_and_exit_2(tmp_path, capsys):
+  sweep_dir = str(tmp_path / 'sweep')
+  sweep_dirs.write_sweep(sweep_dir, {'0.001': [None, None]})
+  assert plot.main([sweep_dir]) == 2
+  assert capsys.readouterr().err == (
+      f'acme-launch plot: error: no point of {sweep_dir} has an evaluation '
+      'yet\n')
