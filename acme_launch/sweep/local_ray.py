@@ -31,7 +31,9 @@ not in the shared /tmp/ray, and are removed when the sweep ends: Ray makes
 its own temp folder writable by everyone ("so others can use it"), so that
 folder is `ray/` inside one of ours that only this user may enter. Its
 processes die with the sweep launcher (Ray's fate sharing), even on
-`kill -9`. Its workers run at the launcher's niceness (Ray's default is 15,
+`kill -9`; the folder such a launcher leaves is removed by the next sweep
+of the same user (`remove_abandoned`: its `pid` file names a process that
+is gone). Its workers run at the launcher's niceness (Ray's default is 15,
 which the trials' child launchers and their nodes would inherit).
 
 Ray's usage statistics are off (RAY_USAGE_STATS_ENABLED=0): nothing leaves
@@ -116,18 +118,46 @@ def _node_address() -> str:
   return '' if address.startswith('127.') or address == '::1' else address
 
 
+PREFIX = 'acme-ray-'
+
+
+def remove_abandoned(parent: str) -> None:
+  """Removes this user's instance folders under `parent` whose sweep
+  launcher is gone (a `kill -9` leaves its folder behind: nothing of it
+  runs any more, Ray's processes died with the launcher)."""
+  try:
+    names = os.listdir(parent)
+  except OSError:
+    return
+  for name in names:
+    path = os.path.join(parent, name)
+    if not name.startswith(PREFIX) or os.path.islink(path):
+      continue
+    try:
+      if os.lstat(path).st_uid != os.getuid():
+        continue
+      with open(os.path.join(path, 'pid')) as f:
+        os.kill(int(f.read().strip()), 0)
+    except ProcessLookupError:
+      shutil.rmtree(path, ignore_errors=True)
+    except (OSError, ValueError):
+      continue  # Not ours to judge: no readable pid file, or alive.
+
+
 @contextlib.contextmanager
 def started(num_trials: int) -> Iterator[LocalRay]:
   """A local Ray instance with room for `num_trials` trials at once (a CPU
   each, in Ray's accounting), stopped and its folder removed on exit."""
-  folder = tempfile.mkdtemp(prefix='acme-ray-')  # 0700; short socket paths.
+  remove_abandoned(tempfile.gettempdir())
+  folder = tempfile.mkdtemp(prefix=PREFIX)  # 0700; short socket paths.
+  with open(os.path.join(folder, 'pid'), 'w') as f:
+    f.write(str(os.getpid()))
   address = _node_address()
   try:
     shim = loopback.ensure(address)
   except loopback.Unavailable:
     # The points were accepted (prepare.py) where no other machine can
-    # reach a listener or under --allow_exposed_listeners; token auth
-    # still closes the instance.
+    # reach a listener, or under --allow_exposed_listeners.
     shim = ''
   saved = dict(os.environ)
   import ray
@@ -146,6 +176,10 @@ def started(num_trials: int) -> Iterator[LocalRay]:
         'RAY_USAGE_STATS_ENABLED', 'TUNE_DISABLE_AUTO_CALLBACK_LOGGERS',
         'TUNE_DISABLE_SIGINT_HANDLER', 'TUNE_DISABLE_STRICT_METRIC_CHECKING',
         'RAY_AIR_NEW_OUTPUT')}
+  except BaseException:
+    ray.shutdown()
+    shutil.rmtree(folder, ignore_errors=True)
+    raise
   finally:
     os.environ.clear()
     os.environ.update(saved)
