@@ -44,7 +44,7 @@ from acme_launch.sweep.points import Point
 from acme_launch.sweep.record import (
     final_return, format_table, log_path, point_args, points_of, record_path,
     summarize, summary_path)
-from acme_launch.sweep.slots import Slot, describe_slot
+from acme_launch.sweep.slots import Slot
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -132,15 +132,9 @@ def _reporter_class():
       self._running[name] = launch
       self._rates[name] = progress_lib.RateEstimator()
       self._save()
-      slot = Slot(result['slot'], tuple(result['cores']),
-                  tuple(result['gpus']), self._slot_cluster())
-      print(f'acme-launch: sweep: {name} started on {describe_slot(slot)}'
+      print(f'acme-launch: sweep: {name} started on {result["where"]}'
             f'{" (resumed)" if result["resumed"] else ""}; log '
             f'{log_path(self._dir, name)}', flush=True)
-
-    def _slot_cluster(self) -> str:
-      cluster = self._record.get('ray_cluster')
-      return cluster['address'] if cluster else ''
 
     def _ended(self, name: str, result: Dict[str, Any]) -> None:
       launch = self._running.pop(name)

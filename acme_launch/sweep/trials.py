@@ -187,7 +187,8 @@ class PointTrial(tune.Trainable):
       return {'event': 'started', 'point': self._name,
               'launcher_pid': self._popen.pid,
               'slot': slot.index, 'cores': list(slot.cores),
-              'gpus': list(slot.gpus), 'started': self._started,
+              'gpus': list(slot.gpus), 'where': describe_slot(slot),
+              'started': self._started,
               'resumed': self._context.resumed.get(self._name, False),
               'actor_steps': 0}
     deadline = time.time() + self._context.report_seconds
