@@ -103,6 +103,8 @@ def _sweep_options(options: options_lib.Options):
       sample_seed=options.sweep_seed, scheduler=options.sweep_scheduler,
       asha_grace_steps=options.asha_grace_steps,
       asha_reduction=options.asha_reduction,
+      pbt_interval_steps=options.pbt_interval_steps,
+      pbt_quantile=options.pbt_quantile,
       # Its points get --tracking_uri in their environment (_sweep_main).
       base_argv=tuple(options_lib.argv_without(
           list(options.argv[1:]),

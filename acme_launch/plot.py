@@ -6,7 +6,9 @@ A run directory gets two PNG files (into RUN_DIR/plots by default):
 A sweep directory (one with sweep.json) gets three (into SWEEP_DIR/plots):
   eval_return.png       per setting (points that differ only in seed), the
                         mean evaluation return over its seeds against actor
-                        steps, min-max across seeds shaded
+                        steps, min-max across seeds shaded; for a population
+                        (--sweep_scheduler=pbt) each member's curve, with
+                        a mark where it copied a better member's learner
   final_return_intervals.png  per setting, the IQM, median and mean of its
                         runs' final returns, each with its 95% stratified
                         bootstrap interval (rliable's interval plot)
@@ -82,6 +84,8 @@ def plot_sweep(sweep_dir: str, out_path: str) -> bool:
   point has an evaluation yet."""
   import numpy as np
   record = sweep_record.read_record(sweep_dir)
+  if (record.get('scheduler') or {}).get('name') == 'pbt':
+    return plot_population(sweep_dir, record, out_path)
   settings: Dict[str, List] = {}
   for point in record['points']:
     rows = summary_lib.evaluation_rows(os.path.join(sweep_dir, point['name']))
@@ -101,6 +105,40 @@ def plot_sweep(sweep_dir: str, out_path: str) -> bool:
     axes.fill_between(grid, values.min(axis=0), values.max(axis=0), alpha=0.2)
   _save(figure, axes, 'actor steps',
         'evaluation return (mean over seeds, min-max)', sweep_dir, out_path)
+  return True
+
+
+def plot_population(sweep_dir: str, record, out_path: str) -> bool:
+  """One curve per member of a population; at each exploit, a dotted line
+  up from the member's score at the boundary to the score of the member it
+  copied, in the member's color. False if no member has an evaluation yet."""
+  curves = {}
+  for point in record['points']:
+    rows = summary_lib.evaluation_rows(os.path.join(sweep_dir, point['name']))
+    if rows:
+      curves[point['name']] = ([r['actor_steps'] for r in rows],
+                               [r['episode_return'] for r in rows])
+  if not curves:
+    return False
+  figure, axes = plt.subplots(figsize=(7, 4))
+  colors = {}
+  for name, (steps, returns) in curves.items():
+    (line,) = axes.plot(steps, returns, label=name)
+    colors[name] = line.get_color()
+  exploits = record.get('population', {}).get('exploits', [])
+  for e in exploits:
+    member, copied = e['member'], e['copied']
+    if member not in curves or copied not in curves:
+      continue
+    # From the member's score at the boundary to the one it copied.
+    x = e['actor_steps']
+    axes.plot([x, x], [e['member_return'], e['copied_return']],
+              linestyle=':', color=colors[member])
+    axes.plot([x], [e['copied_return']], marker='^', color=colors[member])
+  axes.plot([], [], linestyle=':', marker='^', color='k',
+            label=f'copies the learner of a better member ({len(exploits)})')
+  _save(figure, axes, 'actor steps', 'evaluation return (each member)',
+        sweep_dir, out_path)
   return True
 
 

@@ -198,8 +198,13 @@ def _define(fv: flags.FlagValues,
       'many as the Ray cluster holds.', lower_bound=0,
       flag_values=fv)
   flags.DEFINE_enum(
-      'sweep_scheduler', 'fifo', ['fifo', 'asha'], 'With --sweep: how Ray '
-      'Tune runs the points. fifo: each to its budget, in order. asha: '
+      'sweep_scheduler', 'fifo', ['fifo', 'asha', 'pbt'], 'With --sweep: '
+      'how Ray Tune runs the points. fifo: each to its budget, in order. '
+      'pbt: population-based training: the points are one population; at '
+      'every --pbt_interval_steps actor steps the worst --pbt_quantile of '
+      'them copy the learner checkpoint of one of the best and go on with '
+      'its values perturbed (x0.8 or x1.2 within a range, a neighbour in a '
+      'list, or drawn again). asha: '
       'asynchronous successive halving (early stopping): at each rung, '
       '--asha_grace_steps actor steps and that times --asha_reduction, '
       '--asha_reduction squared... up to the budget / --asha_reduction, a '
@@ -217,6 +222,25 @@ def _define(fv: flags.FlagValues,
       'asha_reduction', None, 'With --sweep_scheduler=asha: each rung keeps '
       'the best 1/N of the points that reach it, and the next rung is N '
       'times further (default 3).', lower_bound=2, flag_values=fv)
+  flags.DEFINE_integer(
+      'pbt_interval_steps', None, 'With --sweep_scheduler=pbt: actor steps '
+      'between two comparisons of the population (default: the budget / 4); '
+      'at least the config\'s eval_every_steps.', lower_bound=1,
+      flag_values=fv)
+  flags.DEFINE_float(
+      'pbt_quantile', None, 'With --sweep_scheduler=pbt: the fraction of the '
+      'population that copies, and is copied from, at each comparison '
+      '(default 0.25; at most 0.5).', flag_values=fv)
+  flags.register_validator(
+      'pbt_quantile', lambda v: v is None or 0 < v <= 0.5,
+      message='--pbt_quantile must be a fraction above 0 and at most 0.5',
+      flag_values=fv)
+  flags.register_multi_flags_validator(
+      ['sweep_scheduler', 'pbt_interval_steps', 'pbt_quantile'],
+      lambda f: f['sweep_scheduler'] == 'pbt' or (
+          f['pbt_interval_steps'] is None and f['pbt_quantile'] is None),
+      message='--pbt_interval_steps and --pbt_quantile go with '
+      '--sweep_scheduler=pbt', flag_values=fv)
   flags.register_multi_flags_validator(
       ['sweep_scheduler', 'sweep'], lambda f: f['sweep_scheduler'] == 'fifo'
       or bool(f['sweep']), message='--sweep_scheduler goes with --sweep (how '
@@ -263,6 +287,7 @@ _define(flags.FLAGS)  # The launcher's own command line.
 # Flags of the sweep launcher itself, not handed to the programs of a sweep.
 SWEEP_ONLY_FLAGS = ('sweep', 'sweep_samples', 'sweep_seed', 'max_concurrent',
                     'sweep_scheduler', 'asha_grace_steps', 'asha_reduction',
+                    'pbt_interval_steps', 'pbt_quantile',
                     'workdir', 'run_name', 'resume', 'dry_run')
 
 
@@ -306,6 +331,8 @@ class Options:
   sweep_scheduler: str = 'fifo'
   asha_grace_steps: int = 0      # 0: the budget / reduction^2.
   asha_reduction: int = 0        # 0: 3.
+  pbt_interval_steps: int = 0    # 0: the budget / 4.
+  pbt_quantile: float = 0.0      # 0: 0.25.
   compilation_cache: str = ''    # '': the default folder; 'none': off.
   # --tracking's names as given (checked by prepare: tracking.check_choice).
   tracking: Tuple[str, ...] = ()
@@ -347,6 +374,8 @@ def read(argv: Optional[List[str]] = None,
       sweep_seed=value('sweep_seed') or 0,
       asha_grace_steps=value('asha_grace_steps') or 0,
       asha_reduction=value('asha_reduction') or 0,
+      pbt_interval_steps=value('pbt_interval_steps') or 0,
+      pbt_quantile=value('pbt_quantile') or 0.0,
       compilation_cache=value('compilation_cache').strip(),
       tracking=tuple(n.strip() for n in value('tracking') if n.strip()),
       tracking_uri=value('tracking_uri').strip(),

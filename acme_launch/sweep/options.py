@@ -21,9 +21,11 @@ class SweepOptions:
   cwd: str = ''                   # Where the children run (relative paths).
   samples: int = 0                # --sweep_samples; 0: a grid.
   sample_seed: int = 0            # --sweep_seed: what the draws come from.
-  scheduler: str = 'fifo'         # --sweep_scheduler: fifo or asha.
+  scheduler: str = 'fifo'         # --sweep_scheduler: fifo, asha or pbt.
   asha_grace_steps: int = 0       # 0: the budget / reduction^2.
   asha_reduction: int = 0         # 0: 3.
+  pbt_interval_steps: int = 0     # 0: the budget / 4.
+  pbt_quantile: float = 0.0       # 0: 0.25.
   # The MLflow URI its points track to (their MLFLOW_TRACKING_URI), with
   # any credentials: sweep.json keeps it masked (credentials.py).
   tracking_uri: str = ''

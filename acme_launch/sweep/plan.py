@@ -31,6 +31,7 @@ import os
 from typing import Any, Callable, Dict, List, Tuple
 
 from acme_launch import errors
+from acme_launch.sweep import population
 from acme_launch.sweep import sample
 from acme_launch.sweep import schedulers
 from acme_launch.sweep.options import SweepOptions
@@ -82,9 +83,16 @@ def prepare(options: SweepOptions,
                            options.sample_seed)
     else:
       combos = grid(fields)
+    if options.scheduler == 'pbt':
+      population.check_space(fields, ranges, len(combos))
     points = make_points(names, combos, options.base_argv, validate)
     record = new_record(options, points, names)
-    if options.scheduler == 'asha':
+    if options.scheduler == 'pbt':
+      record['scheduler'] = population.settings(
+          fields, ranges, min(p.max_actor_steps for p in points),
+          int(config.get('eval_every_steps') or 0) if config else 0,
+          options.pbt_interval_steps, options.pbt_quantile)
+    elif options.scheduler == 'asha':
       record['scheduler'] = schedulers.asha_settings(
           min(p.max_actor_steps for p in points),
           int(config.get('eval_every_steps') or 0) if config else 0,
@@ -154,10 +162,13 @@ def drawn(record: Dict[str, Any]) -> str:
 
 
 def describe_scheduler(record: Dict[str, Any]) -> str:
-  """', ASHA early stopping at rungs of N, M actor steps' or ''."""
+  """', ASHA early stopping at rungs of N, M actor steps', a population's
+  boundaries, or ''."""
   settings = record.get('scheduler')
   if not settings:
     return ''
+  if population.is_population(record):
+    return population.describe(settings)
   rungs = ', '.join(f'{r:,}' for r in settings['rungs'])
   return (f', ASHA early stopping (rungs at {rungs} actor steps, keeping '
           f'the best 1/{settings["reduction"]})')

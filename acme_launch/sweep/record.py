@@ -79,7 +79,11 @@ def point_state(sweep_dir: str, point: Point) -> str:
   config.json) or 'new'."""
   run_dir = os.path.join(sweep_dir, point.name)
   summary = layout.read_json(layout.summary_path(run_dir), {})
-  if (summary.get('exit_reason') == 'budget_reached' or
+  # A population's member reaches the budget of each segment on the way
+  # (population.py): done at the point's own.
+  budget = int(summary.get('max_actor_steps') or point.max_actor_steps)
+  if ((summary.get('exit_reason') == 'budget_reached' and
+       budget >= point.max_actor_steps) or
       schedulers.read_stopped_early(run_dir) is not None):
     return 'done'
   return 'started' if os.path.isfile(layout.config_path(run_dir)) else 'new'
@@ -167,6 +171,8 @@ def summarize(sweep_dir: str, record: Dict[str, Any]) -> Dict[str, Any]:
         'launcher_seconds': round(launcher_seconds, 1),
         'launches': len(launches),
     })
+  if (record.get('scheduler') or {}).get('name') == 'pbt':
+    return _summarize_population(record, rows, notes)
   settings = []
   for setting in dict.fromkeys(r['setting'] for r in rows):
     group = [r for r in rows if r['setting'] == setting]
@@ -179,6 +185,54 @@ def summarize(sweep_dir: str, record: Dict[str, Any]) -> Dict[str, Any]:
   return {'points': rows, 'settings': settings, 'notes': notes,
           'failed': [r['point'] for r in rows
                      if not r['budget_reached'] and not r['stopped_early']]}
+
+
+def _summarize_population(record: Dict[str, Any], rows: List[Dict[str, Any]],
+                          notes: List[str]) -> Dict[str, Any]:
+  """A population's table: each member with the values it ended with and
+  what it copied; the members' final returns as one group (their values
+  moved, so a setting is not a group here); the best member."""
+  exploits = record.get('population', {}).get('exploits', [])
+  entries = {e['name']: e for e in record['points']}
+  for row in rows:
+    entry = entries[row['point']]
+    row['values'] = entry.get('values', {})
+    row['copied'] = [(e['actor_steps'], e['copied']) for e in exploits
+                     if e['member'] == row['point']]
+    # Its segments' launches: the program's own wall time is the last's.
+    row['wall_time_seconds'] = row['launcher_seconds']
+  finished = [r for r in rows if r['final_return'] is not None and
+              r['budget_reached']]
+  best = max(finished, key=lambda r: r['final_return'], default=None)
+  return {'points': rows, 'notes': notes,
+          'settings': [summarize_setting(
+              'population', [], [r['final_return'] for r in finished])],
+          'population': {
+              'members': len(rows), 'exploits': len(exploits),
+              'best': best and best['point'],
+              'best_return': best and best['final_return']},
+          'failed': [r['point'] for r in rows if not r['budget_reached']]}
+
+
+def _format_population(table: Dict[str, Any], width: int) -> List[str]:
+  lines = [f'{"member":<{width}}  {"exit reason":<16} {"final return":>12} '
+           f'{"wall time":>10}  values at the end; copied']
+  for r in table['points']:
+    wall = r['wall_time_seconds']
+    values = ', '.join(f'{f}={v}' for f, v in r['values'].items())
+    copied = ', '.join(f'{name} at {steps:,}' for steps, name in r['copied'])
+    lines.append(f'{r["point"]:<{width}}  {r["exit_reason"]:<16} '
+                 f'{_number(r["final_return"]):>12} '
+                 f'{"-" if wall is None else f"{wall:.1f} s":>10}  '
+                 f'{values or "-"}; {copied or "-"}')
+  population = table['population']
+  lines += ['', f'population of {population["members"]}: '
+            f'{population["exploits"]} exploits; best member '
+            f'{population["best"] or "-"} (final return '
+            f'{_number(population["best_return"])})', '']
+  lines.extend(format_intervals(table['settings'], width))
+  lines.extend(table.get('notes', []))
+  return lines
 
 
 def _number(value: Optional[float], spec: str = '.1f') -> str:
@@ -209,6 +263,8 @@ def format_intervals(settings: List[Dict[str, Any]], width: int) -> List[str]:
 def format_table(table: Dict[str, Any]) -> str:
   width = max([len(r['point']) for r in table['points']] +
               [len(s['setting']) for s in table['settings']] + [7])
+  if 'population' in table:
+    return '\n'.join(_format_population(table, width))
   lines = [f'{"point":<{width}}  {"exit reason":<16} {"final return":>12} '
            f'{"wall time":>10}']
   for r in table['points']:

@@ -32,11 +32,13 @@ import os
 import signal
 import sys
 import time
+import warnings
 from typing import Any, Dict, List, Tuple
 
 from acme_launch import layout
 from acme_launch.run import rundir
 from acme_launch.sweep import local_ray
+from acme_launch.sweep import population
 from acme_launch.sweep import schedulers
 from acme_launch.sweep.options import SweepOptions
 from acme_launch.sweep.plan import describe_scheduler, drawn
@@ -69,14 +71,22 @@ def _reporter_class():
       self._running: Dict[str, Dict[str, Any]] = {}  # Name -> its launch.
       self._latest: Dict[str, Dict[str, Any]] = {}   # Name -> last result.
       self._rates: Dict[str, Any] = {}
+      self._names: Dict[str, str] = {}               # Trial id -> point.
+      self._told_after: List[str] = []
       self._last_progress = time.time()
 
     def _save(self) -> None:
       layout.write_json_atomic(record_path(self._dir), self._record)
 
+    def _name(self, trial) -> str:
+      """The point a trial runs. (A population's exploit gives a trial
+      the config of the member it copies: its results say who it is.)"""
+      return self._names.get(trial.trial_id) or trial.config['point']
+
     def on_trial_result(self, iteration, trials, trial, result, **info):
       del iteration, trials, info
-      name = trial.config['point']
+      name = result.get('point') or trial.config['point']
+      self._names[trial.trial_id] = name
       event = result.get('event')
       if event == 'started':
         self._started(name, result)
@@ -84,12 +94,19 @@ def _reporter_class():
         self._latest[name] = result
         self._rates[name].add(float(result.get('progress_time', time.time())),
                               int(result.get('actor_steps', 0)))
+      elif event == 'segment':
+        self._segment_ended(name, result)
       elif event == 'ended':
         self._ended(name, result)
+      # The scheduler acts on a result before the callbacks see it: its
+      # exploits are told after the result that made them.
+      for line in self._told_after:
+        print(line, flush=True)
+      self._told_after.clear()
 
     def on_trial_error(self, iteration, trials, trial, **info):
       del iteration, trials, info
-      name = trial.config['point']
+      name = self._name(trial)
       launch = self._running.pop(name, None)
       if launch is not None:
         launch.update(ended=time.time(), exit_code=None,
@@ -102,7 +119,7 @@ def _reporter_class():
       """A trial that ends without its point's end: the scheduler stopped
       it (schedulers.py); its trial stops the child launcher."""
       del iteration, trials, info
-      name = trial.config['point']
+      name = self._name(trial)
       launch = self._running.pop(name, None)
       if launch is None:
         return
@@ -128,13 +145,53 @@ def _reporter_class():
                 'gpus': result['gpus'], 'pid': result['launcher_pid'],
                 'resumed': result['resumed'], 'started': result['started'],
                 'ended': None, 'exit_code': None, 'exit_reason': None}
-      self._entries[name]['launches'].append(launch)
+      entry = self._entries[name]
+      if 'segment_end' in result:  # A population's member, one segment.
+        launch.update(segment_end=result['segment_end'],
+                      values=result['values'], copied=result['copied'])
+        entry['values'] = result['values']
+      entry['launches'].append(launch)
       self._running[name] = launch
       self._rates[name] = progress_lib.RateEstimator()
       self._save()
-      print(f'acme-launch: sweep: {name} started on {result["where"]}'
-            f'{" (resumed)" if result["resumed"] else ""}; log '
-            f'{log_path(self._dir, name)}', flush=True)
+      segment = (f' for actor steps {result["actor_steps"]:,} to '
+                 f'{result["segment_end"]:,}' if 'segment_end' in result
+                 else '')
+      print(f'acme-launch: sweep: {name} started{segment} on '
+            f'{result["where"]}{" (resumed)" if result["resumed"] else ""}; '
+            f'log {log_path(self._dir, name)}', flush=True)
+
+    def _segment_ended(self, name: str, result: Dict[str, Any]) -> None:
+      """A member reached a boundary: its score there, for the
+      population's comparison (population.py)."""
+      launch = self._running.pop(name)
+      launch.update(ended=result['ended'], exit_code=0,
+                    exit_reason='segment_end')
+      value = result['segment_return']
+      self._entries[name].setdefault('segments', []).append(
+          {'actor_steps': result['segment_steps'], 'return': value,
+           'values': result['values']})
+      self._save()
+      print(f'acme-launch: sweep: {name} reached {result["segment_steps"]:,} '
+            f'actor steps: return {value:.1f}', flush=True)
+
+    def exploited(self, member_id: str, donor_id: str, at_steps: int,
+                  scores: Tuple[float, float], before: Dict[str, Any],
+                  after: Dict[str, Any]) -> None:
+      """The population's scheduler had a member copy a better one."""
+      from acme_launch.sweep import population
+      member, donor = self._names[member_id], self._names[donor_id]
+      self._record.setdefault('population', {}).setdefault(
+          'exploits', []).append({
+              'actor_steps': at_steps, 'member': member, 'copied': donor,
+              'member_return': scores[0], 'copied_return': scores[1],
+              'before': before, 'after': after})
+      self._save()
+      self._told_after.append(
+          f'acme-launch: sweep: at {at_steps:,} actor steps {member} '
+          f'(return {scores[0]:.1f}) copies the learner of {donor} '
+          f'(return {scores[1]:.1f}) and goes on with '
+          f'{population.describe_change(before, after)}')
 
     def _ended(self, name: str, result: Dict[str, Any]) -> None:
       launch = self._running.pop(name)
@@ -249,28 +306,69 @@ def _fit(options: SweepOptions, record: Dict[str, Any],
     for signum in (signal.SIGINT, signal.SIGTERM):
       signal.signal(signum, stop.on_signal)
     stop.attach(instance.folder)
-    context = trials.TrialContext(
+    reporter = _reporter_class()(options.sweep_dir, record,
+                                 options.progress_every, stop)
+    settings = record.get('scheduler') or {}
+    points = {p.name: p for p, _ in todo}
+    common = dict(
         sweep_dir=options.sweep_dir, control=instance.folder,
         cwd=record.get('cwd') or '', env=dict(os.environ),
         slots=tuple(slots),
-        argv={p.name: tuple(point_args(options.sweep_dir, record, p, state))
-              for p, state in todo},
         resumed={p.name: state == 'started' for p, state in todo})
+    param_space: Dict[str, Any] = {
+        'point': tune.grid_search(list(points))}
+    if population.is_population(record):
+      space = settings['space']
+      first = {name: population.member_values(dict(p.fields), space)
+               for name, p in points.items()}
+      param_space['values'] = tune.sample_from(
+          lambda spec: first[spec.config.point])
+      trainable = trials.MemberTrial
+      context = trials.TrialContext(
+          argv={}, interval_steps=int(settings['interval_steps']),
+          budget={n: p.max_actor_steps for n, p in points.items()},
+          member_argv={n: _member_argv(record, p, space)
+                       for n, p in points.items()}, **common)
+      scheduler = population.make(settings, reporter.exploited)
+      # Its advice to reuse trial workers: a member's segment starts a
+      # whole program, against which a worker's start is small.
+      warnings.filterwarnings('ignore', message='Consider boosting PBT')
+    else:
+      trainable = trials.PointTrial
+      context = trials.TrialContext(
+          argv={p.name: tuple(point_args(options.sweep_dir, record, p, state))
+                for p, state in todo}, **common)
+      scheduler = schedulers.make(settings, options.sweep_dir)
     tuner = tune.Tuner(
-        tune.with_parameters(trials.PointTrial, context=context),
-        param_space={'point': tune.grid_search([p.name for p, _ in todo])},
+        tune.with_parameters(trainable, context=context),
+        param_space=param_space,
         tune_config=tune.TuneConfig(
-            max_concurrent_trials=len(slots), reuse_actors=False,
-            scheduler=schedulers.make(record.get('scheduler'),
-                                      options.sweep_dir)),
+            # A population's members all exist from the start (Tune's PBT
+            # compares them); the instance's CPUs, one per slot, hold as
+            # many trials at once as there are slots, as the limit does.
+            max_concurrent_trials=(None if population.is_population(record)
+                                   else len(slots)),
+            reuse_actors=False, scheduler=scheduler),
         run_config=tune.RunConfig(
             name='tune', storage_path=instance.folder, verbose=0,
-            callbacks=[_reporter_class()(options.sweep_dir, record,
-                                         options.progress_every, stop)],
-            # The programs checkpoint themselves, into their run directories.
+            callbacks=[reporter],
+            # The programs checkpoint themselves, into their run
+            # directories; a population's learner checkpoints pass through
+            # Tune's (trials.MemberTrial).
             checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
             failure_config=tune.FailureConfig(max_failures=0)))
     tuner.fit()
+
+
+def _member_argv(record: Dict[str, Any], point: Point,
+                 space: Dict[str, Any]) -> Tuple[str, ...]:
+  """A member's launch.py flags but its run directory, its budget (each
+  segment's own) and the values the population perturbs."""
+  base = [a for a in record['base_argv']
+          if not a.startswith('--config.max_actor_steps=')]
+  own = [a for a, (field, _) in zip(point.args, point.fields)
+         if field not in space]
+  return tuple(base + own)
 
 
 # The whole sweep ------------------------------------------------------------

@@ -34,11 +34,12 @@ import ctypes
 import dataclasses
 import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from ray import tune
 
@@ -68,6 +69,13 @@ class TrialContext:
   argv: Dict[str, Tuple[str, ...]]       # Point name -> its launch.py flags.
   resumed: Dict[str, bool]               # Point name -> resumes its run dir.
   report_seconds: float = 2.0
+  # A population (population.py): point name -> its launch.py flags less
+  # its run directory and the values the population perturbs; the
+  # interval and the budget in actor steps.
+  member_argv: Dict[str, Tuple[str, ...]] = dataclasses.field(
+      default_factory=dict)
+  interval_steps: int = 0
+  budget: Dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def stop_path(control: str) -> str:
@@ -153,11 +161,11 @@ class PointTrial(tune.Trainable):
     if read_stop(context.control):
       return  # The sweep is stopping: this point is not started.
     self._slot, self._lock_fd = _take_slot(context)
-    self._start()
+    self._start(context.argv[self._name])
 
-  def _start(self) -> None:
+  def _start(self, flags: Sequence[str]) -> None:
     context, slot = self._context, self._slot
-    argv = [sys.executable, *LAUNCHER, *context.argv[self._name]]
+    argv = [sys.executable, *LAUNCHER, *flags]
     env = dict(context.env)
     env['PYTHONPATH'] = os.pathsep.join(
         p for p in (paths.ROOT, env.get('PYTHONPATH', '')) if p)
@@ -182,23 +190,37 @@ class PointTrial(tune.Trainable):
       return {'event': 'not_started', 'point': self._name, 'done': True}
     if not self._announced:
       self._announced = True
-      slot = self._slot
-      # Not 'pid': Tune fills that with the trial worker's own.
-      return {'event': 'started', 'point': self._name,
-              'launcher_pid': self._popen.pid,
-              'slot': slot.index, 'cores': list(slot.cores),
-              'gpus': list(slot.gpus), 'where': describe_slot(slot),
-              'started': self._started,
-              'resumed': self._context.resumed.get(self._name, False),
-              'actor_steps': 0}
+      return self._started_result()
+    code = self._wait()
+    if code is None:
+      return self._progress_result()
+    return self._ended_result(code)
+
+  def _started_result(self) -> Dict[str, Any]:
+    slot = self._slot
+    # Not 'pid': Tune fills that with the trial worker's own.
+    return {'event': 'started', 'point': self._name,
+            'launcher_pid': self._popen.pid,
+            'slot': slot.index, 'cores': list(slot.cores),
+            'gpus': list(slot.gpus), 'where': describe_slot(slot),
+            'started': self._started,
+            'resumed': self._context.resumed.get(self._name, False),
+            'actor_steps': 0}
+
+  def _wait(self) -> Optional[int]:
+    """The child's exit code, or None if it still runs after a report's
+    period (the sweep's signals passed on meanwhile)."""
     deadline = time.time() + self._context.report_seconds
     while self._popen.poll() is None and time.time() < deadline:
       self._pass_signals()
       time.sleep(0.2)
-    code = self._popen.poll()
-    if code is None:
-      return {'event': 'progress', 'point': self._name,
-              'actor_steps': 0, **run_progress(self._run_dir)}
+    return self._popen.poll()
+
+  def _progress_result(self) -> Dict[str, Any]:
+    return {'event': 'progress', 'point': self._name,
+            'actor_steps': 0, **run_progress(self._run_dir)}
+
+  def _ended_result(self, code: int) -> Dict[str, Any]:
     reason, summary = end_reason(self._run_dir, self._started, code)
     return {'event': 'ended', 'point': self._name, 'exit_code': code,
             'exit_reason': reason, 'ended': time.time(),
@@ -246,3 +268,118 @@ class PointTrial(tune.Trainable):
       self._lock_fd = -1
 
 
+
+
+def _member_name(control: str, trial_id: str, named: str) -> str:
+  """The population member a trial is. Tune's exploit gives a trial the
+  config of the member it copies, the point's name included; the name its
+  trial first had is kept in the control folder."""
+  path = os.path.join(control, f'member-{trial_id}')
+  try:
+    with open(path) as f:
+      return f.read()
+  except FileNotFoundError:
+    with open(path, 'w') as f:
+      f.write(named)
+    return named
+
+
+def member_steps(run_dir: str) -> int:
+  """The actor steps a member's run directory holds (0 before its first)."""
+  summary = layout.read_json(layout.summary_path(run_dir), {}) or {}
+  progress = layout.read_json(layout.progress_path(run_dir), {}) or {}
+  return max(int(summary.get('actor_steps') or 0),
+             int(progress.get('counts', {}).get('actor_steps', 0)))
+
+
+def learner_checkpoints(run_dir: str) -> str:
+  return os.path.join(run_dir, 'checkpoints', 'learner')
+
+
+class MemberTrial(PointTrial):
+  """One member of a population (population.py): its program runs one
+  segment at a time, to the next boundary, where it stops with its
+  checkpoints saved and reports its final evaluation there. Tune then
+  pauses it (save_checkpoint: its learner checkpoint), and starts it again
+  from that, or from a better member's (load_checkpoint: copied into this
+  member's run directory) with the values Tune perturbed."""
+
+  def setup(self, config: Dict[str, Any], context: TrialContext) -> None:
+    self._context = context
+    self._name = _member_name(context.control, self.trial_id, config['point'])
+    self._values = dict(config['values'])
+    self._run_dir = os.path.join(context.sweep_dir, self._name)
+    self._popen = None
+    self._lock_fd = -1
+    self._segment_end = 0
+    self._copied_from: Optional[Dict[str, Any]] = None
+
+  def step(self) -> Dict[str, Any]:
+    if self._popen is None:
+      if read_stop(self._context.control):
+        return {'event': 'not_started', 'point': self._name, 'done': True}
+      return self._start_segment()
+    code = self._wait()
+    if code is None:
+      return self._progress_result()
+    budget = self._context.budget[self._name]
+    reason, summary = end_reason(self._run_dir, self._started, code)
+    if code != 0 or reason != 'budget_reached' or self._segment_end >= budget:
+      return self._ended_result(code)
+    self._log.close()
+    self._popen = None  # The next step starts the next segment.
+    value = summary.get('final_eval_return_mean')
+    if value is None:
+      value = summary.get('last_eval_return')
+    return {'event': 'segment', 'point': self._name,
+            'segment_steps': self._segment_end,
+            'segment_return': float('nan') if value is None else float(value),
+            'actor_steps': int(summary.get('actor_steps') or 0),
+            'ended': time.time(), 'values': dict(self._values)}
+
+  def _start_segment(self) -> Dict[str, Any]:
+    from acme_launch.sweep import population
+    context = self._context
+    if self._lock_fd < 0:
+      self._slot, self._lock_fd = _take_slot(context)
+    steps = member_steps(self._run_dir)
+    self._segment_end = population.segment_end(
+        steps, context.interval_steps, context.budget[self._name])
+    resumed = os.path.isfile(layout.config_path(self._run_dir))
+    where = ([f'--resume={self._run_dir}'] if resumed else
+             [f'--workdir={context.sweep_dir}', f'--run_name={self._name}'])
+    self._signals_passed = 0
+    self._start([*context.member_argv[self._name],
+                 *population.flags(self._values),
+                 f'--config.max_actor_steps={self._segment_end}', *where])
+    return {**self._started_result(), 'resumed': resumed,
+            'actor_steps': steps, 'segment_end': self._segment_end,
+            'values': dict(self._values), 'copied': self._copied_from}
+
+  def save_checkpoint(self, checkpoint_dir: str) -> None:
+    """The member's learner checkpoint, as its program left it at the end
+    of its last segment (it does not run now: Tune saves at a boundary)."""
+    learner = learner_checkpoints(self._run_dir)
+    if os.path.isdir(learner):
+      shutil.copytree(learner, os.path.join(checkpoint_dir, 'learner'))
+    layout.write_json_atomic(os.path.join(checkpoint_dir, 'member.json'), {
+        'point': self._name, 'actor_steps': member_steps(self._run_dir),
+        'values': self._values})
+
+  def load_checkpoint(self, checkpoint: str) -> None:
+    """The member's own checkpoint (Tune paused and resumes it): nothing to
+    do, its run directory holds it. Another member's (exploit): its learner
+    checkpoint replaces this member's, which resumes from it."""
+    member = layout.read_json(os.path.join(checkpoint, 'member.json'), {}) or {}
+    donor = member.get('point')
+    copied = os.path.join(checkpoint, 'learner')
+    if donor in (None, self._name) or not os.path.isdir(copied):
+      return
+    own = learner_checkpoints(self._run_dir)
+    staged = own + '.copied'
+    shutil.rmtree(staged, ignore_errors=True)
+    shutil.copytree(copied, staged)
+    shutil.rmtree(own, ignore_errors=True)
+    os.rename(staged, own)
+    self._copied_from = {'point': donor,
+                         'actor_steps': int(member.get('actor_steps') or 0)}

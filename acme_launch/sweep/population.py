@@ -1,0 +1,248 @@
+"""Population-based training (Jaderberg et al. 2017) of a sweep's points.
+
+With --sweep_scheduler=pbt the sweep's points (the grid, or random search's
+draws) are the members of one population. Each member trains in segments
+of --pbt_interval_steps actor steps: its program runs to the end of a
+segment and stops there with its checkpoints saved (its final evaluation
+at that step is the member's score), then starts again with --resume for
+the next one. Ray Tune's PopulationBasedTraining, in its synchronous mode,
+compares the members when all of them reached the same boundary: each
+member of the worst --pbt_quantile copies the learner checkpoint of one of
+the best (exploit) and continues with that member's values perturbed
+(explore: a range's value times 0.8 or 1.2, or drawn again, kept within
+the range; a list's value moved to a neighbour, or drawn again).
+
+What is copied is the learner's checkpoint (RUN_DIR/checkpoints/learner:
+parameters, optimizer state, observation normalizer, whatever the agent's
+learner saves), through the TF checkpointer's files; the member keeps its
+own run directory, counter (its actor steps go on from its own) and replay
+(the experience its own actors gathered). So a member's steps and its
+budget stay comparable with a plain sweep's, and an exploit moves only what
+was learned.
+
+Values that would change a shape or the program's topology cannot be
+perturbed: a learner checkpoint holds parameters of the network's shapes
+and a replay checkpoint the tables of its signature, and a member restarts
+with its own nodes. Such fields are refused in the space (`check_space`).
+
+The record of what happened (sweep.json's `population`): at each boundary,
+each member's score, and for each exploit who copied whom, at which step,
+the values before and after.
+"""
+
+import re
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from acme_launch import errors
+from acme_launch.sweep import sample
+
+DEFAULT_QUANTILE = 0.25
+RESAMPLE_PROBABILITY = 0.25
+PERTURBATION_FACTORS = (1.2, 0.8)
+
+# Fields whose values cannot change inside a population: (pattern, why).
+_REFUSED = (
+    (r'network\..*', 'it sets the networks\' shapes, which the learner '
+     'checkpoint a member copies must match'),
+    (r'(num_actors|num_evaluators|envs_per_actor|envpool_async_envs|'
+     r'inference|resources\..*)', 'it sets the program\'s nodes'),
+    (r'(agent|env_name|env_backend|env_modules|env_max_episode_steps)',
+     'it sets the agent or the task'),
+    (r'(max_actor_steps|eval_every_steps|eval_episodes|final_eval_episodes|'
+     r'checkpoint\..*)', 'the population sets it for every member'),
+    (r'.*\.(unroll_length|sequence_length|burn_in_length|batch_size|'
+     r'num_minibatches|max_queue_batches|.*_layers|.*_layer_sizes|'
+     r'.*hidden.*|.*_size)', 'it sets a shape of the learner or the replay '
+     'tables, which the checkpoints a member resumes from must match'),
+)
+
+
+def refused_why(field: str) -> Optional[str]:
+  """Why `field` cannot be in a population's space, or None."""
+  for pattern, why in _REFUSED:
+    if re.fullmatch(pattern, field):
+      return why
+  return None
+
+
+def check_space(fields: Sequence[Tuple[str, List[str]]],
+                ranges: Dict[str, sample.Range], points: int) -> None:
+  """LaunchError for a population of fewer than 2 members or a field that
+  cannot change inside one."""
+  if points < 2:
+    raise errors.LaunchError(
+        f'--sweep_scheduler=pbt: a population of {points} member; it needs '
+        'at least 2 (give --sweep_samples=N >= 2, or a grid of 2 or more '
+        'points)')
+  for field, _ in fields:
+    if field == 'seed':
+      continue  # Each member's own; never perturbed.
+    why = refused_why(field)
+    if why:
+      raise errors.LaunchError(
+          f'--sweep_scheduler=pbt: {field} cannot be in a population\'s '
+          f'space: {why}')
+  del ranges
+
+
+def settings(fields: Sequence[Tuple[str, List[str]]],
+             ranges: Dict[str, sample.Range], budget: int,
+             eval_every_steps: int, interval_steps: int,
+             quantile: float) -> Dict[str, Any]:
+  """sweep.json's `scheduler` for PBT, checked; LaunchError if bad."""
+  interval = interval_steps or max(eval_every_steps, budget // 4)
+  if eval_every_steps and interval < eval_every_steps:
+    raise errors.LaunchError(
+        f'--pbt_interval_steps={interval}: shorter than the evaluation '
+        f'period (eval_every_steps={eval_every_steps:,}); a member is judged '
+        'on its evaluation at the end of each interval')
+  if interval >= budget:
+    raise errors.LaunchError(
+        f'--pbt_interval_steps={interval}: not below the budget '
+        f'({budget:,} actor steps): the members would never be compared')
+  quantile = quantile or DEFAULT_QUANTILE
+  space = {}
+  for field, values in fields:
+    if field == 'seed':
+      continue
+    spec = ranges.get(field)
+    space[field] = ({'kind': spec.kind, 'low': spec.low, 'high': spec.high}
+                    if spec else {'kind': 'choice', 'values': list(values)})
+  if not space:
+    raise errors.LaunchError(
+        '--sweep_scheduler=pbt: nothing to perturb: the --sweep fields are '
+        'seeds only; give a field with a range or a list')
+  return {'name': 'pbt', 'interval_steps': interval,
+          'boundaries': boundaries(interval, budget), 'max_steps': budget,
+          'quantile': quantile, 'resample_probability': RESAMPLE_PROBABILITY,
+          'space': space, 'metric': 'segment_return',
+          'time_attr': 'segment_steps'}
+
+
+def boundaries(interval: int, budget: int) -> List[int]:
+  """The actor steps at which the members are compared (before the budget)."""
+  return list(range(interval, budget, interval))
+
+
+def segment_end(steps: int, interval: int, budget: int) -> int:
+  """The step at which a member that has `steps` stops next."""
+  return min(budget, (steps // interval + 1) * interval)
+
+
+def member_values(point_fields: Dict[str, Any],
+                  space: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
+  """A member's first values (Tune's config): a range's as a number, a
+  list's as the text given on the command line."""
+  values = {}
+  for field, spec in space.items():
+    value = point_fields[field]
+    if spec['kind'] == 'choice':
+      value = next(v for v in spec['values'] if _same(v, value))
+    values[field] = value
+  return values
+
+
+def _same(text: str, value: Any) -> bool:
+  """Whether the command line's `text` is what the config read as `value`."""
+  if str(value) == text:
+    return True
+  try:
+    return float(text) == float(value)
+  except (TypeError, ValueError):
+    return text.lower() == str(value).lower()
+
+
+def value_text(value: Any) -> str:
+  """A value as a --config.FIELD=VALUE flag's text."""
+  if isinstance(value, bool) or isinstance(value, str):
+    return str(value)
+  if isinstance(value, int):
+    return str(value)
+  return repr(float(f'{value:.4g}'))
+
+
+def flags(values: Dict[str, Any]) -> List[str]:
+  return [f'--config.{f}={value_text(v)}' for f, v in values.items()]
+
+
+def clip(values: Dict[str, Any],
+         space: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
+  """Perturbed values brought back into their ranges (Tune does not)."""
+  clipped = dict(values)
+  for field, spec in space.items():
+    if spec['kind'] == 'choice' or field not in clipped:
+      continue
+    value = min(max(clipped[field], spec['low']), spec['high'])
+    clipped[field] = (int(round(value)) if spec['kind'] == 'int'
+                      else float(f'{value:.4g}'))
+  return clipped
+
+
+def describe(settings_: Dict[str, Any]) -> str:
+  """', population-based training: compared at N, M actor steps, ...'."""
+  steps = ', '.join(f'{b:,}' for b in settings_['boundaries'])
+  return (f', population-based training (compared at {steps} actor steps; '
+          f'the worst {settings_["quantile"]:.0%} copy the best '
+          f'{settings_["quantile"]:.0%} and perturb '
+          f'{", ".join(settings_["space"])})')
+
+
+def describe_change(before: Dict[str, Any], after: Dict[str, Any]) -> str:
+  """'ppo.learning_rate 0.0003 -> 0.00036; ppo.num_epochs 2' (a value
+  that changed, one that did not)."""
+  return '; '.join(
+      f'{f} {value_text(v)}' if before.get(f) == v else
+      f'{f} {value_text(before.get(f))} -> {value_text(v)}'
+      for f, v in after.items())
+
+
+def make(settings_: Dict[str, Any], on_exploit: Callable[..., None]):
+  """Tune's PopulationBasedTraining for sweep.json's `scheduler`, telling
+  `on_exploit(member trial id, copied trial id, actor steps, (their
+  scores), values before, values after)` of each exploit it makes."""
+  from ray import tune
+  from ray.tune.schedulers import PopulationBasedTraining
+
+  class RecordingPBT(PopulationBasedTraining):
+    """Tune's PBT, telling the sweep's record of each exploit."""
+
+    def _exploit(self, tune_controller, trial, trial_to_clone):
+      before = dict(trial.config['values'])
+      scores = (self._trial_state[trial].last_score,
+                self._trial_state[trial_to_clone].last_score)
+      at_steps = self._trial_state[trial_to_clone].last_train_time
+      super()._exploit(tune_controller, trial, trial_to_clone)
+      on_exploit(trial.trial_id, trial_to_clone.trial_id, int(at_steps),
+                 scores, before, dict(trial.config['values']))
+
+  space = settings_['space']
+  mutations = {}
+  for field, spec in space.items():
+    if spec['kind'] == 'choice':
+      mutations[field] = list(spec['values'])
+    elif spec['kind'] == 'loguniform':
+      mutations[field] = tune.loguniform(spec['low'], spec['high'])
+    elif spec['kind'] == 'uniform':
+      mutations[field] = tune.uniform(spec['low'], spec['high'])
+    else:
+      mutations[field] = tune.randint(spec['low'], spec['high'] + 1)
+
+  def explore(config: Dict[str, Any]) -> Dict[str, Any]:
+    config['values'] = clip(config['values'], space)
+    return config
+
+  return RecordingPBT(
+      time_attr='segment_steps', metric='segment_return', mode='max',
+      perturbation_interval=int(settings_['interval_steps']),
+      hyperparam_mutations={'values': mutations},
+      quantile_fraction=float(settings_['quantile']),
+      resample_probability=float(settings_['resample_probability']),
+      perturbation_factors=PERTURBATION_FACTORS,
+      custom_explore_fn=explore, log_config=False,
+      # Every member stops at each boundary anyway (its segment ends): they
+      # are compared together, as many running at once as there are slots.
+      synch=True, require_attrs=False)
+
+
+def is_population(record: Dict[str, Any]) -> bool:
+  return (record.get('scheduler') or {}).get('name') == 'pbt'

@@ -1,0 +1,93 @@
+"""--sweep_scheduler=pbt: a population of two on a task any learner improves
+on at once (tests/bandit_env.py). The member whose learning rate is 0
+cannot learn; at the comparison it copies the other's learner checkpoint,
+and its next evaluations are the other's, not its own."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO_ROOT, read_json, run_launcher
+
+TASK = '--config.env_name=tests.bandit_env:PushBandit-v0'
+LEARNER, FROZEN = 'ppo.learning_rate=0.003', 'ppo.learning_rate=0.0'
+
+needs_two_cores = pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2, reason='two members at once')
+
+
+@needs_two_cores
+def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
+    workdir):
+  sweep_dir = os.path.join(workdir, 'pbt')
+  result = run_launcher(
+      '--config=smoke', TASK, '--config.env_max_episode_steps=10',
+      '--sweep=ppo.learning_rate=0.003,0.0', '--max_concurrent=2',
+      '--sweep_scheduler=pbt', '--pbt_interval_steps=2000',
+      '--config.max_actor_steps=4000', f'--workdir={workdir}',
+      '--run_name=pbt', timeout=480)
+  assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+  assert ('population-based training (compared at 2,000 actor steps'
+          in result.stdout)
+
+  record = read_json(os.path.join(sweep_dir, 'sweep.json'))
+  entries = {p['name']: p for p in record['points']}
+  # Each member ran two segments: to the comparison, then to the budget.
+  for name in (LEARNER, FROZEN):
+    launches = entries[name]['launches']
+    assert [l['segment_end'] for l in launches] == [2000, 4000]
+    assert [l['resumed'] for l in launches] == [False, True]
+    [segment] = entries[name]['segments']
+    assert segment['actor_steps'] == 2000
+  learned = entries[LEARNER]['segments'][0]['return']
+  frozen = entries[FROZEN]['segments'][0]['return']
+  assert learned > 5.0 and abs(frozen) < 2.0, (learned, frozen)
+
+  # The comparison: the frozen member copied the learner, the learner kept
+  # its own.
+  [exploit] = record['population']['exploits']
+  assert (exploit['member'], exploit['copied']) == (FROZEN, LEARNER)
+  assert exploit['actor_steps'] == 2000
+  assert (exploit['member_return'], exploit['copied_return']) == (frozen,
+                                                                  learned)
+  assert exploit['before'] == {'ppo.learning_rate': '0.0'}
+  assert exploit['after']['ppo.learning_rate'] in ('0.0', '0.003')
+  second = entries[FROZEN]['launches'][1]
+  assert second['copied']['point'] == LEARNER
+  assert second['values'] == exploit['after']
+  assert entries[LEARNER]['launches'][1]['copied'] is None
+  assert (f'at 2,000 actor steps {FROZEN} (return {frozen:.1f}) copies the '
+          f'learner of {LEARNER} (return {learned:.1f})') in result.stdout
+  # Its second segment ran with the values it was given.
+  config = read_json(os.path.join(sweep_dir, FROZEN, 'config.json'))['config']
+  assert str(config['ppo']['learning_rate']) == exploit['after'][
+      'ppo.learning_rate']
+
+  # Its evaluations after the copy are the learner's (about 10), not its
+  # own (about 0); its actor steps went on from its own counter.
+  summary = read_json(os.path.join(sweep_dir, FROZEN, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['final_eval_return_mean'] > 5.0
+  assert 2000 <= summary['restored_actor_steps'] < 4000
+  assert summary['actor_steps'] >= 4000
+
+  table = read_json(os.path.join(sweep_dir, 'sweep_summary.json'))
+  assert table['population']['exploits'] == 1
+  assert table['failed'] == []
+  rows = {r['point']: r for r in table['points']}
+  assert rows[FROZEN]['copied'] == [[2000, LEARNER]]
+  assert 'population of 2: 1 exploits' in result.stdout
+
+  plot = subprocess.run([sys.executable, '-m', 'acme_launch.plot', sweep_dir],
+                        cwd=REPO_ROOT, capture_output=True, text=True,
+                        check=False)
+  assert plot.returncode == 0, plot.stderr
+  with open(os.path.join(sweep_dir, 'plots', 'eval_return.png'), 'rb') as f:
+    assert f.read(8) == b'\x89PNG\r\n\x1a\n'
+
+  # Done: a resume runs nothing.
+  again = run_launcher(f'--resume={sweep_dir}')
+  assert again.returncode == 0, again.stderr
+  assert '0 to run' in again.stdout
