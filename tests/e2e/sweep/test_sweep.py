@@ -393,6 +393,23 @@ def _one_gpu_inventory(tmp_path, count: int = 1) -> str:
      'the first rung must be at most the budget / 3 (2,000 actor steps)'),
     (['--sweep=seed=0,1', '--sweep_scheduler=asha', '--asha_grace_steps=500'],
      'the first rung comes before the first evaluation'),
+    # Population-based training (--sweep_scheduler=pbt).
+    (['--sweep=seed=0,1', '--pbt_quantile=0.25'],
+     '--pbt_interval_steps and --pbt_quantile go with --sweep_scheduler=pbt'),
+    (['--sweep=ppo.learning_rate=3e-4', '--sweep_scheduler=pbt'],
+     'a population of 1 member; it needs at least 2'),
+    (['--sweep=network.policy_layers=(8,8),(16,16)', '--sweep_scheduler=pbt'],
+     "network.policy_layers cannot be in a population's space: it sets the "
+     "networks' shapes"),
+    (['--sweep=num_actors=1,2', '--sweep_scheduler=pbt'],
+     "num_actors cannot be in a population's space: it sets the program's "
+     'nodes'),
+    (['--sweep=ppo.learning_ratez=1e-3,3e-4', '--sweep_scheduler=pbt'],
+     'ppo.learning_ratez is not a field'),
+    (['--sweep=ppo.learning_rate=3e-4,1e-3', '--sweep_scheduler=pbt',
+      '--pbt_interval_steps=500'], 'shorter than the evaluation period'),
+    (['--sweep=ppo.learning_rate=3e-4,1e-3', '--sweep_scheduler=pbt',
+      '--pbt_quantile=0.75'], '--pbt_quantile must be a fraction above 0'),
 ])
 def test_bad_sweep_input_is_one_line_exit_2_and_creates_nothing(
     workdir, tmp_path, args, expected):
