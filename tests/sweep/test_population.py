@@ -1,0 +1,92 @@
+"""A population's settings, refused fields and perturbations (population.py),
+with Tune's own perturbation step (no Ray instance)."""
+
+import random
+
+import pytest
+
+from acme_launch import errors
+from acme_launch.sweep import population
+from acme_launch.sweep import sample
+
+FIELDS = [('ppo.learning_rate', ['loguniform(1e-4,1e-2)']),
+          ('ppo.num_epochs', ['int(1,4)']),
+          ('ppo.entropy_cost', ['0.0', '0.01']), ('seed', ['0', '1'])]
+
+
+def _settings(**kwargs):
+  args = dict(fields=FIELDS, ranges=sample.parse_ranges(FIELDS),
+              budget=10_000, eval_every_steps=1_000, interval_steps=2_000,
+              quantile=0.0)
+  args.update(kwargs)
+  return population.settings(**args)
+
+
+def test_settings_give_the_boundaries_and_the_space_less_the_seed():
+  settings = _settings()
+  assert settings['boundaries'] == [2000, 4000, 6000, 8000]
+  assert settings['quantile'] == population.DEFAULT_QUANTILE
+  assert settings['space'] == {
+      'ppo.learning_rate': {'kind': 'loguniform', 'low': 1e-4, 'high': 1e-2},
+      'ppo.num_epochs': {'kind': 'int', 'low': 1, 'high': 4},
+      'ppo.entropy_cost': {'kind': 'choice', 'values': ['0.0', '0.01']}}
+  # Default interval: a quarter of the budget.
+  assert _settings(interval_steps=0)['boundaries'] == [2500, 5000, 7500]
+
+
+@pytest.mark.parametrize('kwargs, expected', [
+    (dict(interval_steps=500), 'shorter than the evaluation period'),
+    (dict(interval_steps=10_000), 'not below the budget'),
+    (dict(fields=[('seed', ['0', '1'])], ranges={}), 'nothing to perturb'),
+])
+def test_bad_settings_are_one_line(kwargs, expected):
+  with pytest.raises(errors.LaunchError, match=expected):
+    _settings(**kwargs)
+
+
+@pytest.mark.parametrize('field', [
+    'network.policy_layers', 'num_actors', 'envs_per_actor', 'inference',
+    'resources.learner.num_devices', 'env_name', 'max_actor_steps',
+    'ppo.unroll_length', 'ppo.batch_size', 'r2d2.sequence_length',
+    'checkpoint.interval_minutes'])
+def test_fields_that_set_shapes_or_nodes_are_refused(field):
+  with pytest.raises(errors.LaunchError, match=f'{field} cannot be in'):
+    population.check_space([(field, ['1', '2'])], {}, 2)
+
+
+def test_learning_fields_and_seeds_are_accepted_and_a_member_alone_is_not():
+  population.check_space(FIELDS, {}, 2)
+  with pytest.raises(errors.LaunchError, match='a population of 1 member'):
+    population.check_space(FIELDS, {}, 1)
+
+
+def test_segments_end_at_the_next_boundary_or_the_budget():
+  assert population.segment_end(0, 2000, 5000) == 2000
+  assert population.segment_end(2100, 2000, 5000) == 4000  # Went past one.
+  assert population.segment_end(4000, 2000, 5000) == 5000
+
+
+def test_tunes_perturbations_stay_inside_the_ranges():
+  from ray.tune.schedulers.pbt import _explore
+  settings = _settings()
+  scheduler = population.make(settings, lambda *args: None)
+  mutations = scheduler._hyperparam_mutations
+  random.seed(0)
+  config = {'point': 'p', 'values': population.member_values(
+      {'ppo.learning_rate': 0.0099, 'ppo.num_epochs': 1,
+       'ppo.entropy_cost': 0.01}, settings['space'])}
+  assert config['values']['ppo.entropy_cost'] == '0.01'  # The list's text.
+  for _ in range(200):
+    config, _ = _explore(config, mutations, 0.25, (1.2, 0.8),
+                         scheduler._custom_explore_fn)
+    values = config['values']
+    assert 1e-4 <= values['ppo.learning_rate'] <= 1e-2
+    assert values['ppo.num_epochs'] in (1, 2, 3, 4)
+    assert values['ppo.entropy_cost'] in ('0.0', '0.01')
+  assert population.flags(config['values'])[0].startswith(
+      '--config.ppo.learning_rate=')
+
+
+def test_a_change_is_told_field_by_field():
+  assert population.describe_change(
+      {'a': 0.0003, 'b': 2}, {'a': 0.00036, 'b': 2}) == 'a 0.0003 -> 0.00036; b 2'
