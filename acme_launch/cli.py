@@ -105,6 +105,7 @@ def _sweep_options(options: options_lib.Options):
       asha_reduction=options.asha_reduction,
       pbt_interval_steps=options.pbt_interval_steps,
       pbt_quantile=options.pbt_quantile,
+      trial_retries=options.trial_retries,
       # Its points get --tracking_uri in their environment (_sweep_main).
       base_argv=tuple(options_lib.argv_without(
           list(options.argv[1:]),

@@ -223,6 +223,12 @@ def _define(fv: flags.FlagValues,
       'the best 1/N of the points that reach it, and the next rung is N '
       'times further (default 3).', lower_bound=2, flag_values=fv)
   flags.DEFINE_integer(
+      'trial_retries', 0, 'With --sweep: a point\'s program that fails (a '
+      'node failed past --max_node_restarts, the launcher died) starts again '
+      'from its run directory\'s checkpoints, up to this many times per '
+      'point (a population\'s member resumes its segment).', lower_bound=0,
+      flag_values=fv)
+  flags.DEFINE_integer(
       'pbt_interval_steps', None, 'With --sweep_scheduler=pbt: actor steps '
       'between two comparisons of the population (default: the budget / 4); '
       'at least the config\'s eval_every_steps.', lower_bound=1,
@@ -241,6 +247,11 @@ def _define(fv: flags.FlagValues,
           f['pbt_interval_steps'] is None and f['pbt_quantile'] is None),
       message='--pbt_interval_steps and --pbt_quantile go with '
       '--sweep_scheduler=pbt', flag_values=fv)
+  flags.register_multi_flags_validator(
+      ['trial_retries', 'sweep'], lambda f: not f['trial_retries'] or
+      bool(f['sweep']), message='--trial_retries goes with --sweep (a single '
+      'run restarts its nodes: --max_node_restarts, --auto_resume)',
+      flag_values=fv)
   flags.register_multi_flags_validator(
       ['sweep_scheduler', 'sweep'], lambda f: f['sweep_scheduler'] == 'fifo'
       or bool(f['sweep']), message='--sweep_scheduler goes with --sweep (how '
@@ -287,7 +298,7 @@ _define(flags.FLAGS)  # The launcher's own command line.
 # Flags of the sweep launcher itself, not handed to the programs of a sweep.
 SWEEP_ONLY_FLAGS = ('sweep', 'sweep_samples', 'sweep_seed', 'max_concurrent',
                     'sweep_scheduler', 'asha_grace_steps', 'asha_reduction',
-                    'pbt_interval_steps', 'pbt_quantile',
+                    'pbt_interval_steps', 'pbt_quantile', 'trial_retries',
                     'workdir', 'run_name', 'resume', 'dry_run')
 
 
@@ -333,6 +344,7 @@ class Options:
   asha_reduction: int = 0        # 0: 3.
   pbt_interval_steps: int = 0    # 0: the budget / 4.
   pbt_quantile: float = 0.0      # 0: 0.25.
+  trial_retries: int = 0
   compilation_cache: str = ''    # '': the default folder; 'none': off.
   # --tracking's names as given (checked by prepare: tracking.check_choice).
   tracking: Tuple[str, ...] = ()
@@ -390,7 +402,7 @@ _PLAIN_FLAGS = (
     'gpu_inventory', 'debug_node', 'max_node_restarts', 'node_start', 'auto_resume',
     'node_log_max_mb', 'disk_guard_mb', 'allow_exposed_listeners',
     'ray_address', 'allow_public_cluster_address', 'allow_open_cluster',
-    'max_concurrent', 'sweep_scheduler')
+    'max_concurrent', 'sweep_scheduler', 'trial_retries')
 
 
 def _is_saved_config_file(path: str) -> bool:

@@ -161,6 +161,13 @@ def drawn(record: Dict[str, Any]) -> str:
   return f' drawn with --sweep_seed={drawn["seed"]}' if drawn else ''
 
 
+def describe_retries(record: Dict[str, Any]) -> str:
+  """', a failed program started again up to N times' or ''."""
+  retries = record.get('trial_retries')
+  return (f', a failed program started again up to {retries} '
+          f'time{"s" if retries > 1 else ""}' if retries else '')
+
+
 def describe_scheduler(record: Dict[str, Any]) -> str:
   """', ASHA early stopping at rungs of N, M actor steps', a population's
   boundaries, or ''."""
@@ -194,7 +201,8 @@ def describe_dry_run(options: SweepOptions, record: Dict[str, Any],
                      todo: List[Tuple[Point, str]], slots: List[Slot]) -> str:
   lines = [f'sweep of {len(record["points"])} points of '
            f'{record["config_name"]}{drawn(record)}: {len(todo)} to run, '
-           f'{len(slots)} at once{describe_scheduler(record)}; sweep '
+           f'{len(slots)} at once{describe_scheduler(record)}'
+           f'{describe_retries(record)}; sweep '
            f'directory {options.sweep_dir}', '']
   if record.get('ray_cluster') and slots:
     lines.append(describe_cluster(record['ray_cluster'], len(todo),

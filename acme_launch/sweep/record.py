@@ -60,6 +60,8 @@ def new_record(options: SweepOptions, points: List[Point],
   }
   if options.tracking_uri:  # Masked: a resume asks for it again.
     record['tracking_uri'] = credentials.mask(options.tracking_uri)
+  if options.trial_retries:
+    record['trial_retries'] = options.trial_retries
   if options.samples:  # Random search: how its points were drawn.
     record['random_search'] = {'samples': options.samples,
                                'seed': options.sample_seed,

@@ -41,10 +41,10 @@ from acme_launch.sweep import local_ray
 from acme_launch.sweep import population
 from acme_launch.sweep import schedulers
 from acme_launch.sweep.options import SweepOptions
-from acme_launch.sweep.plan import describe_scheduler, drawn
+from acme_launch.sweep.plan import describe_retries, describe_scheduler, drawn
 from acme_launch.sweep.points import Point
 from acme_launch.sweep.record import (
-    final_return, format_table, log_path, point_args, points_of, record_path,
+    final_return, format_table, log_path, points_of, record_path,
     summarize, summary_path)
 from acme_launch.sweep.slots import Slot
 
@@ -114,6 +114,24 @@ def _reporter_class():
         self._save()
       print(f'acme-launch: sweep: {name}: its trial failed: '
             f'{trial.error_file or "no error file"}', flush=True)
+
+    def on_trial_recover(self, iteration, trials, trial, **info):
+      """A program failed and its trial starts again (--trial_retries)."""
+      del iteration, trials, info
+      name = self._name(trial)
+      launch = self._running.pop(name, None)
+      if launch is None:
+        return
+      from acme_launch.sweep import trials as trials_lib
+      reason, summary = trials_lib.end_reason(
+          os.path.join(self._dir, name), launch['started'], 1)
+      launch.update(ended=time.time(), exit_reason=reason, retried=True,
+                    failed_node=summary.get('failed_node'))
+      self._save()
+      failed = summary.get('failed_node')
+      print(f'acme-launch: sweep: {name} failed: {reason}'
+            f'{f" ({failed})" if failed else ""}; starting it again from its '
+            'checkpoints (--trial_retries)', flush=True)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
       """A trial that ends without its point's end: the scheduler stopped
@@ -313,8 +331,7 @@ def _fit(options: SweepOptions, record: Dict[str, Any],
     common = dict(
         sweep_dir=options.sweep_dir, control=instance.folder,
         cwd=record.get('cwd') or '', env=dict(os.environ),
-        slots=tuple(slots),
-        resumed={p.name: state == 'started' for p, state in todo})
+        slots=tuple(slots), retries=int(record.get('trial_retries') or 0))
     param_space: Dict[str, Any] = {
         'point': tune.grid_search(list(points))}
     if population.is_population(record):
@@ -325,10 +342,10 @@ def _fit(options: SweepOptions, record: Dict[str, Any],
           lambda spec: first[spec.config.point])
       trainable = trials.MemberTrial
       context = trials.TrialContext(
-          argv={}, interval_steps=int(settings['interval_steps']),
-          budget={n: p.max_actor_steps for n, p in points.items()},
-          member_argv={n: _member_argv(record, p, space)
-                       for n, p in points.items()}, **common)
+          argv={n: _member_argv(record, p, space)
+                for n, p in points.items()},
+          interval_steps=int(settings['interval_steps']),
+          budget={n: p.max_actor_steps for n, p in points.items()}, **common)
       scheduler = population.make(settings, reporter.exploited)
       # Its advice to reuse trial workers: a member's segment starts a
       # whole program, against which a worker's start is small.
@@ -336,8 +353,8 @@ def _fit(options: SweepOptions, record: Dict[str, Any],
     else:
       trainable = trials.PointTrial
       context = trials.TrialContext(
-          argv={p.name: tuple(point_args(options.sweep_dir, record, p, state))
-                for p, state in todo}, **common)
+          argv={n: (*record['base_argv'], *p.args)
+                for n, p in points.items()}, **common)
       scheduler = schedulers.make(settings, options.sweep_dir)
     tuner = tune.Tuner(
         tune.with_parameters(trainable, context=context),
@@ -356,7 +373,10 @@ def _fit(options: SweepOptions, record: Dict[str, Any],
             # directories; a population's learner checkpoints pass through
             # Tune's (trials.MemberTrial).
             checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
-            failure_config=tune.FailureConfig(max_failures=0)))
+            # A program that failed starts again (trials.Retry) as many
+            # times as --trial_retries allows; the trial counts them.
+            failure_config=tune.FailureConfig(
+                max_failures=context.retries)))
     tuner.fit()
 
 
@@ -386,7 +406,8 @@ def run(options: SweepOptions, record: Dict[str, Any],
   total = len(record['points'])
   print(f'acme-launch: sweep of {total} points of {record["config_name"]} '
         f'({", ".join(record["fields"])}){drawn(record)}: {len(todo)} to run, '
-        f'{len(slots)} at once{_where(record)}{describe_scheduler(record)}; '
+        f'{len(slots)} at once{_where(record)}{describe_scheduler(record)}'
+        f'{describe_retries(record)}; '
         f'sweep directory {options.sweep_dir}', flush=True)
   stopped_by = _run_trials(options, record, todo, slots)
   table = summarize(options.sweep_dir, record)

@@ -39,7 +39,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ray import tune
 
@@ -66,16 +66,38 @@ class TrialContext:
   cwd: str                               # Where the child launchers run.
   env: Dict[str, str]                    # The sweep launcher's environment.
   slots: Tuple[Slot, ...]
-  argv: Dict[str, Tuple[str, ...]]       # Point name -> its launch.py flags.
-  resumed: Dict[str, bool]               # Point name -> resumes its run dir.
+  # Point name -> its launch.py flags but its run directory (a fresh one,
+  # or --resume of the one it has: where_flags). A population's: less the
+  # values it perturbs and the budget, which each segment sets.
+  argv: Dict[str, Tuple[str, ...]]
+  retries: int = 0                       # Starts again after a failure.
   report_seconds: float = 2.0
-  # A population (population.py): point name -> its launch.py flags less
-  # its run directory and the values the population perturbs; the
-  # interval and the budget in actor steps.
-  member_argv: Dict[str, Tuple[str, ...]] = dataclasses.field(
-      default_factory=dict)
+  # A population (population.py): the interval and each member's budget,
+  # in actor steps.
   interval_steps: int = 0
   budget: Dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+def where_flags(sweep_dir: str, name: str) -> Tuple[bool, List[str]]:
+  """(whether it resumes, the flags that give a point's launcher its run
+  directory): --resume of the one it has, else a new one."""
+  run_dir = os.path.join(sweep_dir, name)
+  if os.path.isfile(layout.config_path(run_dir)):
+    return True, [f'--resume={run_dir}']
+  return False, [f'--workdir={sweep_dir}', f'--run_name={name}']
+
+
+class Retry(Exception):
+  """A point's program failed and may start again (--trial_retries):
+  Tune starts its trial again, which resumes the run directory."""
+
+
+def _failed_once_more(control: str, name: str) -> int:
+  """How many times the point's program has failed in this sweep."""
+  path = os.path.join(control, f'failures-{name}')
+  count = int(layout.read_json(path, 0) or 0) + 1
+  layout.write_json_atomic(path, count)
+  return count
 
 
 def stop_path(control: str) -> str:
@@ -161,7 +183,8 @@ class PointTrial(tune.Trainable):
     if read_stop(context.control):
       return  # The sweep is stopping: this point is not started.
     self._slot, self._lock_fd = _take_slot(context)
-    self._start(context.argv[self._name])
+    self._resumed, where = where_flags(context.sweep_dir, self._name)
+    self._start([*context.argv[self._name], *where])
 
   def _start(self, flags: Sequence[str]) -> None:
     context, slot = self._context, self._slot
@@ -204,7 +227,7 @@ class PointTrial(tune.Trainable):
             'slot': slot.index, 'cores': list(slot.cores),
             'gpus': list(slot.gpus), 'where': describe_slot(slot),
             'started': self._started,
-            'resumed': self._context.resumed.get(self._name, False),
+            'resumed': self._resumed,
             'actor_steps': 0}
 
   def _wait(self) -> Optional[int]:
@@ -222,11 +245,24 @@ class PointTrial(tune.Trainable):
 
   def _ended_result(self, code: int) -> Dict[str, Any]:
     reason, summary = end_reason(self._run_dir, self._started, code)
+    self._retry_if_allowed(code, reason)
     return {'event': 'ended', 'point': self._name, 'exit_code': code,
             'exit_reason': reason, 'ended': time.time(),
             'failed_node': summary.get('failed_node'),
             'actor_steps': int(summary.get('actor_steps') or 0),
             'done': True}
+
+  def _retry_if_allowed(self, code: int, reason: str) -> None:
+    """Raises Retry for a program that failed on its own (not stopped by
+    the sweep, not refused at its start: exit 2), while retries are left."""
+    if (code in (0, 2) or not self._context.retries or
+        read_stop(self._context.control)):
+      return
+    if _failed_once_more(self._context.control,
+                         self._name) <= self._context.retries:
+      self._log.close()
+      self._popen = None
+      raise Retry(f'{self._name}: {reason}, exit {code}')
 
   def _pass_signals(self) -> None:
     """Each signal the sweep got, passed once to the child launcher; all
@@ -261,7 +297,7 @@ class PointTrial(tune.Trainable):
       except subprocess.TimeoutExpired:
         self._kill()
         self._popen.wait()
-    if self._popen is not None:
+    if self._popen is not None and not self._log.closed:
       self._log.close()
     if self._lock_fd >= 0:
       os.close(self._lock_fd)
@@ -325,7 +361,7 @@ class MemberTrial(PointTrial):
     budget = self._context.budget[self._name]
     reason, summary = end_reason(self._run_dir, self._started, code)
     if code != 0 or reason != 'budget_reached' or self._segment_end >= budget:
-      return self._ended_result(code)
+      return self._ended_result(code)  # Or Retry, resuming this segment.
     self._log.close()
     self._popen = None  # The next step starts the next segment.
     value = summary.get('final_eval_return_mean')
@@ -345,14 +381,11 @@ class MemberTrial(PointTrial):
     steps = member_steps(self._run_dir)
     self._segment_end = population.segment_end(
         steps, context.interval_steps, context.budget[self._name])
-    resumed = os.path.isfile(layout.config_path(self._run_dir))
-    where = ([f'--resume={self._run_dir}'] if resumed else
-             [f'--workdir={context.sweep_dir}', f'--run_name={self._name}'])
+    self._resumed, where = where_flags(context.sweep_dir, self._name)
     self._signals_passed = 0
-    self._start([*context.member_argv[self._name],
-                 *population.flags(self._values),
+    self._start([*context.argv[self._name], *population.flags(self._values),
                  f'--config.max_actor_steps={self._segment_end}', *where])
-    return {**self._started_result(), 'resumed': resumed,
+    return {**self._started_result(),
             'actor_steps': steps, 'segment_end': self._segment_end,
             'values': dict(self._values), 'copied': self._copied_from}
 
@@ -375,11 +408,17 @@ class MemberTrial(PointTrial):
     copied = os.path.join(checkpoint, 'learner')
     if donor in (None, self._name) or not os.path.isdir(copied):
       return
+    self._copied_from = {'point': donor,
+                         'actor_steps': int(member.get('actor_steps') or 0)}
+    # A retried segment starts from the same checkpoint: what the member
+    # learned since the copy stays.
+    marker = os.path.join(self._run_dir, 'copied.json')
+    if layout.read_json(marker) == self._copied_from:
+      return
     own = learner_checkpoints(self._run_dir)
     staged = own + '.copied'
     shutil.rmtree(staged, ignore_errors=True)
     shutil.copytree(copied, staged)
     shutil.rmtree(own, ignore_errors=True)
     os.rename(staged, own)
-    self._copied_from = {'point': donor,
-                         'actor_steps': int(member.get('actor_steps') or 0)}
+    layout.write_json_atomic(marker, self._copied_from)

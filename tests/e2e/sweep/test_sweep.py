@@ -164,31 +164,43 @@ def test_two_point_sweep_runs_concurrently_on_disjoint_cores_and_tabulates(workd
 
 
 @needs_two_cores
-def test_a_failed_point_leaves_the_other_to_finish_and_the_sweep_exits_1_naming_it(workdir):
+def test_a_failed_point_is_retried_then_leaves_the_other_to_finish_and_exits_1(
+    workdir):
   sweep_dir = os.path.join(workdir, 'failing')
   launcher = start_launcher('--config=smoke', '--sweep=seed=0,1',
                             '--config.max_actor_steps=2000',
-                            '--max_node_restarts=0', f'--workdir={workdir}',
-                            '--run_name=failing')
+                            '--max_node_restarts=0', '--trial_retries=1',
+                            f'--workdir={workdir}', '--run_name=failing')
   with killed_on_exit(launcher):
     failing = os.path.join(sweep_dir, 'seed=1')
-    wait_for(lambda: os.path.isdir(os.path.join(failing, 'nodes')) and
-             'actor/0' in node_pids(failing), 240, 'actor/0 of seed=1')
-    os.kill(node_pids(failing)['actor/0'], signal.SIGKILL)
+    killed = []
+    for _ in range(2):  # Once retried (--trial_retries=1), then for good.
+      wait_for(lambda: os.path.isdir(os.path.join(failing, 'nodes')) and
+               node_pids(failing).get('actor/0') not in (None, *killed),
+               240, 'actor/0 of seed=1')
+      killed.append(node_pids(failing)['actor/0'])
+      os.kill(killed[-1], signal.SIGKILL)
     stdout, stderr = launcher.communicate(timeout=360)
   assert launcher.returncode == 1, stdout[-2000:] + stderr[-2000:]
+  assert 'a failed program started again up to 1 time;' in stdout
   assert _summary(sweep_dir, 'seed=0')['exit_reason'] == 'budget_reached'
   failed = _summary(sweep_dir, 'seed=1')
   assert failed['exit_reason'] == 'node_failed'
   assert failed['failed_node'] == 'actor/0'
   assert 'did not reach their budget: seed=1;' in stderr
+  # The first failure: said, and its program started again from its
+  # checkpoints, in the same run directory.
+  assert ('seed=1 failed: node_failed (actor/0); starting it again from its '
+          'checkpoints') in stdout
+  first, second = _launches(sweep_dir)['seed=1']
+  assert first['retried'] and first['exit_reason'] == 'node_failed'
+  assert second['resumed'] and second['exit_code'] == 1
   # Why, without opening the log: its end, the failed node's lines among them.
   tail = stdout.split('acme-launch: sweep: the end of that log:\n', 1)[1]
   assert '  | acme-launch: node actor/0 failed' in tail
   assert 'was killed by signal 9' in tail
   table = read_json(os.path.join(sweep_dir, 'sweep_summary.json'))
   assert table['failed'] == ['seed=1']
-  assert _launches(sweep_dir)['seed=1'][-1]['exit_code'] == 1
 
 
 @needs_two_cores
@@ -394,6 +406,7 @@ def _one_gpu_inventory(tmp_path, count: int = 1) -> str:
     (['--sweep=seed=0,1', '--sweep_scheduler=asha', '--asha_grace_steps=500'],
      'the first rung comes before the first evaluation'),
     # Population-based training (--sweep_scheduler=pbt).
+    (['--trial_retries=1'], '--trial_retries goes with --sweep'),
     (['--sweep=seed=0,1', '--pbt_quantile=0.25'],
      '--pbt_interval_steps and --pbt_quantile go with --sweep_scheduler=pbt'),
     (['--sweep=ppo.learning_rate=3e-4', '--sweep_scheduler=pbt'],
