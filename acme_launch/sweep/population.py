@@ -246,3 +246,30 @@ def make(settings_: Dict[str, Any], on_exploit: Callable[..., None]):
 
 def is_population(record: Dict[str, Any]) -> bool:
   return (record.get('scheduler') or {}).get('name') == 'pbt'
+
+
+def schedule(record: Dict[str, Any], member: str,
+             until: Optional[int] = None) -> List[Tuple[int, Dict[str, Any]]]:
+  """The values a member's learner was trained with, as (segment end in
+  actor steps, values) in order, from sweep.json: before the last time it
+  copied a member, that member's schedule up to that boundary (its learner
+  is what it copied), then its own segments. Consecutive segments with the
+  same values are one."""
+  entries = {p['name']: p for p in record['points']}
+  launches = [l for l in entries[member]['launches']
+              if 'segment_end' in l and not l.get('retried') and
+              (until is None or l['segment_end'] <= until)]
+  copies = [i for i, l in enumerate(launches) if l.get('copied') and i > 0]
+  if copies:
+    last = copies[-1]
+    steps = schedule(record, launches[last]['copied']['point'],
+                     until=launches[last - 1]['segment_end'])
+    launches = launches[last:]
+  else:
+    steps = []
+  for launch in launches:
+    if steps and steps[-1][1] == launch['values']:
+      steps[-1] = (launch['segment_end'], launch['values'])
+    else:
+      steps.append((launch['segment_end'], launch['values']))
+  return steps

@@ -90,3 +90,27 @@ def test_tunes_perturbations_stay_inside_the_ranges():
 def test_a_change_is_told_field_by_field():
   assert population.describe_change(
       {'a': 0.0003, 'b': 2}, {'a': 0.00036, 'b': 2}) == 'a 0.0003 -> 0.00036; b 2'
+
+
+def _launch(end, rate, copied=None, retried=False):
+  return {'segment_end': end, 'values': {'ppo.learning_rate': rate},
+          'copied': copied and {'point': copied, 'actor_steps': end + 40},
+          'retried': retried}
+
+
+def test_a_members_schedule_follows_what_it_copied():
+  record = {'points': [
+      {'name': 'a', 'launches': [_launch(1000, 0.1), _launch(2000, 0.1),
+                                 _launch(3000, 0.2, copied='b')]},
+      {'name': 'b', 'launches': [_launch(1000, 0.3), _launch(2000, 0.3,
+                                                              copied='a'),
+                                 _launch(2000, 0.3, retried=True),
+                                 _launch(3000, 0.4)]}]}
+  # b copied a at 1,000; a copied b at 2,000.
+  record['points'][1]['launches'][1]['copied']['actor_steps'] = 1000
+  assert population.schedule(record, 'b') == [(1000, {'ppo.learning_rate': 0.1}),
+                                               (2000, {'ppo.learning_rate': 0.3}),
+                                               (3000, {'ppo.learning_rate': 0.4})]
+  assert population.schedule(record, 'a') == [(1000, {'ppo.learning_rate': 0.1}),
+                                               (2000, {'ppo.learning_rate': 0.3}),
+                                               (3000, {'ppo.learning_rate': 0.2})]

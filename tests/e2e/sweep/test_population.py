@@ -91,3 +91,30 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
   again = run_launcher(f'--resume={sweep_dir}')
   assert again.returncode == 0, again.stderr
   assert '0 to run' in again.stdout
+
+  # The best member's schedule as one program from scratch: the frozen
+  # member's learner was the learner's until 2,000 steps.
+  best = table['population']['best']
+  replay = subprocess.run(
+      [sys.executable, '-m', 'acme_launch.replay', sweep_dir],
+      cwd=REPO_ROOT, capture_output=True, text=True, check=False, timeout=300)
+  assert replay.returncode == 0, replay.stdout[-3000:] + replay.stderr[-2000:]
+  assert f'the schedule of {best}:' in replay.stdout
+  if best == FROZEN:
+    assert ('actor steps 0 to 2,000: ppo.learning_rate=0.003'
+            in replay.stdout), replay.stdout
+  run_dir = os.path.join(sweep_dir, 'replays', best)
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['actor_steps'] >= 4000
+  assert summary['final_eval_return_mean'] > 5.0
+  # Its last segment ran with the values the member ended with.
+  replayed = read_json(os.path.join(run_dir, 'config.json'))['config']
+  ended = read_json(os.path.join(sweep_dir, best, 'config.json'))['config']
+  assert replayed['ppo']['learning_rate'] == ended['ppo']['learning_rate']
+  # Not a population: one line, exit 2.
+  refused = subprocess.run(
+      [sys.executable, '-m', 'acme_launch.replay', run_dir],
+      cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+  assert refused.returncode == 2
+  assert refused.stderr.startswith('acme-launch replay: error:')

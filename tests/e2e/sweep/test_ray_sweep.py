@@ -4,7 +4,9 @@ of network namespaces (acme_launch/testing/cluster.py).
 The head, host a, has no CPU for Ray: the launcher runs there, as a user on
 the head would, and no node can. Hosts b and c have five Ray CPUs each, what
 one smoke point's five nodes ask (one each): the cluster holds two points at
-once, and a third waits.
+once, and a third waits. The points run here are a population
+(--sweep_scheduler=pbt), whose members' programs start again at each
+comparison.
 """
 
 import os
@@ -42,36 +44,55 @@ def _sweep(cluster, workdir, *args, timeout=120):
                         timeout=timeout, check=False)
 
 
-def test_ray_sweep_runs_two_points_at_once_on_the_two_hosts_with_room(
+def test_a_population_on_the_cluster_runs_two_members_at_once_and_one_copies(
     cluster, workdir):
-  result = _sweep(cluster, workdir, '--sweep=seed=0,1', '--run_name=seeds',
-                  '--config.max_actor_steps=1000', '--progress_every=5',
-                  timeout=420)
-  assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-  sweep_dir = os.path.join(workdir, 'seeds')
+  # A population of two (--sweep_scheduler=pbt) on a task any learner
+  # improves on at once (tests/bandit_env.py): the member that cannot learn
+  # copies the other's learner at the comparison. Its checkpoints live in
+  # its run directory on this host (run/ray/files.py), pushed to wherever
+  # Ray places its learner when it resumes.
+  result = _sweep(cluster, workdir, '--sweep=ppo.learning_rate=0.003,0.0',
+                  '--config.env_name=tests.bandit_env:PushBandit-v0',
+                  '--config.env_max_episode_steps=10',
+                  '--sweep_scheduler=pbt', '--pbt_interval_steps=1000',
+                  '--run_name=population', '--config.max_actor_steps=2000',
+                  '--progress_every=5', timeout=600)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  sweep_dir = os.path.join(workdir, 'population')
   assert f'2 at once on the Ray cluster at {cluster.address}' in result.stdout
   record = read_json(os.path.join(sweep_dir, 'sweep.json'))
   assert record['ray_cluster']['holds'] == 2
-  (first,), (second,) = [p['launches'] for p in record['points']]
-  # Both points ran at once: each started before the other ended.
-  assert first['started'] < second['ended']
-  assert second['started'] < first['ended']
+  learner, frozen = [p['launches'] for p in record['points']]
+  # Both members ran each segment at once: each started before the other
+  # ended.
+  for first, second in zip(learner, frozen):
+    assert first['started'] < second['ended']
+    assert second['started'] < first['ended']
+  [exploit] = record['population']['exploits']
+  assert exploit['member'] == 'ppo.learning_rate=0.0'
+  assert exploit['copied'] == 'ppo.learning_rate=0.003'
+  assert frozen[1]['copied']['point'] == 'ppo.learning_rate=0.003'
   hosts_of = {}
-  for point in ('seed=0', 'seed=1'):
+  for point in ('ppo.learning_rate=0.003', 'ppo.learning_rate=0.0'):
     run_dir = os.path.join(sweep_dir, point)
     summary = read_json(os.path.join(run_dir, 'summary.json'))
     assert summary['exit_reason'] == 'budget_reached', point
-    assert summary['actor_steps'] >= 1000
+    assert summary['actor_steps'] >= 2000
     records = node_records(run_dir)
     assert len(records) == 5, sorted(records)
     hosts_of[point] = [r['bind_address'] for r in records.values()]
+  # The copied learner reached the frozen member: it now scores as the
+  # learner did, not as it did itself.
+  frozen_summary = read_json(os.path.join(
+      sweep_dir, 'ppo.learning_rate=0.0', 'summary.json'))
+  assert (frozen_summary['final_eval_return_mean'] >
+          exploit['member_return'] + 2.0), (frozen_summary, exploit)
   # Ten one-CPU nodes at once on the two hosts of five CPUs: five on each,
   # none on the head.
-  placed = hosts_of['seed=0'] + hosts_of['seed=1']
+  placed = [ip for ips in hosts_of.values() for ip in ips]
   assert sorted(placed) == sorted([cluster.ips['b']] * 5 +
                                   [cluster.ips['c']] * 5)
   table = read_json(os.path.join(sweep_dir, 'sweep_summary.json'))
-  assert {r['point'] for r in table['points']} == {'seed=0', 'seed=1'}
   assert all(r['budget_reached'] and r['final_return'] is not None
              for r in table['points'])
   assert table['failed'] == []
