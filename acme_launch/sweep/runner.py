@@ -336,7 +336,10 @@ def _fit(options: SweepOptions, record: Dict[str, Any],
         'point': tune.grid_search(list(points))}
     if population.is_population(record):
       space = settings['space']
-      first = {name: population.member_values(dict(p.fields), space)
+      # A resumed population's members go on with the values they had.
+      entries = {e['name']: e for e in record['points']}
+      first = {name: entries[name].get('values') or
+               population.member_values(dict(p.fields), space)
                for name, p in points.items()}
       param_space['values'] = tune.sample_from(
           lambda spec: first[spec.config.point])
