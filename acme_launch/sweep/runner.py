@@ -165,7 +165,8 @@ def _reporter_class():
                 'ended': None, 'exit_code': None, 'exit_reason': None}
       entry = self._entries[name]
       if 'segment_end' in result:  # A population's member, one segment.
-        launch.update(segment_end=result['segment_end'],
+        launch.update(from_steps=result['actor_steps'],
+                      segment_end=result['segment_end'],
                       values=result['values'], copied=result['copied'])
         entry['values'] = result['values']
       entry['launches'].append(launch)

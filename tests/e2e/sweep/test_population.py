@@ -1,15 +1,19 @@
 """--sweep_scheduler=pbt: a population of two on a task any learner improves
 on at once (tests/bandit_env.py). The member whose learning rate is 0
 cannot learn; at the comparison it copies the other's learner checkpoint,
-and its next evaluations are the other's, not its own."""
+and its next evaluations are the other's, not its own. The launcher is
+killed (kill -9) mid-population and --resume finishes it; the best
+member's schedule is then replayed as one program."""
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import REPO_ROOT, read_json, run_launcher
+from tests.conftest import (REPO_ROOT, killed_on_exit, read_json,
+                            run_launcher, start_launcher, wait_for)
 
 TASK = '--config.env_name=tests.bandit_env:PushBandit-v0'
 LEARNER, FROZEN = 'ppo.learning_rate=0.003', 'ppo.learning_rate=0.0'
@@ -18,27 +22,49 @@ needs_two_cores = pytest.mark.skipif(
     len(os.sched_getaffinity(0)) < 2, reason='two members at once')
 
 
+def _launches(sweep_dir: str) -> dict:
+  try:
+    record = read_json(os.path.join(sweep_dir, 'sweep.json'))
+  except (FileNotFoundError, json.JSONDecodeError):
+    return {}
+  return {p['name']: p['launches'] for p in record['points']}
+
+
 @needs_two_cores
 def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
     workdir):
   sweep_dir = os.path.join(workdir, 'pbt')
-  result = run_launcher(
+  launcher = start_launcher(
       '--config=smoke', TASK, '--config.env_max_episode_steps=10',
       '--sweep=ppo.learning_rate=0.003,0.0', '--max_concurrent=2',
       '--sweep_scheduler=pbt', '--pbt_interval_steps=2000',
       '--config.max_actor_steps=4000', f'--workdir={workdir}',
-      '--run_name=pbt', timeout=480)
-  assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+      '--run_name=pbt')
+  with killed_on_exit(launcher):
+    # Killed (kill -9) once both members run their second segment, the
+    # frozen one from the learner it copied.
+    wait_for(lambda: all(len(runs) == 2 for runs in
+                         _launches(sweep_dir).values()) and
+             _launches(sweep_dir), 420, 'both second segments')
+    launcher.kill()
+    stdout, _ = launcher.communicate(timeout=60)
   assert ('population-based training (compared at 2,000 actor steps'
-          in result.stdout)
+          in stdout)
+  # --resume: each member goes on from its own run directory, none from 0.
+  result = run_launcher(f'--resume={sweep_dir}', timeout=420)
+  assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+  assert '2 to run' in result.stdout
 
   record = read_json(os.path.join(sweep_dir, 'sweep.json'))
   entries = {p['name']: p for p in record['points']}
-  # Each member ran two segments: to the comparison, then to the budget.
+  # Each member: its first segment, its second cut by the kill, and the
+  # same segment resumed.
   for name in (LEARNER, FROZEN):
     launches = entries[name]['launches']
-    assert [l['segment_end'] for l in launches] == [2000, 4000]
-    assert [l['resumed'] for l in launches] == [False, True]
+    assert [l['segment_end'] for l in launches] == [2000, 4000, 4000]
+    assert [l['resumed'] for l in launches] == [False, True, True]
+    assert launches[1]['ended'] is None  # Killed with the launcher.
+    assert launches[2]['from_steps'] >= 2000
     [segment] = entries[name]['segments']
     assert segment['actor_steps'] == 2000
   learned = entries[LEARNER]['segments'][0]['return']
@@ -57,9 +83,11 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
   second = entries[FROZEN]['launches'][1]
   assert second['copied']['point'] == LEARNER
   assert second['values'] == exploit['after']
+  # Resumed with the values it had then, from its own checkpoints.
+  assert entries[FROZEN]['launches'][2]['values'] == exploit['after']
   assert entries[LEARNER]['launches'][1]['copied'] is None
   assert (f'at 2,000 actor steps {FROZEN} (return {frozen:.1f}) copies the '
-          f'learner of {LEARNER} (return {learned:.1f})') in result.stdout
+          f'learner of {LEARNER} (return {learned:.1f})') in stdout
   # Its second segment ran with the values it was given.
   config = read_json(os.path.join(sweep_dir, FROZEN, 'config.json'))['config']
   assert str(config['ppo']['learning_rate']) == exploit['after'][
