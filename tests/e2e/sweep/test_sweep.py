@@ -230,6 +230,24 @@ def test_sigterm_stops_every_program_and_leaves_no_process(workdir):
   assert f'--resume={sweep_dir}' in stderr
 
 
+def test_kill_9_of_the_sweep_launcher_takes_every_program_with_it(workdir):
+  sweep_dir = os.path.join(workdir, 'orphans')
+  launcher = start_launcher('--config=smoke', '--sweep=seed=0,1',
+                            '--config.max_actor_steps=10000000',
+                            f'--workdir={workdir}', '--run_name=orphans')
+  with killed_on_exit(launcher):
+    points = [os.path.join(sweep_dir, p) for p in ('seed=0', 'seed=1')]
+    wait_for(lambda: all(len(node_pids(p)) == 5 for p in points
+                         if os.path.isdir(os.path.join(p, 'nodes'))) and
+             all(os.path.isdir(os.path.join(p, 'nodes')) for p in points),
+             300, 'every node of both points')
+    pids = list(_running_launchers(sweep_dir).values()) + [
+        pid for p in points for pid in node_pids(p).values()]
+    launcher.kill()
+    launcher.communicate(timeout=30)
+  wait_for(lambda: not alive(pids), 20, 'child launchers and nodes to die')
+
+
 def test_resume_runs_only_the_unfinished_points(workdir):
   sweep_dir = os.path.join(workdir, 'half')
   launcher = start_launcher('--config=smoke', '--sweep=seed=0,1',
