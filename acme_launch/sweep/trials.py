@@ -304,8 +304,6 @@ class PointTrial(tune.Trainable):
       self._lock_fd = -1
 
 
-
-
 def _member_name(control: str, trial_id: str, named: str) -> str:
   """The population member a trial is. Tune's exploit gives a trial the
   config of the member it copies, the point's name included; the name its
