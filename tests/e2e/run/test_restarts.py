@@ -67,7 +67,11 @@ def test_a_killed_learner_with_auto_resume_resumes_and_finishes(workdir):
                             '--run_name=resume')
   with killed_on_exit(launcher):
     learner_dir = os.path.join(run_dir, 'checkpoints', 'learner')
-    wait_for(lambda: glob.glob(os.path.join(learner_dir, 'ckpt-*.index')),
+    # A save is complete once TF's `checkpoint` state file names it (it is
+    # written after the save's own files): killed before that, there is
+    # nothing to resume from.
+    wait_for(lambda: os.path.isfile(os.path.join(learner_dir, 'checkpoint'))
+             and glob.glob(os.path.join(learner_dir, 'ckpt-*.index')),
              180, 'a learner checkpoint')
     os.kill(node_pids(run_dir)['learner/0'], signal.SIGKILL)
     _, stderr = launcher.communicate(timeout=300)
