@@ -13,6 +13,12 @@ import gym
 import numpy as np
 
 TASK = 'PushBandit-v0'
+# A sweep of the smoke config on this task, episodes of 10 steps: one
+# point learns (its return near 10 within 2,000 steps), one cannot (0).
+SWEEP_FLAGS = ('--config=smoke',
+               '--config.env_name=tests.bandit_env:PushBandit-v0',
+               '--config.env_max_episode_steps=10',
+               '--sweep=ppo.learning_rate=0.003,0.0')
 
 
 class PushBandit(gym.Env):

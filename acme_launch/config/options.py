@@ -241,12 +241,7 @@ def _define(fv: flags.FlagValues,
       'pbt_quantile', lambda v: v is None or 0 < v <= 0.5,
       message='--pbt_quantile must be a fraction above 0 and at most 0.5',
       flag_values=fv)
-  flags.register_multi_flags_validator(
-      ['sweep_scheduler', 'pbt_interval_steps', 'pbt_quantile'],
-      lambda f: f['sweep_scheduler'] == 'pbt' or (
-          f['pbt_interval_steps'] is None and f['pbt_quantile'] is None),
-      message='--pbt_interval_steps and --pbt_quantile go with '
-      '--sweep_scheduler=pbt', flag_values=fv)
+  _only_with_scheduler('pbt', ('pbt_interval_steps', 'pbt_quantile'), fv)
   flags.register_multi_flags_validator(
       ['trial_retries', 'sweep'], lambda f: not f['trial_retries'] or
       bool(f['sweep']), message='--trial_retries goes with --sweep (a single '
@@ -256,12 +251,7 @@ def _define(fv: flags.FlagValues,
       ['sweep_scheduler', 'sweep'], lambda f: f['sweep_scheduler'] == 'fifo'
       or bool(f['sweep']), message='--sweep_scheduler goes with --sweep (how '
       'its points run)', flag_values=fv)
-  flags.register_multi_flags_validator(
-      ['sweep_scheduler', 'asha_grace_steps', 'asha_reduction'],
-      lambda f: f['sweep_scheduler'] == 'asha' or (
-          f['asha_grace_steps'] is None and f['asha_reduction'] is None),
-      message='--asha_grace_steps and --asha_reduction go with '
-      '--sweep_scheduler=asha', flag_values=fv)
+  _only_with_scheduler('asha', ('asha_grace_steps', 'asha_reduction'), fv)
   flags.DEFINE_string(
       'compilation_cache', '', 'local_mp and ray: folder of JAX\'s persistent '
       'compilation cache, shared by runs: each node reads the functions an '
@@ -290,6 +280,17 @@ def _define(fv: flags.FlagValues,
       'tracking_project', '', 'With --tracking: the W&B project and the '
       'MLflow experiment the run goes to (default acme-launch).',
       flag_values=fv)
+
+
+def _only_with_scheduler(scheduler: str, names: Tuple[str, ...],
+                         fv: flags.FlagValues) -> None:
+  """Refuses a scheduler's own flags without --sweep_scheduler=it."""
+  flags.register_multi_flags_validator(
+      ['sweep_scheduler', *names],
+      lambda f: f['sweep_scheduler'] == scheduler or all(
+          f[n] is None for n in names),
+      message=f'--{names[0]} and --{names[1]} go with '
+      f'--sweep_scheduler={scheduler}', flag_values=fv)
 
 
 _define(flags.FLAGS)  # The launcher's own command line.

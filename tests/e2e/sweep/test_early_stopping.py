@@ -4,9 +4,9 @@ once (tests/bandit_env.py), and says at which step and why."""
 
 import os
 
+from tests import bandit_env
 from tests.conftest import read_json, run_launcher
 
-TASK = '--config.env_name=tests.bandit_env:PushBandit-v0'
 
 
 def test_asha_stops_the_point_that_cannot_learn_at_its_rung_and_says_why(
@@ -15,8 +15,7 @@ def test_asha_stops_the_point_that_cannot_learn_at_its_rung_and_says_why(
   # One at a time, in the grid's order: the learner reaches the rung first
   # (its return about 10 there), then the one that cannot learn (about 0).
   result = run_launcher(
-      '--config=smoke', TASK, '--config.env_max_episode_steps=10',
-      '--sweep=ppo.learning_rate=0.003,0.0', '--max_concurrent=1',
+      *bandit_env.SWEEP_FLAGS, '--max_concurrent=1',
       # One rung (2,000 <= 8,000 / 4), far enough from the budget that the
       # stopped point cannot reach it while its launcher stops.
       '--sweep_scheduler=asha', '--asha_grace_steps=2000',

@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
+from tests import bandit_env
 from tests.conftest import (REPO_ROOT, alive, killed_on_exit, read_json,
                             run_launcher, start_launcher, wait_for)
 
-TASK = '--config.env_name=tests.bandit_env:PushBandit-v0'
 LEARNER, FROZEN = 'ppo.learning_rate=0.003', 'ppo.learning_rate=0.0'
 
 needs_two_cores = pytest.mark.skipif(
@@ -35,8 +35,7 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
     workdir):
   sweep_dir = os.path.join(workdir, 'pbt')
   launcher = start_launcher(
-      '--config=smoke', TASK, '--config.env_max_episode_steps=10',
-      '--sweep=ppo.learning_rate=0.003,0.0', '--max_concurrent=2',
+      *bandit_env.SWEEP_FLAGS, '--max_concurrent=2',
       '--sweep_scheduler=pbt', '--pbt_interval_steps=2000',
       '--config.max_actor_steps=4000', f'--workdir={workdir}',
       '--run_name=pbt')
