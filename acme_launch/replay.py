@@ -55,10 +55,8 @@ def plan(sweep_dir: str, asked: str, workdir: str, run_name: str
     raise errors.LaunchError(f'{member}: no segment of it was recorded')
   entry = next(p for p in record['points'] if p['name'] == member)
   space = record['scheduler']['space']
-  base = [a for a in record['base_argv']
-          if not a.startswith('--config.max_actor_steps=')]
-  base += [a for a, field in zip(entry['args'], entry['fields'])
-           if field not in space]
+  base = population.member_flags(record['base_argv'], entry['args'],
+                                 list(entry['fields']), space)
   run_name = run_name or member
   run_dir = os.path.join(workdir, run_name)
   if os.path.exists(run_dir):
@@ -92,7 +90,7 @@ def main(argv: List[str]) -> int:
     member, steps, segments, run_dir = plan(
         sweep_dir, args.member,
         os.path.abspath(args.workdir or os.path.join(sweep_dir, 'replays')),
-        args.run_name or '')
+        args.run_name)
   except errors.LaunchError as e:
     print(f'acme-launch replay: error: {e}', file=sys.stderr)
     return 2

@@ -84,7 +84,7 @@ def prepare(options: SweepOptions,
     else:
       combos = grid(fields)
     if options.scheduler == 'pbt':
-      population.check_space(fields, ranges, len(combos))
+      population.check_space(fields, len(combos))
     points = make_points(names, combos, options.base_argv, validate)
     record = new_record(options, points, names)
     if options.scheduler == 'pbt':

@@ -25,9 +25,9 @@ perturbed: a learner checkpoint holds parameters of the network's shapes
 and a replay checkpoint the tables of its signature, and a member restarts
 with its own nodes. Such fields are refused in the space (`check_space`).
 
-The record of what happened (sweep.json's `population`): at each boundary,
-each member's score, and for each exploit who copied whom, at which step,
-the values before and after.
+The record of what happened, in sweep.json: each member's score and values
+at each boundary (its `segments`), and in `population.exploits` who copied
+whom, at which step, the values before and after.
 """
 
 import re
@@ -65,8 +65,7 @@ def refused_why(field: str) -> Optional[str]:
   return None
 
 
-def check_space(fields: Sequence[Tuple[str, List[str]]],
-                ranges: Dict[str, sample.Range], points: int) -> None:
+def check_space(fields: Sequence[Tuple[str, List[str]]], points: int) -> None:
   """LaunchError for a population of fewer than 2 members or a field that
   cannot change inside one."""
   if points < 2:
@@ -82,7 +81,19 @@ def check_space(fields: Sequence[Tuple[str, List[str]]],
       raise errors.LaunchError(
           f'--sweep_scheduler=pbt: {field} cannot be in a population\'s '
           f'space: {why}')
-  del ranges
+
+
+def member_flags(base_argv: Sequence[str], point_args: Sequence[str],
+                 point_fields: Sequence[str],
+                 space: Dict[str, Any]) -> Tuple[str, ...]:
+  """A member's launch.py flags but its run directory, its budget (each
+  segment's own) and the values the population perturbs: the sweep's
+  flags and the point's own others (its seed)."""
+  base = [a for a in base_argv
+          if not a.startswith('--config.max_actor_steps=')]
+  own = [a for a, field in zip(point_args, point_fields)
+         if field not in space]
+  return tuple(base + own)
 
 
 def settings(fields: Sequence[Tuple[str, List[str]]],

@@ -346,7 +346,8 @@ def _fit(options: SweepOptions, record: Dict[str, Any],
           lambda spec: first[spec.config.point])
       trainable = trials.MemberTrial
       context = trials.TrialContext(
-          argv={n: _member_argv(record, p, space)
+          argv={n: population.member_flags(
+              record['base_argv'], p.args, [f for f, _ in p.fields], space)
                 for n, p in points.items()},
           interval_steps=int(settings['interval_steps']),
           budget={n: p.max_actor_steps for n, p in points.items()}, **common)
@@ -382,17 +383,6 @@ def _fit(options: SweepOptions, record: Dict[str, Any],
             failure_config=tune.FailureConfig(
                 max_failures=context.retries)))
     tuner.fit()
-
-
-def _member_argv(record: Dict[str, Any], point: Point,
-                 space: Dict[str, Any]) -> Tuple[str, ...]:
-  """A member's launch.py flags but its run directory, its budget (each
-  segment's own) and the values the population perturbs."""
-  base = [a for a in record['base_argv']
-          if not a.startswith('--config.max_actor_steps=')]
-  own = [a for a, (field, _) in zip(point.args, point.fields)
-         if field not in space]
-  return tuple(base + own)
 
 
 # The whole sweep ------------------------------------------------------------

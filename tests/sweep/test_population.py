@@ -51,13 +51,13 @@ def test_bad_settings_are_one_line(kwargs, expected):
     'checkpoint.interval_minutes'])
 def test_fields_that_set_shapes_or_nodes_are_refused(field):
   with pytest.raises(errors.LaunchError, match=f'{field} cannot be in'):
-    population.check_space([(field, ['1', '2'])], {}, 2)
+    population.check_space([(field, ['1', '2'])], 2)
 
 
 def test_learning_fields_and_seeds_are_accepted_and_a_member_alone_is_not():
-  population.check_space(FIELDS, {}, 2)
+  population.check_space(FIELDS, 2)
   with pytest.raises(errors.LaunchError, match='a population of 1 member'):
-    population.check_space(FIELDS, {}, 1)
+    population.check_space(FIELDS, 1)
 
 
 def test_segments_end_at_the_next_boundary_or_the_budget():
