@@ -4,7 +4,7 @@
         [--envs_per_actor=16] [--backend=gym] [--sweep_points=4]
         [--out=bench/out]
 
-(tests/test_bench.py runs it tiny: --actors=1 --seconds=5 --sweep_points=2 ...)
+(tests/e2e/test_bench.py runs it tiny: --actors=1 --seconds=5 --sweep_points=1 ...)
 
 Everything runs in this one invocation on this machine:
   1. for each actor count (default 1, 2, 4, ... up to the cores minus the
@@ -21,8 +21,9 @@ Everything runs in this one invocation on this machine:
      rate(n) / (n * rate(1));
   2. a sweep of --sweep_points seeds of the small `smoke` config to
      --sweep_steps, once one program at a time (--max_concurrent=1) and once
-     packed (--max_concurrent=N, default min(points, cores)): programs per
-     hour, wall clock of the whole sweep.
+     packed (--max_concurrent=N, default min(points, cores); where that is
+     1, the serial sweep is the packed one and is not repeated): programs
+     per hour, wall clock of the whole sweep.
 The figures are also written to OUT/scaling.json. Run it on an otherwise
 idle machine; on a small one the pinned plan falls back to unpinned and says
 so in the table (`pinned` column).
@@ -193,6 +194,9 @@ def main(argv: List[str]) -> int:
   if args.sweep_points:
     concurrent = args.sweep_concurrent or min(args.sweep_points, cores)
     for label, at_once in (('serial', 1), ('packed', concurrent)):
+      if label == 'packed' and at_once == 1:  # The same sweep: measured once.
+        sweep[label] = dict(sweep['serial'])
+        continue
       seconds = run_sweep(workdir, f'sweep_{label}', args.sweep_points,
                           at_once, args.sweep_steps)
       sweep[label] = {'concurrent': at_once, 'wall_seconds': seconds,
