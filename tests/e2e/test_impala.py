@@ -1,17 +1,19 @@
 """End-to-end: `impala_minatar` (Acme's IMPALA on MinAtar Breakout) under
-local_mp to a tiny budget with a final evaluation, then resumed with two
-games per actor (the batched recurrent actor) to a larger one;
+local_mp to a tiny budget with a final evaluation (its learner on two
+devices), then resumed on one device with two games per actor (the batched
+recurrent actor) to a larger one, and on two again;
 `impala_atari` planned with its replay memory; a bad IMPALA setting refused
 before anything starts."""
 
 import os
 
 
-from tests.conftest import (reached_budget, read_json, resumed_to_budget,
+from tests.conftest import (node_records, reached_budget, read_json,
                             run_launcher)
+from tests.e2e.agents import test_devices as devices
 
 
-BUDGET, RESUMED_BUDGET = 400, 700
+BUDGET, RESUMED_BUDGET, SECOND_RESUMED_BUDGET = 400, 700, 1000
 EPISODE_STEPS = 100  # Games cut short: evaluations take a second.
 # One actor, 5-step sequences (4 trained + 1 bootstrap) in a queue of 8,
 # batches of 2, and the config's torso shape (3x3, stride 1) at 4
@@ -36,13 +38,21 @@ def _one_error_line(result) -> str:
   return lines[0]
 
 
-def test_impala_minatar_trains_to_a_tiny_budget_evaluates_and_resumes(workdir):
-  # One game per actor: Acme's own IMPALAActor and SequenceAdder.
+def test_impala_minatar_trains_on_two_devices_evaluates_and_resumes_on_one_with_two_games_then_on_two(
+    workdir):
+  """One program read for the family's and the devices' promises
+  (tests/e2e/agents/test_devices.py): the tiny run on two learner devices,
+  resumed on one device with two games per actor, then on two again."""
+  # One game per actor: Acme's own IMPALAActor and SequenceAdder; batches
+  # of 2, one on each device.
+  tiny = (*TINY, '--config.envs_per_actor=1')
   result = run_launcher('--config=impala_minatar', f'--workdir={workdir}',
-                        '--run_name=tiny', *TINY, '--config.envs_per_actor=1',
+                        '--run_name=tiny', *tiny, devices.TWO,
                         f'--config.max_actor_steps={BUDGET}', timeout=300)
   run_dir = os.path.join(workdir, 'tiny')
   summary = reached_budget(result, run_dir, BUDGET)
+  devices.assert_learner_on(run_dir, 2)
+  assert len(node_records(run_dir)['actor/0']['jax_devices']) == 1
   # The learner trained on the queue: its losses are in its metrics.
   learner_csv = os.path.join(run_dir, 'metrics', 'learner_0.csv')
   with open(learner_csv) as f:
@@ -56,23 +66,28 @@ def test_impala_minatar_trains_to_a_tiny_budget_evaluates_and_resumes(workdir):
   assert final['actor_steps'] >= BUDGET
   assert all(1 <= n <= EPISODE_STEPS for n in final['lengths'])
   assert all(0 <= r <= n for r, n in zip(final['returns'], final['lengths']))
-  learner_steps = summary['learner_steps']
 
-  # Resumed with a larger budget and two games per actor (the batched
+  # Resumed with a larger budget, on one device (the state saved on two
+  # restored exactly: its digest) and two games per actor (the batched
   # recurrent actor, make_actor_core's core): the learner (parameters and
   # optimizer), the counter and the queue's sequences (Reverb's checkpoint
   # at the stop) come back; the actors start new games with a fresh LSTM
   # state.
-  resumed = run_launcher('--config=impala_minatar', f'--resume={run_dir}',
-                         *TINY, f'--config.max_actor_steps={RESUMED_BUDGET}',
-                         '--config.envs_per_actor=2', timeout=300)
-  resumed_to_budget(resumed, run_dir, BUDGET, RESUMED_BUDGET, learner_steps)
+  devices.resume_on('impala_minatar', run_dir,
+                    (*TINY, '--config.envs_per_actor=2'), devices.ONE,
+                    BUDGET, RESUMED_BUDGET)
+  devices.assert_learner_on(run_dir, 1)
   saved = read_json(os.path.join(run_dir, 'config.json'))
   assert saved['config']['envs_per_actor'] == 2
   restored = read_json(os.path.join(run_dir, 'nodes', 'replay_restore.json'))
   assert 0 <= restored['table_sizes']['priority_table'] <= 8  # The queue.
   final = read_json(os.path.join(run_dir, 'final_eval.json'))
   assert final['episodes'] == 2 and final['actor_steps'] >= RESUMED_BUDGET
+
+  # And on two devices again, from the state saved on one.
+  devices.resume_on('impala_minatar', run_dir, tiny, devices.TWO,
+                    RESUMED_BUDGET, SECOND_RESUMED_BUDGET)
+  devices.assert_learner_on(run_dir, 2)
 
 
 def test_impala_atari_plans_the_deep_network_and_its_queue(workdir):

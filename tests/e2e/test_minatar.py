@@ -1,13 +1,14 @@
 """End-to-end: `r2d2_minatar` (Acme's R2D2 on MinAtar Breakout) planned,
-run under local_mp to a tiny budget with a final evaluation, and resumed;
+run under local_mp to a tiny budget with a final evaluation (its learner on
+two devices), and resumed on one with four games per actor;
 `dqn_minatar`'s network planned; a bad game refused before anything
 starts (an unknown game: tests/e2e/test_cli.py)."""
 
 import os
 
 
-from tests.conftest import (reached_budget, read_json, resumed_to_budget,
-                            run_launcher)
+from tests.conftest import reached_budget, read_json, run_launcher
+from tests.e2e.agents import test_devices as devices
 
 
 BUDGET, RESUMED_BUDGET = 400, 800
@@ -41,9 +42,15 @@ def test_r2d2_minatar_plans_its_grid_network():
   assert 'actor/1' in result.stdout and 'actor/2' not in result.stdout
 
 
-def test_r2d2_minatar_trains_to_a_tiny_budget_evaluates_and_resumes(workdir):
+def test_r2d2_minatar_trains_on_two_devices_evaluates_and_resumes_on_one_with_four_games_per_actor(
+    workdir):
+  """One program read for three promises: the tiny run (one game per
+  actor: R2D2's own recurrent actor) to the budget with its final
+  evaluation, its learner on two devices (tests/e2e/agents/test_devices.py);
+  resumed from that checkpoint on one device with four games per actor
+  (the batched recurrent actor, one LSTM state each) to a larger budget."""
   result = run_launcher('--config=r2d2_minatar', f'--workdir={workdir}',
-                        '--run_name=tiny', *TINY,
+                        '--run_name=tiny', *TINY, devices.TWO,
                         f'--config.max_actor_steps={BUDGET}', timeout=300)
   run_dir = os.path.join(workdir, 'tiny')
   summary = reached_budget(result, run_dir, BUDGET)
@@ -57,33 +64,28 @@ def test_r2d2_minatar_trains_to_a_tiny_budget_evaluates_and_resumes(workdir):
   assert all(0 <= r <= n for r, n in zip(final['returns'], final['lengths']))
   saved = read_json(os.path.join(run_dir, 'config.json'))
   assert saved['identity']['observation_shapes'] == [[10, 10, 4]]
-  learner_steps = summary['learner_steps']
+  devices.assert_learner_on(run_dir, 2)
 
-  # The same config and overrides, a larger budget.
-  resumed = run_launcher('--config=r2d2_minatar', f'--resume={run_dir}', *TINY,
-                         f'--config.max_actor_steps={RESUMED_BUDGET}',
-                         timeout=300)
-  resumed_to_budget(resumed, run_dir, BUDGET, RESUMED_BUDGET, learner_steps)
-
-
-def test_r2d2_minatar_with_four_games_per_actor_trains_and_evaluates(workdir):
-  """The batched recurrent actor (four games, one LSTM state each) under
-  local_mp, to the budget and the final evaluation."""
-  result = run_launcher('--config=r2d2_minatar', f'--workdir={workdir}',
-                        '--run_name=batched', *TINY,
-                        '--config.envs_per_actor=4',
-                        f'--config.max_actor_steps={BUDGET}', timeout=300)
-  run_dir = os.path.join(workdir, 'batched')
+  # The same config and overrides, a larger budget, one device (the state
+  # saved on two restored exactly: its digest) and four games per actor.
   # Four games a step reach the budget in seconds, at times before the
   # evaluator's first game ends: the final evaluation is what is checked.
-  summary = reached_budget(result, run_dir, BUDGET, evaluated_during=False)
+  resumed = devices.resume_on(
+      'r2d2_minatar', run_dir, (*TINY, '--config.envs_per_actor=4'),
+      devices.ONE, BUDGET, RESUMED_BUDGET)
+  devices.assert_learner_on(run_dir, 1)
+  assert read_json(os.path.join(run_dir, 'config.json'))['config'][
+      'envs_per_actor'] == 4
   final = read_json(os.path.join(run_dir, 'final_eval.json'))
-  assert final['episodes'] == summary['final_eval_episodes'] == 2
+  assert final['episodes'] == resumed['final_eval_episodes'] == 2
+  assert final['actor_steps'] >= RESUMED_BUDGET
   assert all(1 <= n <= EPISODE_STEPS for n in final['lengths'])
-  # The counter's episodes at the end: each of the four games ended at
-  # least one (games of 100 steps at most, 400 steps). Not the actor's last
-  # metrics row: at a row a second, a fast actor writes one row in all.
-  assert summary['actor_episodes'] >= 4, summary
+  # The counter's episodes (restored, then counted on): each of the four
+  # games ended at least one in the resumed run's 400 steps (games of 100
+  # steps at most). Not the actor's last metrics row: at a row a second, a
+  # fast actor writes one row in all.
+  assert resumed['actor_episodes'] - summary['actor_episodes'] >= 4, (
+      summary, resumed)
 
 
 def test_dqn_runs_minatar_with_a_conv_torso_or_an_mlp():
