@@ -1,8 +1,12 @@
 """End-to-end: central inference (`config.inference='central'`) under
 local_mp, one tiny run per agent kind: each reaches its budget with a final
-evaluation, then resumes to a larger one. The DQN run also loses its
-inference node mid-run (the supervisor restarts it and the actors call it
-again). And the plan: the node in --dry_run, and bad input refused before
+evaluation. The DQN run also loses its inference node mid-run (the
+supervisor restarts it and the actors call it again); it and the R2D2 run
+(feed-forward and recurrent) then resume to a larger budget with central
+inference still on. IMPALA's and PPO's resumes are checked with per-actor
+inference (tests/e2e/test_impala.py; PPO's smoke run in
+tests/e2e/test_checkpointing.py and tests/e2e/agents/test_ppo_normalization.py):
+the inference node keeps no state of its own to restore. And the plan: the node in --dry_run, and bad input refused before
 anything starts. Item-by-item equality with per-actor inference:
 tests/program/test_inference.py."""
 
@@ -25,11 +29,11 @@ def _inference_rows(run_dir):
     return list(csv.DictReader(f))
 
 
-def _run_and_resume(workdir, config, tiny, budget, *, resume_budget,
+def _run_and_resume(workdir, config, tiny, budget, *, resume_budget=0,
                     kill_inference_at=0, evaluated_during=True):
   """A run of `config` with central inference to `budget` (its inference
   node killed once past `kill_inference_at` actor steps, if not 0), then
-  resumed to `resume_budget`; returns the first run's summary."""
+  resumed to `resume_budget` if not 0; returns the first run's summary."""
   run_dir = os.path.join(workdir, 'central')
   args = (f'--config={config}', f'--workdir={workdir}', '--run_name=central',
           CENTRAL, *tiny, f'--config.max_actor_steps={budget}')
@@ -56,6 +60,8 @@ def _run_and_resume(workdir, config, tiny, budget, *, resume_budget,
   assert rows and float(rows[-1]['mean_batch_calls']) >= 1.0
   saved = read_json(os.path.join(run_dir, 'config.json'))
   assert saved['config']['inference'] == 'central'
+  if not resume_budget:
+    return summary
   resumed = run_launcher(f'--resume={run_dir}',
                          f'--config.max_actor_steps={resume_budget}',
                          timeout=300)
@@ -78,16 +84,16 @@ def test_r2d2_atari_reaches_its_budget_and_resumes(workdir):
                   resume_budget=500)
 
 
-def test_impala_atari_reaches_its_budget_and_resumes(workdir):
+def test_impala_atari_reaches_its_budget(workdir):
   # Two actors; the config's Atari games with a tiny conv torso.
   tiny = test_impala.TINY + (
       '--config.num_actors=2', '--config.network.torso=conv',
       '--config.network.conv_kernels=(8,)',
       '--config.network.conv_strides=(8,)')
-  _run_and_resume(workdir, 'impala_atari', tiny, 300, resume_budget=500)
+  _run_and_resume(workdir, 'impala_atari', tiny, 300)
 
 
-def test_ppo_mujoco_reaches_its_budget_and_resumes(workdir):
+def test_ppo_mujoco_reaches_its_budget(workdir):
   # Two actors of EnvPool's async mode (16 of 32 environments a step):
   # each call's rows are any 16 of its actor's 32.
   tiny = ('--config.num_actors=2', '--config.eval_every_steps=2000',
@@ -96,7 +102,7 @@ def test_ppo_mujoco_reaches_its_budget_and_resumes(workdir):
           '--config.ppo.num_minibatches=2', '--config.ppo.num_epochs=1',
           '--config.network.policy_layers=(16,16)',
           '--config.network.value_layers=(16,16)')
-  _run_and_resume(workdir, 'ppo_mujoco', tiny, 4000, resume_budget=12000)
+  _run_and_resume(workdir, 'ppo_mujoco', tiny, 4000)
 
 
 def test_dry_run_shows_the_inference_node_with_its_cores_and_gpu(workdir):
