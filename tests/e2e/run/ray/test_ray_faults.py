@@ -1,4 +1,5 @@
-"""Network faults and a lost stateful host on a namespace Ray cluster.
+"""Network faults, and a killed learner then its lost host, on a namespace
+Ray cluster.
 
 Hosts a (head; the launcher runs here), b and c (acme_launch/testing/cluster.py).
 b and c share `worker` (actors) and `state` (a second home for the stateful
@@ -58,6 +59,14 @@ def _launch(cluster, run_dir, budget, *args):
                           stderr=subprocess.PIPE, text=True)
 
 
+def _held_at(step, gate):
+  """Flags that hold each actor at its own step `step` until `gate`
+  exists (tests/faulty_env.py)."""
+  return ['--config.env_name=tests.faulty_env:RaisingHalfCheetah-v4',
+          '--config.resources.actor.extra_env='
+          f'ACME_TEST_HOLD_AT_STEP={step},ACME_TEST_HOLD_UNTIL={gate}']
+
+
 def _cut(cluster, host, seconds):
   veth = f'{cluster.tag}{host}'
   subprocess.run(['ip', 'link', 'set', veth, 'down'], check=True)
@@ -92,8 +101,13 @@ def _host_of(cluster, ip):
 
 def test_ray_link_cut_briefly_changes_nothing_and_cut_long_moves_the_actor_and_kills_the_stale_one(
     cluster, tmp_path):
+  # The actor (tests/faulty_env.py) is held at its step 3000 until `gate`
+  # exists: neither it nor the moved one can take the run to its budget
+  # before the move is seen, however fast this machine is today.
   run_dir = str(tmp_path / 'runs' / 'cut')
-  launcher = _launch(cluster, run_dir, 25000, *ON_HOST_A, *ONE_WORKER_ACTOR)
+  gate = str(tmp_path / 'go')
+  launcher = _launch(cluster, run_dir, 6500, *ON_HOST_A, *ONE_WORKER_ACTOR,
+                     *_held_at(3000, gate))
   out = LiveOutput(launcher)
   cut_host = None
   with killed_on_exit(launcher):
@@ -122,6 +136,7 @@ def test_ray_link_cut_briefly_changes_nothing_and_cut_long_moves_the_actor_and_k
       # kills the actor the launcher gave up (or, had its detector declared
       # the host dead, the host's raylet exits, and its workers with it).
       wait_for(lambda: not _alive(first['pid']), 90, 'the stale node to die')
+      open(gate, 'w').close()
       _, stderr = launcher.communicate(timeout=300)
     finally:
       if cut_host:
@@ -141,10 +156,12 @@ def test_ray_link_cut_briefly_changes_nothing_and_cut_long_moves_the_actor_and_k
   wait_for(lambda: not cluster.run_processes(), 30, 'no process of the run left')
 
 
-def test_ray_learner_host_lost_with_auto_resume_resumes_on_the_other_host_from_its_checkpoints(
+def test_ray_learner_killed_then_its_host_lost_with_auto_resume_resumes_each_time_from_its_checkpoints(
     cluster, tmp_path):
   # Replay, counter and learner ask for `state`, which b and c
   # both have; the launcher (on a) and the actor and evaluator stay on a.
+  # First the learner's process is killed (its host lives on), then, once
+  # the program resumed, the whole host of the new learner is lost.
   run_dir = str(tmp_path / 'runs' / 'state_lost')
   placement = [f'--config.resources.{group}.{field}={value}'
                for group, where in (('replay', 'state'), ('counter', 'state'),
@@ -155,9 +172,15 @@ def test_ray_learner_host_lost_with_auto_resume_resumes_on_the_other_host_from_i
   placement += ['--config.resources.actor.ray_cpus=0.5',
                 '--config.resources.actor.ray_resources=host_a:1',
                 '--config.checkpoint.interval_minutes=0.02',
-                '--auto_resume=1']
-  launcher = _launch(cluster, run_dir, 30000, *placement)
+                '--auto_resume=2']
+  # The actor (on a) is held at its own step 2000 until `gate` exists: the
+  # first two attempts together cannot come near the budget before the
+  # learner's host is lost.
+  gate = str(tmp_path / 'go')
+  launcher = _launch(cluster, run_dir, 5000, *placement, *_held_at(2000, gate))
   learner_dir = os.path.join(run_dir, 'checkpoints', 'learner')
+  restore_path = os.path.join(run_dir, 'nodes', 'learner_restore.json')
+  state_hosts = {cluster.ips['b'], cluster.ips['c']}
   lost = None
   with killed_on_exit(launcher):
     try:
@@ -165,25 +188,42 @@ def test_ray_learner_host_lost_with_auto_resume_resumes_on_the_other_host_from_i
                         and actor_steps(run_dir) > 0) or launcher.poll() is not None,
                240, 'a learner checkpoint')
       assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+      # A fresh run's learner restores nothing: no learner_restore.json.
+      assert not os.path.exists(restore_path)
+      victim = node_records(run_dir)['learner/0']['pid']
+      os.kill(victim, signal.SIGKILL)
+      # The second attempt's learner, on a host with `state`, started from
+      # the first attempt's checkpoint.
+      wait_for(lambda: (os.path.exists(restore_path) and
+                        node_records(run_dir)['learner/0']['pid'] != victim)
+               or launcher.poll() is not None, 240, 'the resumed learner')
+      assert launcher.poll() is None, launcher.communicate()[1][-3000:]
       first = node_records(run_dir)['learner/0']
+      assert first['bind_address'] in state_hosts
+      resumed_from = read_json(restore_path)
+      assert os.path.basename(resumed_from['checkpoint']).startswith('ckpt-')
       lost = _host_of(cluster, first['bind_address'])
-      assert actor_steps(run_dir) < 20000, 'the budget came too close to test'
+      assert actor_steps(run_dir) < 4500, 'the budget came too close to test'
       cluster.kill_hosts([lost], signals=(signal.SIGKILL,))
+      open(gate, 'w').close()
       stdout, stderr = launcher.communicate(timeout=300)
     finally:
       if lost:
         cluster.start_ray(lost)
   assert launcher.returncode == 0, stderr[-3000:]
-  # The first of the lost host's stateful nodes the launcher saw gone.
-  assert re.search(r'node (learner|replay|counter)/0 failed; '
-                   r'resuming the whole program', stderr), stderr[-3000:]
+  assert 'node learner/0 failed; resuming the whole program' in stderr
+  assert '--auto_resume: 1 of 2' in stderr and '--auto_resume: 2 of 2' in stderr
+  # Then the first of the lost host's stateful nodes the launcher saw gone.
+  assert re.search(r'node (learner|replay|counter)/0 failed; resuming the '
+                   r'whole program from its last checkpoints \(--auto_resume: '
+                   r'2 of 2\)', stderr), stderr[-3000:]
   summary = read_json(os.path.join(run_dir, 'summary.json'))
   assert summary['exit_reason'] == 'budget_reached', summary
-  assert summary['auto_resumes'] == 1
+  assert summary['auto_resumes'] == 2
   other = {'b': 'c', 'c': 'b'}[lost]
   record = node_records(run_dir)['learner/0']
   assert record['bind_address'] == cluster.ips[other]
   assert record['ray_node_id'] != first['ray_node_id']
-  restore = read_json(os.path.join(run_dir, 'nodes', 'learner_restore.json'))
+  restore = read_json(restore_path)
   assert os.path.basename(restore['checkpoint']).startswith('ckpt-')
   wait_for(lambda: not cluster.run_processes(), 30, 'no process of the run left')
