@@ -175,10 +175,12 @@ def get_config():
 '''
 
 
-@pytest.fixture
-def project(tmp_path):
+@pytest.fixture(scope='module')
+def project(tmp_path_factory):
   """(PYTHONPATH folder, config path): the user's package and, elsewhere,
-  a config naming its agent and environment."""
+  a config naming its agent and environment. One for the module: tests only
+  read it, and the in-process tests import `user_project` from it once."""
+  tmp_path = tmp_path_factory.mktemp('project')
   root = tmp_path / 'user_code'
   (root / 'user_project').mkdir(parents=True)
   (root / 'user_project' / '__init__.py').write_text('')
@@ -238,11 +240,16 @@ def test_own_agent_and_environment_reach_the_budget_with_a_final_evaluation_and_
 
 def test_dry_run_and_sweep_with_an_own_agent_show_its_specs_and_points(
     project, workdir):
-  result = _launch(project, '--dry_run')
-  assert result.returncode == 0, result.stderr[-3000:]
-  assert 'user_project.tiny_dqn on user_project.line_env:make_env' in result.stdout
-  assert 'observations: float32 (1,)' in result.stdout
-  assert 'actions: int32 (), 2 values' in result.stdout
+  # The plan's text (what --dry_run prints) in this process; the launcher's
+  # own --dry_run runs for the example and the sweep below.
+  import acme_launch
+  from acme_launch.config import registry
+  root, config_path = project
+  text = acme_launch.dry_run(registry.load(config_path),
+                             python_path=[root]).text
+  assert 'user_project.tiny_dqn on user_project.line_env:make_env' in text
+  assert 'observations: float32 (1,)' in text
+  assert 'actions: int32 (), 2 values' in text
   # Modules beside the config file need no PYTHONPATH.
   example = run_launcher('--config=examples/dueling_dqn_corridor.py',
                          '--dry_run', env={'PYTHONPATH': ''})
@@ -255,42 +262,72 @@ def test_dry_run_and_sweep_with_an_own_agent_show_its_specs_and_points(
   assert os.listdir(workdir) == []
 
 
-@pytest.mark.parametrize('override, expected', [
-    ('agent=user_project.no_policy',
-     "module user_project.no_policy defines no make_policy"),
-    ('agent=user_project.not_an_adapter',
-     'user_project.not_an_adapter.ADAPTER is a function, not an '
-     'acme_launch.agents.Adapter'),
-    ('agent=user_project.does_not_import',
-     "importing user_project.does_not_import failed: ModuleNotFoundError"),
-    ('agent=user_project.no_such_module',
-     "no module 'user_project.no_such_module' on the path"),
-    ('env_name=user_project.line_env:not_an_env',
-     'the factory returned a builtins.str, not a dm_env.Environment'),
-    ('env_name=user_project.line_env:broken',
-     'the factory raised RuntimeError: the simulator licence expired'),
-    ('env_name=user_project.line_env:no_such_factory',
-     "user_project.line_env:no_such_factory"),
-    ('env_name=line:wide', "config.env_name 'line:wide': no such line"),
-    ('env_name=line:short,env_backend=envpool',
-     'config.env_backend envpool does not run line tasks'),
-    ('agent=user_project.recurrent_no_core,envs_per_actor=2',
-     'keeps recurrent state and has no make_actor_core, so its actors step '
-     'one environment each: set config.envs_per_actor=1 (got 2)'),
-    ('agent=user_project.recurrent_no_core,inference=central',
-     "config.inference='central' cannot serve config.agent "
-     'user_project.recurrent_no_core: it keeps recurrent state and has no '
-     'make_actor_core'),
-])
+# override -> the error line's text.
+BAD_OWN_MODULES = {
+    'agent=user_project.no_policy':
+        'module user_project.no_policy defines no make_policy',
+    'agent=user_project.not_an_adapter':
+        'user_project.not_an_adapter.ADAPTER is a function, not an '
+        'acme_launch.agents.Adapter',
+    'agent=user_project.does_not_import':
+        'importing user_project.does_not_import failed: ModuleNotFoundError',
+    'agent=user_project.no_such_module':
+        "no module 'user_project.no_such_module' on the path",
+    'env_name=user_project.line_env:not_an_env':
+        'the factory returned a builtins.str, not a dm_env.Environment',
+    'env_name=user_project.line_env:broken':
+        'the factory raised RuntimeError: the simulator licence expired',
+    'env_name=user_project.line_env:no_such_factory':
+        'user_project.line_env:no_such_factory',
+    'env_name=line:wide': "config.env_name 'line:wide': no such line",
+    'env_name=line:short,env_backend=envpool':
+        'config.env_backend envpool does not run line tasks',
+    'agent=user_project.recurrent_no_core,envs_per_actor=2':
+        'keeps recurrent state and has no make_actor_core, so its actors step '
+        'one environment each: set config.envs_per_actor=1 (got 2)',
+    'agent=user_project.recurrent_no_core,inference=central':
+        "config.inference='central' cannot serve config.agent "
+        'user_project.recurrent_no_core: it keeps recurrent state and has no '
+        'make_actor_core',
+}
+
+
+# Through the launcher: an agent module that raises on import and an
+# environment factory that raises, each one line (no traceback), exit 2,
+# nothing started. Every case, these two included, is also decided in
+# process below: the launcher prints that LaunchError's line.
+@pytest.mark.parametrize('override', [
+    'agent=user_project.does_not_import', 'env_name=user_project.line_env:broken'])
 def test_a_bad_own_module_is_one_line_exit_2_and_starts_nothing(
-    project, workdir, override, expected):
+    project, workdir, override):
   flags = [f'--config.{o}' for o in override.split(',')]
   result = _launch(project, *flags, f'--workdir={workdir}')
   assert result.returncode == 2, result.stderr[-3000:]
   assert 'Traceback' not in result.stderr
   errors = [l for l in result.stderr.splitlines() if 'acme-launch: error:' in l]
   assert len(errors) == 1, result.stderr
-  assert expected in errors[0], errors[0]
+  assert BAD_OWN_MODULES[override] in errors[0], errors[0]
+  assert os.listdir(workdir) == []
+
+
+@pytest.mark.parametrize('override', sorted(BAD_OWN_MODULES))
+def test_a_bad_own_module_is_a_one_line_launch_error_before_anything_starts(
+    project, workdir, override):
+  """The launcher's decision in this process (the Python API's dry_run,
+  the CLI's own steps): the LaunchError whose one line the CLI prints with
+  exit 2, before a run directory is made."""
+  import acme_launch
+  from acme_launch import errors
+  from acme_launch.config import registry
+  root, config_path = project
+  config = registry.load(config_path)
+  for setting in override.split(','):
+    name, value = setting.split('=', 1)
+    config[name] = int(value) if value.isdigit() else value
+  with pytest.raises(errors.LaunchError) as raised:
+    acme_launch.dry_run(config, workdir=workdir, python_path=[root])
+  message = str(raised.value)
+  assert '\n' not in message and BAD_OWN_MODULES[override] in message, message
   assert os.listdir(workdir) == []
 
 
