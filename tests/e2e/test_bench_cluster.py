@@ -20,10 +20,11 @@ def test_cluster_measures_local_mp_and_ray_side_by_side(tmp_path):
   if reason:
     pytest.skip(f'no network namespaces here: {reason}')
   # Counts arrive per 2,000-step episode pair and the rate needs two rows a
-  # second apart: 20,000 steps give several even when the actor runs alone.
+  # second apart after the first count: 8,000 steps give three counts past
+  # the first even when the actor runs alone.
   result = subprocess.run(
       [sys.executable, os.path.join(REPO_ROOT, 'bench', 'cluster.py'),
-       '--seconds=5', '--warmup=0', '--steps=20000', '--actors=1',
+       '--seconds=5', '--warmup=0', '--steps=8000', '--actors=1',
        '--envs_per_actor=2', '--rounds=1', f'--out={tmp_path}'],
       cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
       env=checkout_on_path(user_env()), check=False)
