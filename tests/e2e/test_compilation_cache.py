@@ -21,8 +21,9 @@ def _reached_budget(workdir: str, run: str) -> None:
 
 def test_two_concurrent_runs_share_the_cache_and_a_third_reads_it(tmp_path):
   workdir, cache = str(tmp_path / 'runs'), str(tmp_path / 'cache')
+  # A small budget: the functions compiled are the same at any budget.
   common = ('--config=smoke', f'--workdir={workdir}',
-            f'--compilation_cache={cache}')
+            f'--compilation_cache={cache}', '--config.max_actor_steps=1000')
   # Two runs of one config at once, on an empty cache: both compile the
   # same functions and write the same entries at about the same time.
   with killed_on_exit(start_launcher(*common, '--run_name=a')) as a, \

@@ -26,7 +26,7 @@ def test_statistics_are_learned_saved_and_continue_after_resume(workdir):
   run_dir = os.path.join(workdir, 'norm')
   args = ('--config=smoke', '--config.network.normalize_observations=True',
           f'--workdir={workdir}', '--run_name=norm')
-  first = run_launcher(*args, '--config.max_actor_steps=3000')
+  first = run_launcher(*args, '--config.max_actor_steps=1500')
   assert first.returncode == 0, first.stderr[-2000:]
   saved = _normalizer_of_newest_learner_checkpoint(run_dir)
   newest = sorted(glob.glob(os.path.join(run_dir, 'checkpoints', 'learner',
@@ -38,7 +38,7 @@ def test_statistics_are_learned_saved_and_continue_after_resume(workdir):
   assert saved['count'] > 0 and saved['count'] % 72 == 0
   assert np.all(saved['var'] > 0) and np.any(np.abs(saved['mean']) > 1e-3)
 
-  second = run_launcher(*args, '--config.max_actor_steps=6000')
+  second = run_launcher(*args, '--config.max_actor_steps=3000')
   assert second.returncode == 0, second.stderr[-2000:]
   assert 'resuming from' in second.stdout
   # The whole learner state, statistics included, came back exactly.
