@@ -3,6 +3,7 @@ to a tiny budget, and its bad input refused before anything starts."""
 
 import os
 
+import pytest
 
 from tests.conftest import reached_budget, read_json, run_launcher
 
@@ -63,14 +64,34 @@ def test_an_unknown_game_is_one_line_exit_2_before_anything_starts(workdir):
   assert os.listdir(workdir) == []  # No run directory: nothing started.
 
 
-def test_r2d2_dry_run_shows_the_replay_memory_estimate(workdir):
+@pytest.fixture(scope='module')
+def cli_module():
+  # As launch.py does: the launcher's own JAX stays on the CPU.
+  saved = os.environ.get('JAX_PLATFORMS')
+  os.environ['JAX_PLATFORMS'] = 'cpu'
+  from acme_launch import prepare
+  yield prepare
+  if saved is None:
+    os.environ.pop('JAX_PLATFORMS', None)
+  else:
+    os.environ['JAX_PLATFORMS'] = saved
+
+
+def _dry_run_stdout(prepare, *args) -> str:
+  """What `launch.py ARGS --dry_run` prints, decided in this process (the
+  CLI prints this text)."""
+  from acme_launch import describe
+  return describe.dry_run_text(
+      prepare.check_arguments(['launch.py', *args, '--dry_run'])) + '\n'
+
+
+def test_r2d2_dry_run_shows_the_replay_memory_estimate(cli_module, workdir):
   # 20k sequences (about 4.4 GB) rather than the config's 50k (about 11
-  # GB), so that a smaller test machine runs it too.
-  result = run_launcher('--config=r2d2_atari', f'--workdir={workdir}',
-                        '--config.r2d2.max_replay_size=20000', '--dry_run',
-                        timeout=120)
-  assert result.returncode == 0, result.stderr[-3000:]
-  lines = result.stdout.splitlines()
+  # GB), so that a smaller test machine runs it too. In process; the
+  # launcher's own --dry_run: the last test of this file.
+  lines = _dry_run_stdout(cli_module, '--config=r2d2_atari',
+                          f'--workdir={workdir}',
+                          '--config.r2d2.max_replay_size=20000').splitlines()
   (first,) = [l for l in lines if l.startswith('replay/0 memory: about ')]
   assert first.endswith(' GB')  # "... of this host's memory N GB"
   assert "when full, of this host's memory" in first

@@ -7,6 +7,7 @@ before anything starts."""
 
 import os
 
+import pytest
 
 from tests.conftest import (node_records, reached_budget, read_json,
                             run_launcher)
@@ -90,14 +91,36 @@ def test_impala_minatar_trains_on_two_devices_evaluates_and_resumes_on_one_with_
   devices.assert_learner_on(run_dir, 2)
 
 
-def test_impala_atari_plans_the_deep_network_and_its_queue(workdir):
-  result = run_launcher('--config=impala_atari', f'--workdir={workdir}',
-                        '--dry_run', timeout=120)
-  assert result.returncode == 0, result.stderr[-3000:]
-  assert 'impala on atari:Pong' in result.stdout
-  assert 'observations: uint8 (4, 84, 84) in [0, 255]' in result.stdout
-  assert 'actor/7' in result.stdout and 'actor/8' not in result.stdout
-  lines = result.stdout.splitlines()
+@pytest.fixture(scope='module')
+def cli_module():
+  # As launch.py does: the launcher's own JAX stays on the CPU.
+  saved = os.environ.get('JAX_PLATFORMS')
+  os.environ['JAX_PLATFORMS'] = 'cpu'
+  from acme_launch import prepare
+  yield prepare
+  if saved is None:
+    os.environ.pop('JAX_PLATFORMS', None)
+  else:
+    os.environ['JAX_PLATFORMS'] = saved
+
+
+def _dry_run_stdout(prepare, *args) -> str:
+  """What `launch.py ARGS --dry_run` prints, decided in this process (the
+  CLI prints this text)."""
+  from acme_launch import describe
+  return describe.dry_run_text(
+      prepare.check_arguments(['launch.py', *args, '--dry_run'])) + '\n'
+
+
+def test_impala_atari_plans_the_deep_network_and_its_queue(cli_module,
+                                                           workdir):
+  # In process (--dry_run through the launcher: tests/e2e/test_minatar.py).
+  stdout = _dry_run_stdout(cli_module, '--config=impala_atari',
+                           f'--workdir={workdir}')
+  assert 'impala on atari:Pong' in stdout
+  assert 'observations: uint8 (4, 84, 84) in [0, 255]' in stdout
+  assert 'actor/7' in stdout and 'actor/8' not in stdout
+  lines = stdout.splitlines()
   (first,) = [l for l in lines if l.startswith('replay/0 memory: about ')]
   table = lines[lines.index(first) + 1]
   # 320 sequences of 20 steps, one every 19: a queue of 6,080 steps.
