@@ -27,10 +27,13 @@ def _run(workdir, run_name, config, *args, budget=3000):
   return run_dir, summary
 
 
-def test_envpool_batched_actor_reaches_the_budget_and_resumes(workdir):
+def test_envpool_batched_actor_reaches_the_budget(workdir):
+  # Its resume is the smoke config's, whatever the backend (the session's
+  # `resumed` run, tests/e2e/test_checkpointing.py): EnvPool keeps no state
+  # a checkpoint holds.
   args = ('--config=smoke', '--config.env_backend=envpool',
           '--config.envs_per_actor=4')
-  run_dir, _ = _run(workdir, 'envpool', *args, budget=3000)
+  run_dir, _ = _run(workdir, 'envpool', *args)
   config = read_json(os.path.join(run_dir, 'config.json'))
   assert config['config']['env_backend'] == 'envpool'
   # The actor's episodes end at the smoke config's 100-step limit.
@@ -38,8 +41,6 @@ def test_envpool_batched_actor_reaches_the_budget_and_resumes(workdir):
     header = f.readline().strip().split(',')
     lengths = {line.split(',')[header.index('episode_length')] for line in f}
   assert lengths == {'100'}
-  _, summary = _run(workdir, 'envpool', *args, budget=6000)
-  assert summary['restored_actor_steps'] >= 3000
 
 
 def test_gymnasium_v5_task_reaches_the_budget(workdir):
