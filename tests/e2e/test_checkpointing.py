@@ -16,8 +16,7 @@ import pytest
 from tests.conftest import (actor_steps, read_json, run_launcher,
                             start_launcher, wait_for)
 from tests.e2e.conftest import (BUDGET_A, BUDGET_B, learner_checkpoints as
-                                _learner_checkpoints, resume as _launch,
-                                tracking_env)
+                                _learner_checkpoints, resume as _launch)
 
 
 def _copy(run_dir, tmp_path):
@@ -33,12 +32,8 @@ def test_first_run_saves_learner_counter_and_replay(trained):
   assert glob.glob(os.path.join(run_dir, 'checkpoints', 'replay', '*', 'DONE'))
 
 
-def test_budget_already_met_exits_zero_without_starting(trained, tmp_path):
-  run_dir = _copy(trained, tmp_path)
-  result = _launch(run_dir, f'--config.max_actor_steps={BUDGET_A}')
-  assert result.returncode == 0, result.stderr
-  assert 'nothing to do' in result.stdout
-  assert len(_learner_checkpoints(run_dir)) == 1
+# A budget already met (exit 0, nothing to do, no checkpoint added): with
+# --allow_exposed_listeners on test_launch_e2e.py's shared run.
 
 
 def test_resume_with_another_environment_is_refused(trained, tmp_path):
@@ -47,23 +42,6 @@ def test_resume_with_another_environment_is_refused(trained, tmp_path):
                    '--config.env_name=Hopper-v4')
   assert result.returncode == 2
   assert 'env_name' in result.stderr and 'Traceback' not in result.stderr
-
-
-def test_resume_alone_applies_overrides_to_the_saved_config(trained, tmp_path):
-  # A finished run's budget raised without naming its config again.
-  run_dir = _copy(trained, tmp_path)
-  result = run_launcher(f'--resume={run_dir}',
-                        f'--config.max_actor_steps={BUDGET_B}',
-                        env=tracking_env(str(tmp_path / 'wandb-home')))
-  assert result.returncode == 0, result.stderr[-2000:]
-  assert 'resuming from' in result.stdout
-  summary = read_json(os.path.join(run_dir, 'summary.json'))
-  assert summary['restored_actor_steps'] >= BUDGET_A
-  assert summary['actor_steps'] >= BUDGET_B
-  saved = read_json(os.path.join(run_dir, 'config.json'))
-  assert saved['config']['max_actor_steps'] == BUDGET_B
-  assert saved['config_name'] == 'smoke'
-  assert len(_learner_checkpoints(run_dir)) == 2
 
 
 @pytest.mark.parametrize('override, expected', [
@@ -131,7 +109,8 @@ def test_no_readable_checkpoint_is_one_line_and_exit_2(resumed, tmp_path):
   assert 'Traceback' not in result.stderr
 
 
-def test_sigterm_leaves_a_checkpoint_that_resumes(workdir):
+def test_sigterm_leaves_a_checkpoint_that_resumes_alone_with_overrides_applied_to_the_saved_config(
+    workdir):
   run_dir = os.path.join(workdir, 'terminated')
   launcher = start_launcher('--config=smoke', '--config.max_actor_steps=10000000',
                             f'--workdir={workdir}', '--run_name=terminated')
@@ -140,11 +119,20 @@ def test_sigterm_leaves_a_checkpoint_that_resumes(workdir):
   launcher.communicate(timeout=60)
   assert launcher.returncode == 143
   stopped_at = read_json(os.path.join(run_dir, 'summary.json'))['actor_steps']
+  assert len(_learner_checkpoints(run_dir)) == 1
+  budget = stopped_at + 1500
 
-  result = run_launcher('--config=smoke', f'--resume={run_dir}',
-                        f'--config.max_actor_steps={stopped_at + 1500}')
+  # Its budget raised without naming its config again.
+  result = run_launcher(f'--resume={run_dir}',
+                        f'--config.max_actor_steps={budget}')
 
   assert result.returncode == 0, result.stderr[-2000:]
+  assert 'resuming from' in result.stdout
   summary = read_json(os.path.join(run_dir, 'summary.json'))
   assert summary['restored_actor_steps'] >= stopped_at
+  assert summary['actor_steps'] >= budget
   assert os.path.isfile(os.path.join(run_dir, 'nodes', 'learner_restore.json'))
+  saved = read_json(os.path.join(run_dir, 'config.json'))
+  assert saved['config']['max_actor_steps'] == budget
+  assert saved['config_name'] == 'smoke'
+  assert len(_learner_checkpoints(run_dir)) == 2

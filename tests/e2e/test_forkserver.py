@@ -1,6 +1,7 @@
 """--node_start: real runs whose node processes are forked from one fork
 server (acme_launch/node/forkserver.py; the default), and one whose nodes
-are each a fresh Python (exec)."""
+are each a fresh Python (exec; its two actors batched, stepping four
+environments each, actor/1 with settings of its own)."""
 
 import os
 import signal
@@ -11,71 +12,64 @@ import psutil
 from tests.conftest import (actor_steps, alive, killed_on_exit, node_records,
                             read_json, run_launcher, start_launcher,
                             wait_for)
-from tests.e2e.test_launch_e2e import (EXPECTED_NODES,
-                                       _assert_trained_to_budget)
+from tests.e2e.test_launch_e2e import (
+    EXPECTED_NODES, _assert_trained_to_budget,
+    assert_each_node_received_its_planned_resources)
 
 
 
-def test_forked_nodes_train_to_the_budget_each_with_its_own_settings(workdir):
-  # Every node pinned to one core (0 or 1) with one TF thread: settings of
-  # its own, applied after the fork.
-  pinned = [f'--config.resources.{group}.cpus=1' for group in (
-      'replay', 'counter', 'learner', 'actor', 'evaluator')]
-  result = run_launcher('--config=smoke', '--node_start=fork', *pinned,
-                        '--config.resources.oversubscribe_cpus=true',
-                        f'--workdir={workdir}', '--run_name=forked')
-  run_dir = os.path.join(workdir, 'forked')
-  assert result.returncode == 0, result.stderr[-3000:]
-  _assert_trained_to_budget(run_dir)
-  final = read_json(os.path.join(run_dir, 'final_eval.json'))
-  assert final['episodes'] == 10
-  records = node_records(run_dir)
-  assert sorted(n.replace('/', '_') for n in records) == sorted(EXPECTED_NODES)
-  parents = {record['parent_pid'] for record in records.values()}
-  assert len(parents) == 1  # One fork server for all of them...
-  server_pid = parents.pop()
-  pids = {record['pid'] for record in records.values()}
-  assert server_pid not in pids and len(pids) == 5  # ...not a node itself.
-  cores = set()
-  for node, record in records.items():
-    env = record['env']
-    assert env['ACME_LAUNCH_NODE'] == node  # Its own env, not the server's.
-    assert env['ACME_LAUNCH_RUN_DIR'] == run_dir
-    assert env['OMP_NUM_THREADS'] == '1'
-    assert record['cpu_affinity'] == env['ACME_LAUNCH_CPUS']  # Pinned.
-    cores.add(record['cpu_affinity'])
-    assert record['tf_intra_op_threads'] == record['tf_inter_op_threads'] == 1
-    assert record['jax_platform'] == 'cpu'
-    assert record['tf_visible_gpus'] == []
-  assert cores == {'0', '1'}
-  with open(os.path.join(run_dir, 'logs', 'forkserver.log')) as f:
-    log = f.read()
-  assert 'Traceback' not in log
-  # Started while the launcher built the program, with the nodes' settings.
-  assert 'fork server started while the launcher prepared the run' in log
+# Forked nodes (the default) train to the budget, each with settings of its
+# own: test_launch_e2e.py's shared local_mp run is that run.
 
 
-def test_node_start_exec_starts_every_node_as_a_fresh_python(workdir):
-  result = run_launcher('--config=smoke', '--node_start=exec',
-                        f'--workdir={workdir}', '--run_name=execd')
+def test_node_start_exec_starts_every_node_as_a_fresh_python_with_its_planned_resources_and_batched_actors_reach_the_budget(
+    workdir):
+  # One run for three things of their own: exec'd nodes; each node process
+  # receives its planned resources, actor/1 settings of its own; actors that
+  # step four environments each (test_launch_e2e.py's runs once).
+  result = run_launcher(
+      '--config=smoke', '--node_start=exec', '--config.num_actors=2',
+      '--config.envs_per_actor=4', '--config.max_actor_steps=8000',
+      '--config.resources.node_overrides='
+      'actor/1:omp_threads=1;actor/1:intra_op_threads=1',
+      f'--workdir={workdir}', '--run_name=execd')
   run_dir = os.path.join(workdir, 'execd')
   assert result.returncode == 0, result.stderr[-3000:]
-  _assert_trained_to_budget(run_dir)
+  summary = _assert_trained_to_budget(run_dir)
   records = node_records(run_dir)
-  assert len(records) == 5
+  assert len(records) == len(EXPECTED_NODES) + 1  # Two actors.
   # Every node is a child of the launcher itself; no fork server ran.
   assert len({record['parent_pid'] for record in records.values()}) == 1
-  assert len({record['pid'] for record in records.values()}) == 5
+  assert len({record['pid'] for record in records.values()}) == len(records)
   assert not os.path.exists(os.path.join(run_dir, 'logs', 'forkserver.log'))
+  # Per-node placement in real processes: actor/1 gets its own settings.
+  plan = assert_each_node_received_its_planned_resources(run_dir)
+  labels = {p['node']: p['label'] for p in plan}
+  assert labels['actor/0'] != labels['actor/1']  # Split under two labels.
+  actor_1, actor_0 = records['actor/1'], records['actor/0']
+  assert actor_1['env']['OMP_NUM_THREADS'] == '1'
+  assert actor_1['tf_intra_op_threads'] == 1
+  assert 'OMP_NUM_THREADS' not in actor_0['env']
+  assert actor_0['tf_intra_op_threads'] == 0  # TF's default: all cores.
+  # Batched: four environments of 100-step episodes end four at a time.
+  assert summary['actor_steps'] >= 8000 and summary['learner_steps'] > 0
+  assert summary['actor_episodes'] >= 80
+  assert summary['evaluator_episodes'] >= 1
 
 
-def test_forked_actor_killed_is_restarted_and_ctrl_c_leaves_no_process(workdir):
+def test_forked_actor_killed_is_restarted_run_dir_in_use_and_ctrl_c_saves_checkpoints_and_leaves_no_process(
+    workdir):
+  """Also the default supervision's Ctrl-C (once test_supervision.py's own
+  run): a second launch on the run directory is refused while it runs;
+  Ctrl-C exits 130 with checkpoints saved, a full summary, plain progress
+  lines (not a terminal) and no process left."""
   run_dir = os.path.join(workdir, 'forked_kill')
   # The learner alone pinned: its OMP_NUM_THREADS=1 is read when numpy
   # loads, so it is exec'd; the other nodes are forked.
   launcher = start_launcher('--config=smoke', '--config.max_actor_steps=10000000',
                             '--config.resources.learner.cpus=1',
                             '--node_start=fork', '--max_node_restarts=1',
+                            '--progress_every=1',
                             f'--workdir={workdir}', '--run_name=forked_kill')
   try:
     wait_for(lambda: actor_steps(run_dir) > 0, 180, 'actor steps')
@@ -90,6 +84,13 @@ def test_forked_actor_killed_is_restarted_and_ctrl_c_leaves_no_process(workdir):
     with open(os.path.join(run_dir, 'logs', 'learner_0.log')) as f:
       assert ('started by exec, not forked: its OMP_NUM_THREADS differ '
               "from the fork server's") in f.read()
+
+    # While it runs, the run directory is taken.
+    second = run_launcher('--config=smoke', f'--workdir={workdir}',
+                          '--run_name=forked_kill')
+    assert second.returncode == 2
+    assert 'is in use' in second.stderr
+
     killed = records['actor/0']['pid']
     os.kill(killed, signal.SIGKILL)
     # The restarted actor is forked again, by the same fork server.
@@ -113,11 +114,16 @@ def test_forked_actor_killed_is_restarted_and_ctrl_c_leaves_no_process(workdir):
   assert launcher.returncode == 130, stderr[-3000:]
   assert 'node actor/0 was killed by signal 9; restarting it' in stdout
   assert alive([*pids, server_pid]) == []
-  summary = read_json(os.path.join(run_dir, 'summary.json'))
-  assert summary['exit_reason'] == 'interrupted'
   for component in ('learner', 'counter'):
     assert os.path.isfile(os.path.join(run_dir, 'checkpoints', component,
                                        'checkpoint'))
+  # Not a terminal: plain progress lines.
+  assert 'progress: actor steps' in stdout
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'interrupted'
+  for field in ('actor_steps', 'learner_steps', 'wall_time_seconds',
+                'env_steps_per_second', 'last_eval_return', 'exit_reason'):
+    assert field in summary
 
 
 def test_the_fork_server_killed_stops_the_run_and_names_it(workdir):

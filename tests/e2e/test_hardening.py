@@ -1,159 +1,27 @@
-"""Hardening: servers on loopback only, private files, faults, hostile input.
+"""Hardening: the loopback shim's refusal, faults, hostile input.
 
-The first tests share one real `local_mp` smoke run (`private_run`), looked
-at while it runs and after it reached its budget.
+Servers on loopback only, private run files and --allow_exposed_listeners
+are checked on the shared local_mp and local_mt runs of test_launch_e2e.py;
+another user's connections to a run's servers in run/test_loopback.py.
 """
 
 import contextlib
 import json
 import os
 import shutil
-import socket
-import stat
 import subprocess
-import sys
 import tempfile
 import time
 
 from hypothesis import HealthCheck, event, given, settings, strategies as st
-import psutil
 import pytest
 
-from tests.conftest import (REPO_ROOT, actor_steps, alive, node_pids, read_json,
+from tests.conftest import (alive, node_pids, read_json,
                             run_launcher, start_launcher, wait_for)
 
 
-_LOOPBACK = ('127.0.0.1', '::1', '::ffff:127.0.0.1')
-_NODES = ('replay/0', 'counter/0', 'learner/0', 'actor/0', 'evaluator/0')
 # A shim that cannot be there: its folder does not exist, so it cannot be built.
 _NO_SHIM = {'ACME_LAUNCH_LOOPBACK_LIBRARY': '/nonexistent-acme-launch/shim.so'}
-
-
-def _listening(pid: int):
-  """(ip, port) of every TCP socket `pid` listens on."""
-  return [(c.laddr.ip, c.laddr.port)
-          for c in psutil.Process(pid).net_connections(kind='tcp')
-          if c.status == psutil.CONN_LISTEN]
-
-
-def _external_addresses():
-  """This machine's addresses other than loopback and link-local."""
-  addresses = []
-  for entries in psutil.net_if_addrs().values():
-    for entry in entries:
-      if entry.family not in (socket.AF_INET, socket.AF_INET6):
-        continue
-      ip = entry.address.split('%')[0]
-      if ip in _LOOPBACK or ip.startswith(('127.', 'fe80:')):
-        continue
-      addresses.append((entry.family, ip))
-  return addresses
-
-
-def _connects(family, ip: str, port: int) -> bool:
-  with socket.socket(family, socket.SOCK_STREAM) as s:
-    s.settimeout(3)
-    try:
-      s.connect((ip, port))
-    except OSError:
-      return False
-    return True
-
-
-def _servers_snapshot(pids):
-  """Waits until every node listens; then where, and who answers where."""
-
-  def every_node_listening():
-    found = {pid: _listening(pid) for pid in pids}
-    return found if all(found.values()) else None
-
-  listening = wait_for(every_node_listening, 90, 'every node process to listen')
-  ports = sorted({port for sockets in listening.values() for _, port in sockets})
-  return {
-      'listening': sorted(s for sockets in listening.values() for s in sockets),
-      'loopback_answers': {p: _connects(socket.AF_INET, '127.0.0.1', p)
-                           for p in ports},
-      'external_answers': {(ip, p): _connects(family, ip, p)
-                           for family, ip in _external_addresses()
-                           for p in ports},
-  }
-
-
-@pytest.fixture(scope='module')
-def private_run(tmp_path_factory):
-  """A local_mp smoke run to its budget, seen while running and after."""
-  workdir = str(tmp_path_factory.mktemp('hardening'))
-  run_dir = os.path.join(workdir, 'private')
-  launcher = start_launcher('--config=smoke', f'--workdir={workdir}',
-                            '--run_name=private')
-  try:
-    wait_for(lambda: actor_steps(run_dir) > 0, 240, 'actor steps')
-    pids = wait_for(lambda: len(node_pids(run_dir)) == len(_NODES) and
-                    node_pids(run_dir), 60, 'every node to record itself')
-    snapshot = _servers_snapshot(pids.values())
-    data_files = {}
-    for node, pid in pids.items():
-      argv = psutil.Process(pid).cmdline()
-      data_files[node] = argv[argv.index('--data_file') + 1]
-    snapshot['data_files'] = {
-        node: (path, stat.S_IMODE(os.stat(path).st_mode),
-               stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode))
-        for node, path in data_files.items()}
-    stdout, stderr = launcher.communicate(timeout=300)
-  finally:
-    if launcher.poll() is None:
-      launcher.kill()
-      launcher.communicate()
-  yield {'run_dir': run_dir, 'workdir': workdir, 'pids': pids,
-         'returncode': launcher.returncode, 'stdout': stdout,
-         'stderr': stderr, **snapshot}
-
-
-def test_local_mp_servers_listen_on_loopback_only_and_the_run_reaches_its_budget(
-    private_run):
-  assert private_run['returncode'] == 0, private_run['stderr'][-3000:]
-  summary = read_json(os.path.join(private_run['run_dir'], 'summary.json'))
-  assert summary['exit_reason'] == 'budget_reached'
-  assert summary['learner_steps'] > 0
-  listening = private_run['listening']
-  # Reverb in replay, Courier in every node: at least one server each.
-  assert len(listening) >= len(_NODES), listening
-  assert all(ip in _LOOPBACK for ip, _ in listening), listening
-  assert all(private_run['loopback_answers'].values()), private_run['loopback_answers']
-  # Nothing answers on this machine's other addresses.
-  assert not any(private_run['external_answers'].values()), [
-      k for k, v in private_run['external_answers'].items() if v]
-  for node in ('replay_0', 'learner_0'):
-    env = read_json(os.path.join(private_run['run_dir'], 'nodes', f'{node}.json'))
-    assert env['pid'] in private_run['pids'].values()
-
-
-def test_run_directory_and_launchpad_program_files_are_private(private_run):
-  run_dir = private_run['run_dir']
-  assert private_run['returncode'] == 0
-  # While it ran: Launchpad's pickled programs lived in the run directory.
-  for node, (path, mode, dir_mode) in private_run['data_files'].items():
-    assert path.startswith(os.path.join(run_dir, '.launchpad') + os.sep), node
-    assert os.path.basename(path) == 'job.pkl'
-    assert mode & 0o077 == 0, (node, oct(mode))
-    assert dir_mode == 0o700, (node, oct(dir_mode))
-  # ...and went with the launcher.
-  assert os.listdir(os.path.join(run_dir, '.launchpad')) == []
-  # Everything the launcher and the nodes wrote is the user's alone.
-  assert stat.S_IMODE(os.stat(run_dir).st_mode) == 0o700
-  open_to_others = []
-  checked = 0
-  for root, dirs, files in os.walk(run_dir):
-    for name in dirs + files:
-      path = os.path.join(root, name)
-      checked += 1
-      if stat.S_IMODE(os.lstat(path).st_mode) & 0o077:
-        open_to_others.append(path)
-  assert open_to_others == []
-  assert checked > 20  # Logs, metrics, checkpoints, config, summary...
-  for name in ('config.json', 'summary.json', 'logs/learner_0.log',
-               'metrics/actor_0.csv', 'checkpoints/learner/checkpoint'):
-    assert os.path.exists(os.path.join(run_dir, name)), name
 
 
 @pytest.mark.parametrize('launch_type', ['local_mp', 'local_mt'])
@@ -167,58 +35,6 @@ def test_without_a_working_shim_local_runs_are_refused_in_one_line(
   assert len(errors) == 1, result.stderr
   assert 'loopback shim' in errors[0] and '--allow_exposed_listeners' in errors[0]
   assert os.listdir(workdir) == []
-
-
-def test_allow_exposed_listeners_passes_the_shim_check_with_a_warning(private_run):
-  # The finished run's budget is met: past every check, it exits 0 at once.
-  result = run_launcher(f'--resume={private_run["run_dir"]}',
-                        '--allow_exposed_listeners', env=_NO_SHIM)
-  assert result.returncode == 0, result.stderr[-2000:]
-  assert 'nothing to do' in result.stdout
-  warnings = [l for l in result.stderr.splitlines()
-              if 'acme-launch: warning:' in l and 'every network interface' in l]
-  assert len(warnings) == 1, result.stderr
-
-
-def test_a_network_namespace_with_only_loopback_needs_no_shim(private_run):
-  if shutil.which('unshare') is None or subprocess.run(
-      ['unshare', '-n', 'true'], capture_output=True, check=False).returncode:
-    pytest.skip('cannot make a network namespace here (unshare -n)')
-  result = subprocess.run(
-      ['unshare', '-n', sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
-       f'--resume={private_run["run_dir"]}'],
-      cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-      env={**os.environ, **_NO_SHIM}, check=False)
-  assert result.returncode == 0, result.stderr[-2000:]
-  assert 'nothing to do' in result.stdout
-  assert 'acme-launch: warning:' not in result.stderr
-
-
-def test_local_mt_servers_listen_on_loopback_only(workdir, tmp_path):
-  run_dir = os.path.join(workdir, 'threads')
-  temp = tmp_path / 'temp'
-  temp.mkdir(mode=0o700)
-  launcher = start_launcher('--config=smoke', '--launch_type=local_mt',
-                            '--config.max_actor_steps=3000',
-                            f'--workdir={workdir}', '--run_name=threads',
-                            env={'TMPDIR': str(temp)})
-  try:
-    wait_for(lambda: actor_steps(run_dir) > 0, 240, 'actor steps')
-    # Every node is a thread of the launcher (re-executed with the shim).
-    listening = wait_for(
-        lambda: len(_listening(launcher.pid)) >= len(_NODES) and
-        _listening(launcher.pid), 60, 'every server to listen')
-    stdout, stderr = launcher.communicate(timeout=300)
-  finally:
-    if launcher.poll() is None:
-      launcher.kill()
-      launcher.communicate()
-  assert all(ip in _LOOPBACK for ip, _ in listening), listening
-  assert launcher.returncode == 0, stderr[-3000:]
-  assert 'exit reason        budget_reached' in stdout
-  # It ends by os._exit, without exit handlers: TF's AutoGraph files
-  # stayed in the temp folder; its private one is removed first.
-  assert os.listdir(temp) == []
 
 
 # Hostile input ---------------------------------------------------------------
@@ -530,21 +346,5 @@ def test_full_disk_stops_the_run_and_keeps_the_last_checkpoint(workdir):
     subprocess.run(['umount', checkpoints], check=True)
 
 
-def test_an_environment_error_in_an_actor_is_that_actors_failure(workdir):
-  run_dir = os.path.join(workdir, 'faulty')
-  started = time.time()
-  result = run_launcher(
-      '--config=smoke', '--config.max_actor_steps=10000000',
-      '--config.num_actors=2', '--max_node_restarts=0',
-      '--config.env_name=tests.faulty_env:RaisingHalfCheetah-v4',
-      '--config.resources.node_overrides='
-      'actor/1:extra_env=ACME_TEST_RAISE_AFTER_STEPS=300',
-      f'--workdir={workdir}', '--run_name=faulty', timeout=300)
-  assert result.returncode == 1, result.stderr[-3000:]
-  assert 'node actor/1 failed' in result.stderr
-  assert 'injected fault: environment step 301 in node actor/1' in result.stderr
-  summary = read_json(os.path.join(run_dir, 'summary.json'))
-  assert summary['failed_node'] == 'actor/1'
-  assert summary['exit_reason'] == 'node_failed'
-  assert alive(node_pids(run_dir).values()) == []
-  assert time.time() - started < 240
+# An environment error in an actor (that actor's failure, named): with the
+# restart limit's test, in run/test_restarts.py.

@@ -1,9 +1,11 @@
 """Supervision of real runs: fail fast, stop cleanly, never leave a process."""
 
 import os
+import shutil
 import signal
+import subprocess
+import sys
 import time
-
 
 from tests.conftest import (actor_steps, alive, node_pids, read_json,
                             run_launcher, start_launcher, wait_for)
@@ -30,40 +32,14 @@ def test_kill_9_of_an_actor_without_restarts_stops_the_run_and_names_it(workdir)
   assert 'exit reason        node_failed' in stdout
 
 
-def test_ctrl_c_saves_checkpoints_and_leaves_no_process(workdir):
-  run_dir = os.path.join(workdir, 'interrupted')
-  launcher = start_launcher('--config=smoke', '--config.max_actor_steps=10000000',
-                            '--progress_every=1',
-                            f'--workdir={workdir}', '--run_name=interrupted')
-  wait_for(lambda: actor_steps(run_dir) > 0, 180, 'actor steps')
-  pids = node_pids(run_dir)
-
-  # While it runs, the run directory is taken.
-  second = run_launcher('--config=smoke', f'--workdir={workdir}',
-                        '--run_name=interrupted')
-  assert second.returncode == 2
-  assert 'is in use' in second.stderr
-
-  launcher.send_signal(signal.SIGINT)
-  interrupted_at = time.time()
-  stdout, _ = launcher.communicate(timeout=60)
-  assert time.time() - interrupted_at < 30
-  assert launcher.returncode == 130
-  assert alive(pids.values()) == []
-  for component in ('learner', 'counter'):
-    assert os.path.isfile(os.path.join(run_dir, 'checkpoints', component, 'checkpoint'))
-  # Not a terminal: plain progress lines.
-  assert 'progress: actor steps' in stdout
-  summary = read_json(os.path.join(run_dir, 'summary.json'))
-  assert summary['exit_reason'] == 'interrupted'
-  for field in ('actor_steps', 'learner_steps', 'wall_time_seconds',
-                'env_steps_per_second', 'last_eval_return', 'exit_reason'):
-    assert field in summary
+# Ctrl-C (checkpoints saved, no process left, the run directory in use while
+# it runs, plain progress lines, the summary's fields): on a forked run whose
+# actor was killed and restarted, in test_forkserver.py.
 
 
 def test_max_wall_time_stops_the_run(workdir):
   result = run_launcher('--config=smoke', '--config.max_actor_steps=10000000',
-                        '--max_wall_time=25', f'--workdir={workdir}',
+                        '--max_wall_time=15', f'--workdir={workdir}',
                         '--run_name=timed')
   assert result.returncode == 0, result.stderr[-2000:]
   summary = read_json(os.path.join(workdir, 'timed', 'summary.json'))
@@ -71,13 +47,13 @@ def test_max_wall_time_stops_the_run(workdir):
   assert summary['wall_time_seconds'] < 60
 
 
-def test_plot_command_writes_png_files(workdir):
-  result = run_launcher('--config=smoke', '--config.max_actor_steps=3000',
-                        f'--workdir={workdir}', '--run_name=plotted')
-  assert result.returncode == 0, result.stderr[-2000:]
-  run_dir = os.path.join(workdir, 'plotted')
-  import subprocess
-  import sys
+def test_plot_command_writes_png_files(trained, tmp_path):
+  # A copy of the session's run to BUDGET_A (tests/e2e/conftest.py), as
+  # a run of its own here would be: --config=smoke to 3,000 actor steps.
+  run_dir = str(tmp_path / 'plotted')
+  shutil.copytree(trained, run_dir)
+  # What the run itself may have plotted goes: the command writes its own.
+  shutil.rmtree(os.path.join(run_dir, 'plots'), ignore_errors=True)
   plot = subprocess.run([sys.executable, '-m', 'acme_launch.plot', run_dir],
                         capture_output=True, text=True, check=False)
   assert plot.returncode == 0, plot.stderr
