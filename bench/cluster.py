@@ -3,7 +3,7 @@
     sudo .venv/bin/python bench/cluster.py [--actors=2] [--envs_per_actor=16]
         [--seconds=40] [--rounds=2] [--out=bench/out]
 
-(tests/test_bench.py runs it tiny: --seconds=5 --steps=5000 --rounds=1 ...)
+(tests/e2e/test_bench_cluster.py runs it tiny: --seconds=5 --steps=8000 --rounds=1 ...)
 
 In one invocation on this machine, bench/throughput.py's acme-launch program
 (ppo_mujoco with its light PPO settings, no evaluator) runs with the same
