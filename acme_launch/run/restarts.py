@@ -27,13 +27,20 @@ class Decision:
 
 
 class RestartPolicy:
-  """Counts restarts per node and decides on each death."""
+  """Counts restarts per node and decides on each death. `post_mortem_node`
+  (--debug_node with --pdb) is never started again: its death follows the
+  post-mortem debugger the user ended ("q ends it, and with it the run"),
+  and a new one would raise where it did and open another."""
 
-  def __init__(self, max_restarts: int):
+  def __init__(self, max_restarts: int, post_mortem_node: str = ''):
     self.max_restarts = max_restarts
+    self.post_mortem_node = post_mortem_node
     self.restarts: Dict[str, int] = {}
 
   def on_death(self, node: str) -> Decision:
+    if node == self.post_mortem_node:
+      return Decision(False, reason='its post-mortem debugger (--pdb) has '
+                      'ended; it is not restarted')
     if not topology.restartable(node):
       return Decision(
           False, reason=f'{topology.group_of(node)} nodes are not restarted')

@@ -41,23 +41,23 @@ def test_debug_node_stops_at_a_breakpoint_in_this_terminal_and_the_run_goes_on(w
 
 
 def test_pdb_opens_a_post_mortem_in_the_debugged_node_where_it_raised(workdir):
-  # No restarts: with the default 3, the failed actor is started again three
-  # times, each raising at step 201 and opening a debugger that stdin (at its
-  # end) closes at once: three more incarnations that this test does not
-  # look at (most of its former 116 s).
+  # The default restarts (3) apply to the other actors, not to this one:
+  # "q ends it, and with it the run", not a new actor raising again.
   result = _run_with_stdin(
       "p ('STEPS', self._steps)\nq\n",
       '--config=smoke', '--config.max_actor_steps=1000000', TASK,
       '--config.resources.node_overrides='
       'actor/0:extra_env=ACME_TEST_RAISE_AFTER_STEPS=200',
-      '--max_node_restarts=0',
       '--debug_node=actor/0', '--pdb', f'--workdir={workdir}', '--run_name=pm')
   assert 'post-mortem debugger in actor/0' in result.stdout
   assert "('STEPS', 201)" in result.stdout  # The frame that raised.
   assert result.stdout.count('post-mortem debugger in actor/0') == 1
+  assert 'restarting' not in result.stdout
   assert result.returncode == 1
+  assert 'its post-mortem debugger (--pdb) has ended' in result.stderr
   summary = read_json(os.path.join(workdir, 'pm', 'summary.json'))
   assert summary['failed_node'] == 'actor/0'
+  assert summary['node_restarts'] == {}, summary
 
 
 def test_local_mt_pdb_opens_a_post_mortem_in_the_node_thread(workdir):

@@ -17,6 +17,15 @@ def test_policy_restarts_actors_and_evaluators_up_to_the_limit_only():
   assert policy.total == 3
 
 
+def test_the_node_under_pdb_is_never_restarted_after_its_post_mortem():
+  policy = restarts.RestartPolicy(max_restarts=3, post_mortem_node='actor/0')
+  decision = policy.on_death('actor/0')
+  assert not decision.restart
+  assert 'post-mortem debugger (--pdb)' in decision.reason
+  assert policy.on_death('actor/1').restart  # The others as before.
+  assert policy.restarts == {'actor/1': 1}
+
+
 def test_a_restarted_node_gets_a_new_seed_for_each_restart(monkeypatch):
   monkeypatch.delenv(node_env.variable('restart'), raising=False)
   assert seeds_lib.seed_after_restarts(1234) == 1234

@@ -36,6 +36,7 @@ from acme_launch.run import forkserver
 from acme_launch.run import ports
 from acme_launch.run import process_env
 from acme_launch.run import progress as progress_lib
+from acme_launch.run import restarts
 from acme_launch.run.local_mp import children
 from acme_launch.run.local_mp.children import NodeLog, NodeProcess
 
@@ -62,6 +63,8 @@ class Supervisor(core.SupervisorCore):
     self._node_log_max_bytes = node_log_max_bytes
     self._debug_node = debug_node  # Runs in the foreground of this terminal.
     self._pdb = pdb
+    self._restarts = restarts.RestartPolicy(
+        max_node_restarts, post_mortem_node=debug_node if pdb else '')
     self._preload = preload  # The loopback shim for every node process.
     self._children: List[NodeProcess] = []
     # --node_start=fork: node processes forked from one fork server.
