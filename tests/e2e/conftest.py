@@ -71,3 +71,29 @@ def resumed(trained, tmp_path_factory):
     saved_digest = f.read()
   result = resume(run_dir, f'--config.max_actor_steps={BUDGET_B}')
   return run_dir, first, saved_digest, result
+
+
+@pytest.fixture(scope='module')
+def cli_module():
+  """acme_launch.prepare, for tests that decide a launch in this process
+  as the launcher would (its --dry_run text, its one-line refusals):
+  imported as launch.py runs it, the launcher's own JAX on the CPU."""
+  saved = {k: os.environ.get(k) for k in ('JAX_PLATFORMS',
+                                          'TF_CPP_MIN_LOG_LEVEL')}
+  os.environ['JAX_PLATFORMS'] = 'cpu'
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  from acme_launch import prepare
+  yield prepare
+  for key, value in saved.items():
+    if value is None:
+      os.environ.pop(key, None)
+    else:
+      os.environ[key] = value
+
+
+def dry_run_stdout(prepare, *args) -> str:
+  """What `launch.py ARGS --dry_run` prints, decided in this process (the
+  launcher prints this text)."""
+  from acme_launch import describe
+  return describe.dry_run_text(
+      prepare.check_arguments(['launch.py', *args, '--dry_run'])) + '\n'

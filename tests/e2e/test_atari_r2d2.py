@@ -3,9 +3,9 @@ to a tiny budget, and its bad input refused before anything starts."""
 
 import os
 
-import pytest
 
 from tests.conftest import reached_budget, read_json, run_launcher
+from tests.e2e.conftest import dry_run_stdout
 
 
 BUDGET = 300
@@ -64,32 +64,11 @@ def test_an_unknown_game_is_one_line_exit_2_before_anything_starts(workdir):
   assert os.listdir(workdir) == []  # No run directory: nothing started.
 
 
-@pytest.fixture(scope='module')
-def cli_module():
-  # As launch.py does: the launcher's own JAX stays on the CPU.
-  saved = os.environ.get('JAX_PLATFORMS')
-  os.environ['JAX_PLATFORMS'] = 'cpu'
-  from acme_launch import prepare
-  yield prepare
-  if saved is None:
-    os.environ.pop('JAX_PLATFORMS', None)
-  else:
-    os.environ['JAX_PLATFORMS'] = saved
-
-
-def _dry_run_stdout(prepare, *args) -> str:
-  """What `launch.py ARGS --dry_run` prints, decided in this process (the
-  CLI prints this text)."""
-  from acme_launch import describe
-  return describe.dry_run_text(
-      prepare.check_arguments(['launch.py', *args, '--dry_run'])) + '\n'
-
-
 def test_r2d2_dry_run_shows_the_replay_memory_estimate(cli_module, workdir):
   # 20k sequences (about 4.4 GB) rather than the config's 50k (about 11
   # GB), so that a smaller test machine runs it too. In process; the
   # launcher's own --dry_run: the last test of this file.
-  lines = _dry_run_stdout(cli_module, '--config=r2d2_atari',
+  lines = dry_run_stdout(cli_module, '--config=r2d2_atari',
                           f'--workdir={workdir}',
                           '--config.r2d2.max_replay_size=20000').splitlines()
   (first,) = [l for l in lines if l.startswith('replay/0 memory: about ')]

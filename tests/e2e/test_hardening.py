@@ -158,21 +158,6 @@ _ARGUMENTS = st.tuples(
                      'd4pg_mujoco', 'dqn_cartpole']))
 
 
-@pytest.fixture(scope='module')
-def cli_module():
-  # As launch.py does: the launcher's own JAX stays on the CPU.
-  saved = {k: os.environ.get(k) for k in ('JAX_PLATFORMS', 'TF_CPP_MIN_LOG_LEVEL')}
-  os.environ['JAX_PLATFORMS'] = 'cpu'
-  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-  from acme_launch import prepare
-  yield prepare
-  for key, value in saved.items():
-    if value is None:
-      os.environ.pop(key, None)
-    else:
-      os.environ[key] = value
-
-
 @settings(max_examples=600, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(arguments=_ARGUMENTS)

@@ -7,10 +7,10 @@ before anything starts."""
 
 import os
 
-import pytest
 
 from tests.conftest import (node_records, reached_budget, read_json,
                             run_launcher)
+from tests.e2e.conftest import dry_run_stdout
 from tests.e2e.agents import test_devices as devices
 
 
@@ -91,31 +91,10 @@ def test_impala_minatar_trains_on_two_devices_evaluates_and_resumes_on_one_with_
   devices.assert_learner_on(run_dir, 2)
 
 
-@pytest.fixture(scope='module')
-def cli_module():
-  # As launch.py does: the launcher's own JAX stays on the CPU.
-  saved = os.environ.get('JAX_PLATFORMS')
-  os.environ['JAX_PLATFORMS'] = 'cpu'
-  from acme_launch import prepare
-  yield prepare
-  if saved is None:
-    os.environ.pop('JAX_PLATFORMS', None)
-  else:
-    os.environ['JAX_PLATFORMS'] = saved
-
-
-def _dry_run_stdout(prepare, *args) -> str:
-  """What `launch.py ARGS --dry_run` prints, decided in this process (the
-  CLI prints this text)."""
-  from acme_launch import describe
-  return describe.dry_run_text(
-      prepare.check_arguments(['launch.py', *args, '--dry_run'])) + '\n'
-
-
 def test_impala_atari_plans_the_deep_network_and_its_queue(cli_module,
                                                            workdir):
   # In process (--dry_run through the launcher: tests/e2e/test_minatar.py).
-  stdout = _dry_run_stdout(cli_module, '--config=impala_atari',
+  stdout = dry_run_stdout(cli_module, '--config=impala_atari',
                            f'--workdir={workdir}')
   assert 'impala on atari:Pong' in stdout
   assert 'observations: uint8 (4, 84, 84) in [0, 255]' in stdout

@@ -6,7 +6,6 @@ starts (an unknown game: tests/e2e/test_cli.py)."""
 
 import os
 
-import pytest
 
 from tests.conftest import reached_budget, read_json, run_launcher
 from tests.e2e.agents import test_devices as devices
@@ -87,19 +86,6 @@ def test_r2d2_minatar_trains_on_two_devices_evaluates_and_resumes_on_one_with_fo
   # fast actor writes one row in all.
   assert resumed['actor_episodes'] - summary['actor_episodes'] >= 4, (
       summary, resumed)
-
-
-@pytest.fixture(scope='module')
-def cli_module():
-  # As launch.py does: the launcher's own JAX stays on the CPU.
-  saved = os.environ.get('JAX_PLATFORMS')
-  os.environ['JAX_PLATFORMS'] = 'cpu'
-  from acme_launch import prepare
-  yield prepare
-  if saved is None:
-    os.environ.pop('JAX_PLATFORMS', None)
-  else:
-    os.environ['JAX_PLATFORMS'] = saved
 
 
 def test_dqn_runs_minatar_with_a_conv_torso_or_an_mlp(cli_module):

@@ -113,19 +113,6 @@ def test_a_bad_agent_setting_exits_2_in_one_line_before_anything_starts(
   assert os.listdir(workdir) == []
 
 
-@pytest.fixture(scope='module')
-def cli_module():
-  # As launch.py does: the launcher's own JAX stays on the CPU.
-  saved = os.environ.get('JAX_PLATFORMS')
-  os.environ['JAX_PLATFORMS'] = 'cpu'
-  from acme_launch import prepare
-  yield prepare
-  if saved is None:
-    os.environ.pop('JAX_PLATFORMS', None)
-  else:
-    os.environ['JAX_PLATFORMS'] = saved
-
-
 @pytest.mark.parametrize('args, expected', BAD_AGENT_SETTINGS)
 def test_bad_agent_settings_are_one_line_launch_errors_before_anything_starts(
     cli_module, workdir, args, expected):

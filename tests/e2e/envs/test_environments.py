@@ -72,19 +72,6 @@ def test_envpool_with_an_off_policy_agent_reaches_the_budget(workdir):
        '--config.log_every_seconds=1', budget=1200)
 
 
-@pytest.fixture(scope='module')
-def cli_module():
-  # As launch.py does: the launcher's own JAX stays on the CPU.
-  saved = os.environ.get('JAX_PLATFORMS')
-  os.environ['JAX_PLATFORMS'] = 'cpu'
-  from acme_launch import prepare
-  yield prepare
-  if saved is None:
-    os.environ.pop('JAX_PLATFORMS', None)
-  else:
-    os.environ['JAX_PLATFORMS'] = saved
-
-
 @pytest.mark.parametrize('config, env_name, backend', [
     (config, env_name, backend)
     for config in ('ppo_mujoco', 'sac_mujoco', 'td3_mujoco', 'd4pg_mujoco')

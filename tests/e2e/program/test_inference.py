@@ -14,12 +14,12 @@ import csv
 import os
 import signal
 
-import pytest
 
 from tests.conftest import (REPO_ROOT, actor_steps, killed_on_exit, node_pids,
                             reached_budget, read_json, resumed_to_budget,
                             run_launcher, start_launcher, wait_for)
 from tests.e2e import test_atari_dqn
+from tests.e2e.conftest import dry_run_stdout
 from tests.e2e import test_atari_r2d2
 from tests.e2e import test_impala
 
@@ -107,33 +107,12 @@ def test_ppo_mujoco_reaches_its_budget(workdir):
   _run_and_resume(workdir, 'ppo_mujoco', tiny, 4000)
 
 
-@pytest.fixture(scope='module')
-def cli_module():
-  # As launch.py does: the launcher's own JAX stays on the CPU.
-  saved = os.environ.get('JAX_PLATFORMS')
-  os.environ['JAX_PLATFORMS'] = 'cpu'
-  from acme_launch import prepare
-  yield prepare
-  if saved is None:
-    os.environ.pop('JAX_PLATFORMS', None)
-  else:
-    os.environ['JAX_PLATFORMS'] = saved
-
-
-def _dry_run_stdout(prepare, *args) -> str:
-  """What `launch.py ARGS --dry_run` prints, decided in this process (the
-  CLI prints this text)."""
-  from acme_launch import describe
-  return describe.dry_run_text(
-      prepare.check_arguments(['launch.py', *args, '--dry_run'])) + '\n'
-
-
 def test_dry_run_shows_the_inference_node_with_its_cores_and_gpu(cli_module,
                                                                 workdir):
   # In process; the launcher's own --dry_run with this inventory: the next
   # test.
   inventory = os.path.join(REPO_ROOT, 'tests', 'inventories', 'h100x1.json')
-  lines = _dry_run_stdout(cli_module, '--config=r2d2_atari', CENTRAL,
+  lines = dry_run_stdout(cli_module, '--config=r2d2_atari', CENTRAL,
                           f'--gpu_inventory={inventory}',
                           '--config.r2d2.max_replay_size=20000').splitlines()
   placement = lines[lines.index('resource placement:'):]
