@@ -119,14 +119,15 @@ class SupervisorCore:
                max_wall_time: float = 0.0,
                reporter: Optional[progress_lib.ProgressReporter] = None,
                max_node_restarts: int = 0, python_path: Sequence[str] = (),
-               compilation_cache: str = ''):
+               compilation_cache: str = '', post_mortem_node: str = ''):
     self._run_dir = run_dir
     # JAX's persistent compilation cache for every node ('': none).
     self._compilation_cache = compilation_cache
     # Folders of the user's code (the config file's): first on every node
     # process's PYTHONPATH, before the package's own root.
     self._python_path = tuple(python_path)
-    self._restarts = restarts.RestartPolicy(max_node_restarts)
+    self._restarts = restarts.RestartPolicy(max_node_restarts,
+                                            post_mortem_node)
     self._show_output = show_output
     self._max_wall_time = max_wall_time
     self._reporter = reporter

@@ -36,7 +36,6 @@ from acme_launch.run import forkserver
 from acme_launch.run import ports
 from acme_launch.run import process_env
 from acme_launch.run import progress as progress_lib
-from acme_launch.run import restarts
 from acme_launch.run.local_mp import children
 from acme_launch.run.local_mp.children import NodeLog, NodeProcess
 
@@ -57,14 +56,13 @@ class Supervisor(core.SupervisorCore):
                      max_wall_time=max_wall_time, reporter=reporter,
                      max_node_restarts=max_node_restarts,
                      python_path=python_path,
-                     compilation_cache=compilation_cache)
+                     compilation_cache=compilation_cache,
+                     post_mortem_node=debug_node if pdb else '')
     self._disk_guard_bytes = disk_guard_bytes
     self._disk_checked = 0.0
     self._node_log_max_bytes = node_log_max_bytes
     self._debug_node = debug_node  # Runs in the foreground of this terminal.
     self._pdb = pdb
-    self._restarts = restarts.RestartPolicy(
-        max_node_restarts, post_mortem_node=debug_node if pdb else '')
     self._preload = preload  # The loopback shim for every node process.
     self._children: List[NodeProcess] = []
     # --node_start=fork: node processes forked from one fork server.
