@@ -17,6 +17,8 @@ import sys
 import tempfile
 from typing import Dict, List, Sequence, Set
 
+import psutil
+
 from tests.conftest import REPO_ROOT
 
 NOBODY = 65534     # The other user: `nobody`, in no group of the run's.
@@ -97,3 +99,17 @@ def environment(home: str, extra=None) -> dict:
                       'XDG_CONFIG_HOME', 'PYTEST_CURRENT_TEST')}
   env.update(HOME=home, PYTHONDONTWRITEBYTECODE='1', **(extra or {}))
   return env
+
+
+def listeners(pid: int) -> Set:
+  """(address, port) every descendant of `pid` listens on over TCP (as seen
+  from its own network namespace)."""
+  found = set()
+  for process in psutil.Process(pid).children(recursive=True):
+    try:
+      found.update((c.laddr.ip, c.laddr.port)
+                   for c in process.connections('tcp')
+                   if c.status == psutil.CONN_LISTEN)
+    except psutil.Error:
+      pass
+  return found

@@ -364,3 +364,35 @@ def test_inference_measures_per_actor_and_central_side_by_side(tmp_path):
   assert ratio['central_over_actor'] == pytest.approx(
       runs['central']['env_steps_per_second'] /
       runs['actor']['env_steps_per_second'])
+
+
+def test_population_compares_pbt_and_asha_with_random_search(tmp_path):
+  # Two members on the bandit (tests/bandit_env.py), one repetition, and
+  # random search of two points with and without ASHA: four sweeps.
+  _bench('population.py', '--config=smoke',
+         '--space=ppo.learning_rate=0.003,0.0', '--steps=2000',
+         '--members=2', '--repetitions=1', '--interval=1000',
+         '--asha_points=2', '--asha_grace=500', '--eval_every=500',
+         f'--out={tmp_path}', '--',
+         '--config.env_name=tests.bandit_env:PushBandit-v0',
+         '--config.env_max_episode_steps=10', timeout=900)
+  results = read_json(os.path.join(tmp_path, 'population.json'))
+  [(random, pbt)] = results['repetitions']
+  full, early = results['asha']
+  for row in (random, pbt, full, early):
+    assert row['exit_code'] == 0 and row['programs'] == 2, row
+  for row in (random, pbt, full):
+    assert row['actor_steps'] >= 2 * 2000, row
+  # The population starts from random search's two draws and trains in
+  # segments: two launches per member, the frozen one copying the learner.
+  assert random['launches'] == 2 and pbt['launches'] == 4, pbt
+  assert pbt['exploits'] == 1 and pbt['best_return'] > 5.0, pbt
+  assert random['best_return'] > 5.0, random
+  assert early['actor_steps'] <= full['actor_steps']
+  [rep] = results['comparison']['repetitions']
+  assert rep['pbt_best_at_least_random_best'] == (
+      pbt['best_return'] >= random['best_return'])
+  assert rep['pbt_wall_over_random'] == pytest.approx(
+      pbt['wall_seconds'] / random['wall_seconds'])
+  assert results['comparison']['asha']['steps_of_full'] == pytest.approx(
+      early['actor_steps'] / full['actor_steps'])

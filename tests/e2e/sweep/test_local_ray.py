@@ -11,7 +11,6 @@ import stat
 import subprocess
 import sys
 
-import psutil
 import pytest
 
 from tests import other_user
@@ -29,19 +28,6 @@ with local_ray.started(1) as instance:
                     'seconds': instance.start_seconds}), flush=True)
   sys.stdin.read()
 '''
-
-
-def _listeners(pid: int) -> set:
-  """(address, port) every descendant of `pid` listens on over TCP."""
-  found = set()
-  for process in psutil.Process(pid).children(recursive=True):
-    try:
-      found.update((c.laddr.ip, c.laddr.port)
-                   for c in process.connections('tcp')
-                   if c.status == psutil.CONN_LISTEN)
-    except psutil.Error:
-      pass
-  return found
 
 
 def _as(uid: int, argv, base: str, extra=None) -> dict:
@@ -72,7 +58,7 @@ def test_another_user_gets_no_answer_from_the_sweeps_ray_and_runs_no_task(
       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
   try:
     facts = json.loads(instance.stdout.readline())
-    listeners = _listeners(instance.pid)
+    listeners = other_user.listeners(instance.pid)
     ports = sorted({port for _, port in listeners})
     host = facts['gcs'].rsplit(':', 1)[0]
     raw = [sys.executable, '-m', 'tests.intruder',

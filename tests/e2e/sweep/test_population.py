@@ -3,16 +3,20 @@ on at once (tests/bandit_env.py). The member whose learning rate is 0
 cannot learn; at the comparison it copies the other's learner checkpoint,
 and its next evaluations are the other's, not its own. The launcher is
 killed (kill -9) mid-population and --resume finishes it; the best
-member's schedule is then replayed as one program."""
+member's schedule is then replayed as one program. While the first
+segments run, another user (`nobody`) tries every port the sweep's
+processes listen on and joins its Ray as a driver: nothing answers."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
+import psutil
 import pytest
 
-from tests import bandit_env
+from tests import bandit_env, other_user
 from tests.conftest import (REPO_ROOT, alive, killed_on_exit, read_json,
                             run_launcher, start_launcher, wait_for)
 
@@ -30,16 +34,80 @@ def _launches(sweep_dir: str) -> dict:
   return {p['name']: p['launches'] for p in record['points']}
 
 
+def _programs_running(sweep_dir: str) -> bool:
+  """Whether every member's program runs: its launcher has started nodes."""
+  launches = _launches(sweep_dir)
+  try:
+    return bool(launches) and all(
+        runs and len(psutil.Process(runs[-1]['pid']).children(
+            recursive=True)) >= 3 for runs in launches.values())
+  except psutil.Error:
+    return False
+
+
+def _gcs_address(launcher_pid: int) -> str:
+  """HOST:PORT of the GCS of the sweep's own Ray instance."""
+  for process in psutil.Process(launcher_pid).children(recursive=True):
+    if process.name() == 'gcs_server':
+      flags = dict(a.lstrip('-').split('=', 1) for a in process.cmdline()
+                   if a.startswith('--') and '=' in a)
+      return f'{flags["node-ip-address"]}:{flags["gcs_server_port"]}'
+  raise AssertionError('no gcs_server under the sweep launcher')
+
+
+def _attack(launcher_pid: int, base: str, sentinel: str) -> list:
+  """As `nobody`, all at once against the running population: raw HTTP/2
+  and Courier's calls (tests/intruder.py) to every port the sweep's
+  processes listen on (its Ray, Tune's trial workers, the members'
+  programs), each at the address it listens on, and a join of its Ray as
+  a driver that runs a task (tests/ray_intruder.py). The started
+  processes."""
+  by_host = {}
+  for ip, port in other_user.listeners(launcher_pid):
+    ip = ip.replace('::ffff:', '')
+    by_host.setdefault('127.0.0.1' if ip in ('0.0.0.0', '::') else ip,
+                       set()).add(port)
+  commands = [[sys.executable, '-m', 'tests.intruder', f'--host={host}',
+               '--ports=' + ','.join(map(str, sorted(ports))),
+               f'--sentinel={sentinel}'] for host, ports in by_host.items()]
+  commands.append([sys.executable, '-m', 'tests.ray_intruder',
+                   f'--address={_gcs_address(launcher_pid)}',
+                   f'--sentinel={sentinel}'])
+  env = other_user.environment(other_user.home_of(other_user.NOBODY, base))
+  return [subprocess.Popen(other_user.command(other_user.NOBODY, argv, base),
+                           cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+          for argv in commands]
+
+
+def _attack_found(attempts: list) -> list:
+  found = []
+  for attempt in attempts:
+    stdout, stderr = attempt.communicate(timeout=120)
+    assert attempt.returncode == 0, stderr[-3000:]
+    found.append(json.loads(stdout.strip().splitlines()[-1]))
+  return found
+
+
 @needs_two_cores
 def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
-    workdir):
+    workdir, request):
   sweep_dir = os.path.join(workdir, 'pbt')
   launcher = start_launcher(
       *bandit_env.SWEEP_FLAGS, '--max_concurrent=2',
       '--sweep_scheduler=pbt', '--pbt_interval_steps=2000',
       '--config.max_actor_steps=4000', f'--workdir={workdir}',
       '--run_name=pbt')
+  attacks = []
   with killed_on_exit(launcher):
+    if not other_user.why_not():
+      # Another user, once both members' first programs run.
+      wait_for(lambda: _programs_running(sweep_dir), 300,
+               'both first programs')
+      base = other_user.shared_folder()
+      request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
+      sentinel = os.path.join(base, 'task-of-nobody')
+      attacks = _attack(launcher.pid, base, sentinel)
     # Killed (kill -9) once both members run their second segment, the
     # frozen one from the learner it copied.
     wait_for(lambda: all(len(runs) == 2 for runs in
@@ -54,6 +122,14 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
   wait_for(lambda: not alive(launchers), 30, 'child launchers to die')
   assert ('population-based training (compared at 2,000 actor steps'
           in stdout)
+  if attacks:
+    *probes, join = _attack_found(attacks)
+    assert probes and all(p['uid'] == other_user.NOBODY for p in probes)
+    assert all(not answer['raw'] for p in probes
+               for answer in p['ports'].values()), probes
+    assert join['uid'] == other_user.NOBODY
+    assert not join['joined'] and not join['task_ran'], join
+    assert not os.path.exists(sentinel)
   # --resume: each member goes on from its own run directory, none from 0.
   result = run_launcher(f'--resume={sweep_dir}', timeout=420)
   assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
