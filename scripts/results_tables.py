@@ -355,6 +355,54 @@ def ppo_halfcheetah(matrices: Dict[str, dict]) -> List[str]:
                  'runs whose episodes split'], rows)
 
 
+def _best_setting(row: dict) -> str:
+  """'lr 0.0007163, clip 0.1752' from a sweep point's name."""
+  fields = dict(part.split('=', 1) for part in row['best_point'].split(','))
+  return ', '.join(f'{field.rsplit(".", 1)[-1]} {value}'
+                   for field, value in fields.items())
+
+
+def population_pbt(matrices: Dict[str, dict]) -> List[str]:
+  """bench/population.py: per repetition, random search against the
+  population of the same draws."""
+  study = matrices['population_study']
+  rows = []
+  for i, (random, pbt) in enumerate(study['repetitions']):
+    rows.append([
+        str(i), f'{fmt(random["best_return"])} ({_best_setting(random)})',
+        f'{fmt(pbt["best_return"])} ({_best_setting(pbt)})',
+        f'{fmt(100 * pbt["best_return"] / random["best_return"], 1)}%',
+        _estimate(stats.interval_estimates(random['finals'])['iqm'], 0),
+        _estimate(stats.interval_estimates(pbt['finals'])['iqm'], 0),
+        f'{fmt(min(random["finals"]))} / {fmt(min(pbt["finals"]))}',
+        str(pbt['exploits']),
+        f'{fmt(random["wall_seconds"])} / {fmt(pbt["wall_seconds"])} s '
+        f'({fmt(100 * pbt["wall_seconds"] / random["wall_seconds"])}%)'])
+  return _table(['sweep seed', 'random search: best final return (its '
+                 'setting)', 'population: best final return (the member, '
+                 'by the point it started from)',
+                 'population best / random best',
+                 'random search: IQM of the 8 [95% interval]',
+                 'population: IQM of the 8 [95% interval]',
+                 'lowest final return: random / population', 'exploits',
+                 'wall time: random / population'], rows)
+
+
+def population_asha(matrices: Dict[str, dict]) -> List[str]:
+  """bench/population.py: random search of 16 in full and under ASHA."""
+  full, early = matrices['population_study']['asha']
+  rows = [[label, fmt(row['best_return']),
+           _estimate(stats.interval_estimates(row['finals'])['iqm'], 0),
+           str(row['stopped_early']),
+           f'{fmt(row["actor_steps"])} '
+           f'({fmt(100 * row["actor_steps"] / full["actor_steps"])}%)',
+           f'{fmt(row["wall_seconds"])} s']
+          for label, row in (('in full', full), ('ASHA', early))]
+  return _table(['random search of 16', 'best final return',
+                 'IQM of final returns [95% interval]', 'stopped early',
+                 'actor steps, all programs', 'wall time'], rows)
+
+
 # TABLE: (the matrices it reads, by file name without .json; the writer).
 TABLES: Dict[str, tuple] = {
     'ppo_1m': (('ppo_1m_async', 'ppo_1m_sync'), ppo_1m),
@@ -369,6 +417,8 @@ TABLES: Dict[str, tuple] = {
     'minatar_dqn': (('minatar_dqn',), minatar_dqn),
     'minatar_r2d2': (('minatar_r2d2',), minatar_r2d2),
     'atari_pong_dqn_cpu': (('atari_pong_dqn_cpu',), atari_pong_dqn_cpu),
+    'population_pbt': (('population_study',), population_pbt),
+    'population_asha': (('population_study',), population_asha),
 }
 
 
