@@ -55,7 +55,7 @@ def run_sweep(out: str, name: str, flags: List[str]) -> Dict[str, Any]:
       launch_command(*flags, f'--workdir={out}', f'--run_name={name}'),
       cwd=REPO_ROOT, capture_output=True, text=True, check=False)
   seconds = time.time() - started
-  row: Dict[str, Any] = {'sweep': name, 'sweep_dir': sweep_dir,
+  row: Dict[str, Any] = {'sweep': name,
                          'exit_code': result.returncode,
                          'wall_seconds': round(seconds, 1)}
   try:
