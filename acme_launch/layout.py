@@ -55,6 +55,18 @@ def nodes_dir(run_dir: str) -> str:
   return os.path.join(run_dir, 'nodes')
 
 
+def learner_save_request_path(run_dir: str) -> str:
+  """A request for a learner checkpoint now (a population's member that
+  another copies, sweep/trials.py): {'token': T}; the learner node answers
+  in learner_saved_path once it saved."""
+  return os.path.join(nodes_dir(run_dir), 'learner_save_request.json')
+
+
+def learner_saved_path(run_dir: str) -> str:
+  """{'token': T, 'checkpoint': PREFIX}: the save made for request T."""
+  return os.path.join(nodes_dir(run_dir), 'learner_saved.json')
+
+
 def metrics_dir(run_dir: str) -> str:
   return os.path.join(run_dir, 'metrics')
 

@@ -125,7 +125,8 @@ def plot_population(sweep_dir: str, record, out_path: str) -> bool:
   for name, (steps, returns) in curves.items():
     (line,) = axes.plot(steps, returns, label=name)
     colors[name] = line.get_color()
-  exploits = record.get('population', {}).get('exploits', [])
+  exploits = [e for e in record.get('population', {}).get('exploits', [])
+              if not e.get('dropped')]
   for e in exploits:
     member, copied = e['member'], e['copied']
     if member not in curves or copied not in curves:

@@ -182,6 +182,11 @@ class _Snapshot(core.Saveable):
     self._saveable.restore(state)
 
 
+def _token(request: Any) -> Optional[str]:
+  return str(request['token']) if isinstance(request, dict) and request.get(
+      'token') else None
+
+
 class CheckpointedLearner(core.Worker, core.VariableSource):
   """Steps a learner, saving on schedule and once more when it stops.
 
@@ -200,6 +205,9 @@ class CheckpointedLearner(core.Worker, core.VariableSource):
     run_dir = layout.on_this_host(run_dir)
     self._checkpointer = Checkpointer(
         learner, layout.component_dir(run_dir, 'learner'), checkpoint_config)
+    self._request_path = layout.learner_save_request_path(run_dir)
+    self._saved_path = layout.learner_saved_path(run_dir)
+    self._answered = _token(layout.read_json(self._saved_path))
     self._save_lock = threading.Lock()
     self._step_error: Optional[BaseException] = None
     restored = self._checkpointer.restore()
@@ -226,11 +234,25 @@ class CheckpointedLearner(core.Worker, core.VariableSource):
                                name='learner_steps', daemon=True)
     stepper.start()
     while not stop.wait(0.5) and stepper.is_alive():
-      pass
+      self._save_if_asked()
     with self._save_lock:
       self._checkpointer.save(force=True)
     if self._step_error is not None and not stop.is_set():
       raise self._step_error
+
+
+  def _save_if_asked(self) -> None:
+    """A save now, when the run directory holds a request not answered
+    yet (layout.learner_save_request_path): a population's member that
+    another copies has its learner saved as it is at the comparison."""
+    token = _token(layout.read_json(self._request_path))
+    if not token or token == self._answered:
+      return
+    with self._save_lock:
+      path = self._checkpointer.save(force=True)
+    layout.write_json_atomic(self._saved_path,
+                             {'token': token, 'checkpoint': path})
+    self._answered = token
 
 
 class CheckpointedCounter(counting.Counter):

@@ -98,17 +98,31 @@ def prepare(options: SweepOptions,
           int(config.get('eval_every_steps') or 0) if config else 0,
           options.asha_grace_steps, options.asha_reduction)
     todo = [(p, 'new') for p in points]
+  pbt = population.is_population(record)
   if cluster is not None:
-    return record, todo, _cluster_slots(options, validate, record, todo,
-                                        cluster)
+    slots = _cluster_slots(options, validate, record, todo, cluster)
+    if pbt:
+      record['members_at_once'] = len(slots) >= len(todo)
+    return record, todo, slots
   if not todo:
     choose_concurrency(options.max_concurrent, 1, host_cores_now(), (), False)
     return record, todo, []
   uses_gpus = any(p.uses_gpus for p, _ in todo)
   gpus = host_gpus_now(options.gpu_inventory) if uses_gpus else ()
   cores = host_cores_now()
-  count = choose_concurrency(options.max_concurrent, len(todo), cores, gpus,
-                             uses_gpus)
+  if pbt and not uses_gpus and (options.max_concurrent == 0 or
+                                options.max_concurrent >= len(todo)):
+    # A population on this host's cores: every member at once, the cores
+    # cut among as many as they allow (members share a slot's cores rather
+    # than stop at each boundary), unless --max_concurrent is below the
+    # members: then they take turns, that many at a time.
+    count = min(len(cores), len(todo))
+    record['members_at_once'] = True
+  else:
+    count = choose_concurrency(options.max_concurrent, len(todo), cores, gpus,
+                               uses_gpus)
+    if pbt:
+      record['members_at_once'] = count >= len(todo)
   slots = make_slots(count, cores, gpus, uses_gpus)
   smallest = min(slots, key=lambda s: (len(s.cores), len(s.gpus)))
   seen_from = slot_view(smallest, record.get('cwd'))
@@ -175,7 +189,8 @@ def describe_scheduler(record: Dict[str, Any]) -> str:
   if not settings:
     return ''
   if population.is_population(record):
-    return population.describe(settings)
+    return population.describe(settings,
+                               bool(record.get('members_at_once')))
   rungs = ', '.join(f'{r:,}' for r in settings['rungs'])
   return (f', ASHA early stopping (rungs at {rungs} actor steps, keeping '
           f'the best 1/{settings["reduction"]})')
@@ -197,11 +212,22 @@ def describe_cluster(cluster: Dict[str, Any], to_run: int,
           f'{cluster["at_once"]} at once, the rest wait for room.')
 
 
+def describe_at_once(record: Dict[str, Any], todo: List[Tuple[Point, str]],
+                     slots: List[Slot]) -> str:
+  """'N at once', and for a population's members sharing slots, on how
+  many."""
+  if record.get('members_at_once') and len(slots) < len(todo):
+    return (f'{len(todo)} at once (every member; {len(slots)} '
+            f'slot{"s" if len(slots) > 1 else ""} of cores shared)')
+  return f'{len(slots)} at once'
+
+
 def describe_dry_run(options: SweepOptions, record: Dict[str, Any],
                      todo: List[Tuple[Point, str]], slots: List[Slot]) -> str:
   lines = [f'sweep of {len(record["points"])} points of '
            f'{record["config_name"]}{drawn(record)}: {len(todo)} to run, '
-           f'{len(slots)} at once{describe_scheduler(record)}'
+           f'{describe_at_once(record, todo, slots)}'
+           f'{describe_scheduler(record)}'
            f'{describe_retries(record)}; sweep '
            f'directory {options.sweep_dir}', '']
   if record.get('ray_cluster') and slots:

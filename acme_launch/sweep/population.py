@@ -189,13 +189,14 @@ def clip(values: Dict[str, Any],
   return clipped
 
 
-def describe(settings_: Dict[str, Any]) -> str:
+def describe(settings_: Dict[str, Any], through: bool) -> str:
   """', population-based training: compared at N, M actor steps, ...'."""
   steps = ', '.join(f'{b:,}' for b in settings_['boundaries'])
   return (f', population-based training (compared at {steps} actor steps; '
           f'the worst {settings_["quantile"]:.0%} copy the best '
           f'{settings_["quantile"]:.0%} and perturb '
-          f'{", ".join(settings_["space"])})')
+          f'{", ".join(settings_["space"])}; '
+          f'{"each member runs through, started again only to copy" if through else "the members take turns, a segment at a time"})')
 
 
 def describe_change(before: Dict[str, Any], after: Dict[str, Any]) -> str:
@@ -207,24 +208,60 @@ def describe_change(before: Dict[str, Any], after: Dict[str, Any]) -> str:
       for f, v in after.items())
 
 
-def make(settings_: Dict[str, Any], on_exploit: Callable[..., None]):
+def make(settings_: Dict[str, Any], on_exploit: Callable[..., None],
+         on_sync: Callable[[int], None] = lambda steps: None,
+         through: bool = False, compared: int = 0):
   """Tune's PopulationBasedTraining for sweep.json's `scheduler`, telling
-  `on_exploit(member trial id, copied trial id, actor steps, (their
-  scores), values before, values after)` of each exploit it makes."""
+  `on_sync(actor steps)` of each boundary at which it compares the
+  population, before `on_exploit(member trial id, copied trial id, actor
+  steps, (their scores), values before, values after, the copied Tune
+  checkpoint folder)` of each exploit it makes there. `through`: the
+  members' programs run on while the others reach a boundary
+  (trials.MemberTrial), where Tune's synchronous mode would pause them.
+  `compared`: the last boundary at which a resumed population was
+  compared; the next comparison is at the one after it."""
   from ray import tune
+  from ray.tune.experiment import Trial
   from ray.tune.schedulers import PopulationBasedTraining
+  from ray.tune.schedulers import TrialScheduler
 
   class RecordingPBT(PopulationBasedTraining):
     """Tune's PBT, telling the sweep's record of each exploit."""
 
+    told = compared
+
+    def on_trial_add(self, tune_controller, trial):
+      super().on_trial_add(tune_controller, trial)
+      state = self._trial_state[trial]  # As if compared at `compared`.
+      state.last_perturbation_time = state.last_train_time = compared
+
+    def on_trial_result(self, tune_controller, trial, result):
+      boundary = self._next_perturbation_sync
+      action = super().on_trial_result(tune_controller, trial, result)
+      if self._next_perturbation_sync != boundary:
+        self._tell_sync(boundary)
+      if (through and action == TrialScheduler.PAUSE and
+          trial.status != Trial.PAUSED):
+        return TrialScheduler.CONTINUE  # It waits running, not stopped.
+      return action
+
+    def _tell_sync(self, boundary) -> None:
+      if boundary > self.told:
+        self.told = int(boundary)
+        on_sync(self.told)
+
     def _exploit(self, tune_controller, trial, trial_to_clone):
+      # Recorded first: a --resume must not compare there again.
+      self._tell_sync(self._next_perturbation_sync)
       before = dict(trial.config['values'])
       scores = (self._trial_state[trial].last_score,
                 self._trial_state[trial_to_clone].last_score)
       at_steps = self._trial_state[trial_to_clone].last_train_time
       super()._exploit(tune_controller, trial, trial_to_clone)
+      checkpoint = self._trial_state[trial_to_clone].last_checkpoint
       on_exploit(trial.trial_id, trial_to_clone.trial_id, int(at_steps),
-                 scores, before, dict(trial.config['values']))
+                 scores, before, dict(trial.config['values']),
+                 checkpoint.path)
 
   space = settings_['space']
   mutations = {}
@@ -242,7 +279,7 @@ def make(settings_: Dict[str, Any], on_exploit: Callable[..., None]):
     config['values'] = clip(config['values'], space)
     return config
 
-  return RecordingPBT(
+  scheduler = RecordingPBT(
       time_attr='segment_steps', metric='segment_return', mode='max',
       perturbation_interval=int(settings_['interval_steps']),
       hyperparam_mutations={'values': mutations},
@@ -250,9 +287,12 @@ def make(settings_: Dict[str, Any], on_exploit: Callable[..., None]):
       resample_probability=float(settings_['resample_probability']),
       perturbation_factors=PERTURBATION_FACTORS,
       custom_explore_fn=explore, log_config=False,
-      # Every member stops at each boundary anyway (its segment ends): they
-      # are compared together, as many running at once as there are slots.
+      # The members are compared together at each boundary, each on its
+      # first evaluation there; running at once (through) or taking turns.
       synch=True, require_attrs=False)
+  scheduler._next_perturbation_sync = (
+      compared + int(settings_['interval_steps']))
+  return scheduler
 
 
 def is_population(record: Dict[str, Any]) -> bool:
@@ -260,27 +300,42 @@ def is_population(record: Dict[str, Any]) -> bool:
 
 
 def schedule(record: Dict[str, Any], member: str,
-             until: Optional[int] = None) -> List[Tuple[int, Dict[str, Any]]]:
-  """The values a member's learner was trained with, as (segment end in
-  actor steps, values) in order, from sweep.json: before the last time it
-  copied a member, that member's schedule up to that boundary (its learner
-  is what it copied), then its own segments. Consecutive segments with the
-  same values are one."""
+             until: Optional[Tuple[int, float]] = None
+             ) -> List[Tuple[int, Dict[str, Any]]]:
+  """The values a member's learner was trained with, as (actor steps it
+  trained to, values) in order, from sweep.json: before the last time it
+  copied a member, that member's schedule up to the copy (its learner is
+  what it copied), then its own launches. `until`: (actor steps, time) of
+  a copy: the launches started before it, up to those steps. Consecutive
+  spans with the same values are one."""
   entries = {p['name']: p for p in record['points']}
   launches = [l for l in entries[member]['launches']
-              if 'segment_end' in l and not l.get('retried') and
-              (until is None or l['segment_end'] <= until)]
-  copies = [i for i, l in enumerate(launches) if l.get('copied') and i > 0]
-  if copies:
-    last = copies[-1]
-    steps = schedule(record, launches[last]['copied']['point'],
-                     until=launches[last - 1]['segment_end'])
-    launches = launches[last:]
-  else:
-    steps = []
-  for launch in launches:
-    if steps and steps[-1][1] == launch['values']:
-      steps[-1] = (launch['segment_end'], launch['values'])
+              if 'values' in l and not l.get('retried') and
+              (until is None or l['started'] < until[1])]
+  spans = []
+  for i, launch in enumerate(launches):
+    if 'segment_end' in launch:  # One segment (members taking turns).
+      end = launch['segment_end']
+    elif i + 1 < len(launches):  # Through to the budget, or to a copy.
+      end = launches[i + 1]['from_steps']
     else:
-      steps.append((launch['segment_end'], launch['values']))
+      end = launch['until']
+    spans.append((end, launch))
+  copies = [i for i, (_, l) in enumerate(spans) if l.get('copied') and i > 0]
+  steps: List[Tuple[int, Dict[str, Any]]] = []
+  if copies:
+    _, copying = spans[copies[-1]]
+    copied = copying['copied']
+    steps = schedule(record, copied['point'], until=(
+        copied['actor_steps'], copied.get('at', copying['started'])))
+    spans = spans[copies[-1]:]
+  for end, launch in spans:
+    if until is not None:
+      if steps and steps[-1][0] >= until[0]:
+        break
+      end = min(end, until[0])
+    if steps and steps[-1][1] == launch['values']:
+      steps[-1] = (end, launch['values'])
+    else:
+      steps.append((end, launch['values']))
   return steps

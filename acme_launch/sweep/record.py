@@ -194,7 +194,8 @@ def _summarize_population(record: Dict[str, Any], rows: List[Dict[str, Any]],
   """A population's table: each member with the values it ended with and
   what it copied; the members' final returns as one group (their values
   moved, so a setting is not a group here); the best member."""
-  exploits = record.get('population', {}).get('exploits', [])
+  exploits = [e for e in record.get('population', {}).get('exploits', [])
+              if not e.get('dropped')]
   entries = {e['name']: e for e in record['points']}
   for row in rows:
     entry = entries[row['point']]

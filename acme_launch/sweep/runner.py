@@ -41,7 +41,8 @@ from acme_launch.sweep import local_ray
 from acme_launch.sweep import population
 from acme_launch.sweep import schedulers
 from acme_launch.sweep.options import SweepOptions
-from acme_launch.sweep.plan import describe_retries, describe_scheduler, drawn
+from acme_launch.sweep.plan import (
+    describe_at_once, describe_retries, describe_scheduler, drawn)
 from acme_launch.sweep.points import Point
 from acme_launch.sweep.record import (
     final_return, format_table, log_path, points_of, record_path,
@@ -94,6 +95,9 @@ def _reporter_class():
         self._latest[name] = result
         self._rates[name].add(float(result.get('progress_time', time.time())),
                               int(result.get('actor_steps', 0)))
+        if result.get('boundary'):  # A member running through reached one.
+          self._boundary(name, result['segment_steps'],
+                         result['segment_return'], result['values'])
       elif event == 'segment':
         self._segment_ended(name, result)
       elif event == 'ended':
@@ -164,10 +168,13 @@ def _reporter_class():
                 'resumed': result['resumed'], 'started': result['started'],
                 'ended': None, 'exit_code': None, 'exit_reason': None}
       entry = self._entries[name]
-      if 'segment_end' in result:  # A population's member, one segment.
+      if 'values' in result:  # A population's member.
         launch.update(from_steps=result['actor_steps'],
-                      segment_end=result['segment_end'],
                       values=result['values'], copied=result['copied'])
+        if 'segment_end' in result:  # One segment (taking turns).
+          launch['segment_end'] = result['segment_end']
+        else:  # Through to its budget (or until it copies a member).
+          launch['until'] = self._points[name].max_actor_steps
         entry['values'] = result['values']
       entry['launches'].append(launch)
       self._running[name] = launch
@@ -175,7 +182,8 @@ def _reporter_class():
       self._save()
       segment = (f' for actor steps {result["actor_steps"]:,} to '
                  f'{result["segment_end"]:,}' if 'segment_end' in result
-                 else '')
+                 else f' from actor steps {result["actor_steps"]:,}'
+                 if result.get('actor_steps') else '')
       print(f'acme-launch: sweep: {name} started{segment} on '
             f'{result["where"]}{" (resumed)" if result["resumed"] else ""}; '
             f'log {log_path(self._dir, name)}', flush=True)
@@ -186,25 +194,49 @@ def _reporter_class():
       launch = self._running.pop(name)
       launch.update(ended=result['ended'], exit_code=0,
                     exit_reason='segment_end')
-      value = result['segment_return']
+      self._boundary(name, result['segment_steps'], result['segment_return'],
+                     result['values'])
+
+    def _boundary(self, name: str, steps: int, value: float,
+                  values: Dict[str, Any]) -> None:
+      """A member's score at a boundary, for the population's comparison
+      (population.py)."""
       self._entries[name].setdefault('segments', []).append(
-          {'actor_steps': result['segment_steps'], 'return': value,
-           'values': result['values']})
+          {'actor_steps': steps, 'return': value, 'values': values})
       self._save()
-      print(f'acme-launch: sweep: {name} reached {result["segment_steps"]:,} '
-            f'actor steps: return {value:.1f}', flush=True)
+      print(f'acme-launch: sweep: {name} reached {steps:,} actor steps: '
+            f'return {value:.1f}', flush=True)
+
+    def compared(self, control: str, steps: int) -> None:
+      """The population is compared at `steps`: recorded (a --resume
+      compares at the next boundary), and told to the members."""
+      from acme_launch.sweep import trials
+      self._record.setdefault('population', {})['compared'] = steps
+      self._save()
+      trials.write_synced(control, steps)
 
     def exploited(self, member_id: str, donor_id: str, at_steps: int,
                   scores: Tuple[float, float], before: Dict[str, Any],
-                  after: Dict[str, Any]) -> None:
-      """The population's scheduler had a member copy a better one."""
+                  after: Dict[str, Any], checkpoint: str) -> None:
+      """The population's scheduler had a member copy a better one: the
+      copy is staged in the member's run directory (trials.stage_exploit)
+      and recorded before the member stops."""
       from acme_launch.sweep import population
+      from acme_launch.sweep import trials
       member, donor = self._names[member_id], self._names[donor_id]
+      donor_steps = int((layout.read_json(
+          os.path.join(checkpoint, 'member.json'), {}) or {}).get(
+              'actor_steps') or at_steps)
+      trials.stage_exploit(os.path.join(self._dir, member), checkpoint, donor,
+                           donor_steps, after)
       self._record.setdefault('population', {}).setdefault(
           'exploits', []).append({
               'actor_steps': at_steps, 'member': member, 'copied': donor,
               'member_return': scores[0], 'copied_return': scores[1],
-              'before': before, 'after': after})
+              'copied_steps': donor_steps, 'before': before, 'after': after})
+      launch = self._running.pop(member, None)
+      if launch is not None:  # Running through: Tune stops it now.
+        launch.update(ended=time.time(), exit_reason='copies ' + donor)
       self._save()
       self._told_after.append(
           f'acme-launch: sweep: at {at_steps:,} actor steps {member} '
@@ -213,6 +245,9 @@ def _reporter_class():
           f'{population.describe_change(before, after)}')
 
     def _ended(self, name: str, result: Dict[str, Any]) -> None:
+      if result.get('exploit_dropped'):
+        self._exploit_dropped(name)
+        return
       launch = self._running.pop(name)
       code, reason = result['exit_code'], result['exit_reason']
       launch.update(ended=result['ended'], exit_code=code, exit_reason=reason)
@@ -236,6 +271,19 @@ def _reporter_class():
       if tail:
         print('acme-launch: sweep: the end of that log:\n' + ''.join(
             f'  | {line}\n' for line in tail.splitlines()), flush=True)
+
+    def _exploit_dropped(self, name: str) -> None:
+      """A member running through reached its budget before it stopped to
+      copy another: its last launch ended there, the copy is not made."""
+      launch = self._entries[name]['launches'][-1]
+      launch.update(exit_code=0, exit_reason='budget_reached')
+      exploit = [e for e in self._record['population']['exploits']
+                 if e['member'] == name][-1]
+      exploit['dropped'] = 'it had reached its budget'
+      self._save()
+      print(f'acme-launch: sweep: {name} reached its budget before it '
+            f'stopped to copy {exploit["copied"]}: it ends with its own '
+            'learner', flush=True)
 
     def _progress_line(self, name: str) -> str:
       result = self._latest.get(name)
@@ -317,7 +365,9 @@ def _fit(options: SweepOptions, record: Dict[str, Any],
   """Tune's run of the points, on the sweep's own Ray instance."""
   from ray import tune
   from acme_launch.sweep import trials
-  with local_ray.started(len(slots)) as instance:
+  # Members running through hold a trial each at once, sharing slots.
+  at_once = len(todo) if record.get('members_at_once') else len(slots)
+  with local_ray.started(at_once) as instance:
     print(f'acme-launch: sweep: Ray Tune on a local Ray instance, closed to '
           f'other users (started in {instance.start_seconds:.1f} s)',
           flush=True)
@@ -329,6 +379,7 @@ def _fit(options: SweepOptions, record: Dict[str, Any],
                                  options.progress_every, stop)
     settings = record.get('scheduler') or {}
     points = {p.name: p for p, _ in todo}
+    through = bool(record.get('members_at_once'))
     common = dict(
         sweep_dir=options.sweep_dir, control=instance.folder,
         cwd=record.get('cwd') or '', env=dict(os.environ),
@@ -350,8 +401,15 @@ def _fit(options: SweepOptions, record: Dict[str, Any],
               record['base_argv'], p.args, [f for f, _ in p.fields], space)
                 for n, p in points.items()},
           interval_steps=int(settings['interval_steps']),
-          budget={n: p.max_actor_steps for n, p in points.items()}, **common)
-      scheduler = population.make(settings, reporter.exploited)
+          budget={n: p.max_actor_steps for n, p in points.items()},
+          through=through,
+          member_slots={n: i % len(slots) for i, n in enumerate(points)},
+          **common)
+      compared = int(record.get('population', {}).get('compared') or 0)
+      trials.write_synced(instance.folder, compared)
+      scheduler = population.make(
+          settings, reporter.exploited, through=through, compared=compared,
+          on_sync=lambda steps: reporter.compared(instance.folder, steps))
       # Its advice to reuse trial workers: a member's segment starts a
       # whole program, against which a worker's start is small.
       warnings.filterwarnings('ignore', message='Consider boosting PBT')
@@ -415,7 +473,8 @@ def run(options: SweepOptions, record: Dict[str, Any],
   total = len(record['points'])
   print(f'acme-launch: sweep of {total} points of {record["config_name"]} '
         f'({", ".join(record["fields"])}){drawn(record)}: {len(todo)} to run, '
-        f'{len(slots)} at once{_where(record)}{describe_scheduler(record)}'
+        f'{describe_at_once(record, todo, slots)}{_where(record)}'
+        f'{describe_scheduler(record)}'
         f'{describe_retries(record)}; '
         f'sweep directory {options.sweep_dir}', flush=True)
   stopped_by = _run_trials(options, record, todo, slots)

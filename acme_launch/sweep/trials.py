@@ -73,9 +73,13 @@ class TrialContext:
   retries: int = 0                       # Starts again after a failure.
   report_seconds: float = 2.0
   # A population (population.py): the interval and each member's budget,
-  # in actor steps.
+  # in actor steps; whether every member's program runs at once (each
+  # through to its budget, on its slot in `member_slots`: several members
+  # may share one) or they take turns, a segment at a time.
   interval_steps: int = 0
   budget: Dict[str, int] = dataclasses.field(default_factory=dict)
+  through: bool = False
+  member_slots: Dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def where_flags(sweep_dir: str, name: str) -> Tuple[bool, List[str]]:
@@ -330,13 +334,104 @@ def learner_checkpoints(run_dir: str) -> str:
   return os.path.join(run_dir, 'checkpoints', 'learner')
 
 
+def synced_path(control: str) -> str:
+  return os.path.join(control, 'pbt_synced.json')
+
+
+def write_synced(control: str, steps: int) -> None:
+  """The boundary at which the population was last compared."""
+  layout.write_json_atomic(synced_path(control), {'actor_steps': steps})
+
+
+def read_synced(control: str) -> int:
+  return int((layout.read_json(synced_path(control), {}) or {}).get(
+      'actor_steps', 0))
+
+
+# An exploit, staged in the member's run directory when the population
+# decides it: the learner checkpoint it copies and the values it goes on
+# with. The member's next start applies it, in this sweep or after a
+# --resume, so a decision is not lost when the launcher stops before it.
+
+def exploit_dir(run_dir: str) -> str:
+  return os.path.join(run_dir, 'exploit')
+
+
+def stage_exploit(run_dir: str, checkpoint: str, donor: str, at_steps: int,
+                  values: Dict[str, Any]) -> None:
+  """Stages the learner of `checkpoint` (a Tune checkpoint folder that
+  MemberTrial.save_checkpoint wrote) for the member of `run_dir`."""
+  staged = exploit_dir(run_dir)
+  part = staged + '.part'
+  shutil.rmtree(part, ignore_errors=True)
+  shutil.copytree(os.path.join(checkpoint, 'learner'),
+                  os.path.join(part, 'learner'))
+  layout.write_json_atomic(os.path.join(part, 'exploit.json'), {
+      'point': donor, 'actor_steps': at_steps, 'values': values,
+      'at': time.time()})
+  shutil.rmtree(staged, ignore_errors=True)
+  os.rename(part, staged)
+
+
+def staged_exploit(run_dir: str) -> Optional[Dict[str, Any]]:
+  """The exploit staged for a member and not applied yet, or None."""
+  return layout.read_json(os.path.join(exploit_dir(run_dir), 'exploit.json'))
+
+
+def apply_staged_exploit(run_dir: str) -> Optional[Dict[str, Any]]:
+  """The staged learner replaces the member's own (its program does not
+  run); the exploit, or None if none was staged."""
+  staged = staged_exploit(run_dir)
+  if staged is None:
+    return None
+  copied = os.path.join(exploit_dir(run_dir), 'learner')
+  if os.path.isdir(copied):  # Else moved already, by a start cut short.
+    own = learner_checkpoints(run_dir)
+    shutil.rmtree(own, ignore_errors=True)
+    os.makedirs(os.path.dirname(own), exist_ok=True)
+    os.rename(copied, own)
+  shutil.rmtree(exploit_dir(run_dir))
+  return staged
+
+
+def boundary_score(run_dir: str, steps: int) -> Optional[float]:
+  """A member's score at a boundary: the return of its first evaluation
+  at or after `steps` actor steps, or None before it has one."""
+  from acme_launch.run import summary as summary_lib
+  for row in summary_lib.evaluation_rows(run_dir):
+    if row.get('actor_steps', 0) >= steps and 'episode_return' in row:
+      return float(row['episode_return'])
+  return None
+
+
+def _reached_budget(run_dir: str, budget: int) -> bool:
+  summary = layout.read_json(layout.summary_path(run_dir), {}) or {}
+  return (summary.get('exit_reason') == 'budget_reached' and
+          int(summary.get('actor_steps') or 0) >= budget)
+
+
+SAVE_WAIT_SECONDS = 60.0
+
+
 class MemberTrial(PointTrial):
-  """One member of a population (population.py): its program runs one
-  segment at a time, to the next boundary, where it stops with its
-  checkpoints saved and reports its final evaluation there. Tune then
-  pauses it (save_checkpoint: its learner checkpoint), and starts it again
-  from that, or from a better member's (load_checkpoint: copied into this
-  member's run directory) with the values Tune perturbed."""
+  """One member of a population (population.py), in one of two ways the
+  sweep's plan chose (`TrialContext.through`):
+
+  - Through (every member's program at once): its program runs to its
+    budget. Its score at a boundary is its first evaluation there; it
+    reports that boundary once the population compared the one before
+    (`synced`), so that Tune's synchronous PBT compares all at the same
+    boundary while none stops. A member that copies another is paused by
+    Tune (its program stops as Ctrl-C stops a run) and starts again from
+    the copied learner; a member copied has its learner saved as it is
+    at the comparison (save_checkpoint, while its program runs).
+  - Turns (more members than the host or cluster holds at once): its
+    program runs one segment at a time, to the next boundary, where it
+    stops with its checkpoints saved and reports its final evaluation
+    there; Tune pauses it and starts it again for the next one.
+
+  An exploit is staged in the member's run directory when the population
+  decides it (runner.py, stage_exploit) and applied at its next start."""
 
   def setup(self, config: Dict[str, Any], context: TrialContext) -> None:
     self._context = context
@@ -345,15 +440,23 @@ class MemberTrial(PointTrial):
     self._run_dir = os.path.join(context.sweep_dir, self._name)
     self._popen = None
     self._lock_fd = -1
+    self._slot = None
     self._segment_end = 0
+    self._reported = 0
     self._copied_from: Optional[Dict[str, Any]] = None
+    staged = staged_exploit(self._run_dir)
+    if staged is not None:  # Decided before a --resume: its values.
+      self._values = dict(staged['values'])
 
   def step(self) -> Dict[str, Any]:
     if self._popen is None:
       if read_stop(self._context.control):
         return {'event': 'not_started', 'point': self._name, 'done': True}
-      return self._start_segment()
+      return self._start_member()
     code = self._wait()
+    if self._context.through:
+      return self._boundary_result() if code is None else self._ended_result(
+          code)
     if code is None:
       return self._progress_result()
     budget = self._context.budget[self._name]
@@ -371,52 +474,111 @@ class MemberTrial(PointTrial):
             'actor_steps': int(summary.get('actor_steps') or 0),
             'ended': time.time(), 'values': dict(self._values)}
 
-  def _start_segment(self) -> Dict[str, Any]:
+  def _start_member(self) -> Dict[str, Any]:
     from acme_launch.sweep import population
     context = self._context
-    if self._lock_fd < 0:
-      self._slot, self._lock_fd = _take_slot(context)
+    budget = context.budget[self._name]
+    if (context.through and staged_exploit(self._run_dir) is not None and
+        _reached_budget(self._run_dir, budget)):
+      # Its program reached the budget before it stopped to copy: it ends
+      # as it is, its final evaluation its own learner's.
+      shutil.rmtree(exploit_dir(self._run_dir))
+      return {'event': 'ended', 'point': self._name, 'exit_code': 0,
+              'exit_reason': 'budget_reached', 'ended': time.time(),
+              'failed_node': None, 'exploit_dropped': True,
+              'actor_steps': member_steps(self._run_dir), 'done': True}
+    if self._slot is None:
+      if context.through:  # Its own slot, shared with other members'.
+        self._slot = context.slots[context.member_slots[self._name]]
+      else:
+        self._slot, self._lock_fd = _take_slot(context)
+    staged = apply_staged_exploit(self._run_dir)
+    if staged is not None:
+      self._values = dict(staged['values'])
+      self._copied_from = {'point': staged['point'],
+                           'actor_steps': int(staged['actor_steps']),
+                           'at': float(staged['at'])}
     steps = member_steps(self._run_dir)
-    self._segment_end = population.segment_end(
-        steps, context.interval_steps, context.budget[self._name])
+    self._segment_end = (budget if context.through else population.segment_end(
+        steps, context.interval_steps, budget))
+    self._reported = read_synced(context.control)
     self._resumed, where = where_flags(context.sweep_dir, self._name)
     self._signals_passed = 0
     self._start([*context.argv[self._name], *population.flags(self._values),
                  f'--config.max_actor_steps={self._segment_end}', *where])
-    return {**self._started_result(),
-            'actor_steps': steps, 'segment_end': self._segment_end,
-            'values': dict(self._values), 'copied': self._copied_from}
+    result = {**self._started_result(), 'actor_steps': steps,
+              'values': dict(self._values), 'copied': self._copied_from}
+    if not context.through:
+      result['segment_end'] = self._segment_end
+    return result
+
+  def _boundary_result(self) -> Dict[str, Any]:
+    """Progress, with the member's score at the next boundary once it has
+    one and the population compared the boundary before: Tune's PBT reads
+    `segment_steps` and `segment_return`."""
+    context = self._context
+    result = self._progress_result()
+    synced = read_synced(context.control)
+    steps = synced + context.interval_steps
+    score = (boundary_score(self._run_dir, steps)
+             if steps < context.budget[self._name] else None)
+    if score is None:
+      steps = synced
+      score = boundary_score(self._run_dir, synced) if synced else None
+    result.update(segment_steps=steps,
+                  segment_return=float('nan') if score is None else score)
+    if steps > self._reported:
+      self._reported = steps
+      result.update(boundary=True, values=dict(self._values))
+    return result
 
   def save_checkpoint(self, checkpoint_dir: str) -> None:
-    """The member's learner checkpoint, as its program left it at the end
-    of its last segment (it does not run now: Tune saves at a boundary)."""
+    """The member's learner checkpoint: as its program left it at the end
+    of its last segment, or, while its program runs, a save made now."""
+    if self._popen is not None and self._popen.poll() is None:
+      self._save_learner_now()
     learner = learner_checkpoints(self._run_dir)
-    if os.path.isdir(learner):
-      shutil.copytree(learner, os.path.join(checkpoint_dir, 'learner'))
+    for attempt in range(3):
+      if not os.path.isdir(learner):
+        break
+      target = os.path.join(checkpoint_dir, 'learner')
+      try:
+        shutil.copytree(learner, target)
+        break
+      except (shutil.Error, OSError):  # A periodic save replaced a file.
+        shutil.rmtree(target, ignore_errors=True)
+        if attempt == 2:
+          raise
     layout.write_json_atomic(os.path.join(checkpoint_dir, 'member.json'), {
         'point': self._name, 'actor_steps': member_steps(self._run_dir),
         'values': self._values})
 
+  def _save_learner_now(self) -> None:
+    """Asks the running program's learner for a save and waits for it
+    (layout.learner_save_request_path); after SAVE_WAIT_SECONDS, or if
+    the program ends, its latest save is what is copied."""
+    token = f'{self.trial_id}-{time.time():.6f}'
+    layout.write_json_atomic(layout.learner_save_request_path(self._run_dir),
+                             {'token': token})
+    deadline = time.time() + SAVE_WAIT_SECONDS
+    while time.time() < deadline and self._popen.poll() is None:
+      saved = layout.read_json(layout.learner_saved_path(self._run_dir))
+      if isinstance(saved, dict) and saved.get('token') == token:
+        return
+      time.sleep(0.1)
+    self._log.write(f'acme-launch sweep: no learner save within '
+                    f'{SAVE_WAIT_SECONDS:.0f} s of the request; its latest '
+                    'is copied\n')
+    self._log.flush()
+
   def load_checkpoint(self, checkpoint: str) -> None:
     """The member's own checkpoint (Tune paused and resumes it): nothing to
-    do, its run directory holds it. Another member's (exploit): its learner
-    checkpoint replaces this member's, which resumes from it."""
+    do, its run directory holds it. Another member's (exploit): staged in
+    its run directory when the population decided it (stage_exploit),
+    applied at its next start; a retried start after that goes on from
+    what the member learned since."""
     member = layout.read_json(os.path.join(checkpoint, 'member.json'), {}) or {}
     donor = member.get('point')
-    copied = os.path.join(checkpoint, 'learner')
-    if donor in (None, self._name) or not os.path.isdir(copied):
-      return
-    self._copied_from = {'point': donor,
-                         'actor_steps': int(member.get('actor_steps') or 0)}
-    # A retried segment starts from the same checkpoint: what the member
-    # learned since the copy stays.
-    marker = os.path.join(self._run_dir, 'copied.json')
-    if layout.read_json(marker) == self._copied_from:
-      return
-    own = learner_checkpoints(self._run_dir)
-    staged = own + '.copied'
-    shutil.rmtree(staged, ignore_errors=True)
-    shutil.copytree(copied, staged)
-    shutil.rmtree(own, ignore_errors=True)
-    os.rename(staged, own)
-    layout.write_json_atomic(marker, self._copied_from)
+    if donor not in (None, self._name):
+      self._copied_from = {'point': donor,
+                           'actor_steps': int(member.get('actor_steps') or 0)}

@@ -92,25 +92,45 @@ def test_a_change_is_told_field_by_field():
       {'a': 0.0003, 'b': 2}, {'a': 0.00036, 'b': 2}) == 'a 0.0003 -> 0.00036; b 2'
 
 
-def _launch(end, rate, copied=None, retried=False):
+def _launch(end, rate, started, copied=None, retried=False):
+  """One segment's launch of a member taking turns."""
   return {'segment_end': end, 'values': {'ppo.learning_rate': rate},
-          'copied': copied and {'point': copied, 'actor_steps': end + 40},
-          'retried': retried}
+          'started': started, 'retried': retried,
+          'copied': copied and {'point': copied[0], 'actor_steps': copied[1],
+                                'at': started - 1}}
 
 
 def test_a_members_schedule_follows_what_it_copied():
+  # Taking turns: b copied a at the 1,000 boundary, a copied b at 2,000
+  # (each donor 40 steps past the boundary when it stopped there).
   record = {'points': [
-      {'name': 'a', 'launches': [_launch(1000, 0.1), _launch(2000, 0.1),
-                                 _launch(3000, 0.2, copied='b')]},
-      {'name': 'b', 'launches': [_launch(1000, 0.3), _launch(2000, 0.3,
-                                                              copied='a'),
-                                 _launch(2000, 0.3, retried=True),
-                                 _launch(3000, 0.4)]}]}
-  # b copied a at 1,000; a copied b at 2,000.
-  record['points'][1]['launches'][1]['copied']['actor_steps'] = 1000
+      {'name': 'a', 'launches': [_launch(1000, 0.1, 10), _launch(2000, 0.1, 20),
+                                 _launch(3000, 0.2, 30, copied=('b', 2040))]},
+      {'name': 'b', 'launches': [_launch(1000, 0.3, 10),
+                                 _launch(2000, 0.3, 20, copied=('a', 1040)),
+                                 _launch(2000, 0.3, 25, retried=True),
+                                 _launch(3000, 0.4, 31)]}]}
   assert population.schedule(record, 'b') == [(1000, {'ppo.learning_rate': 0.1}),
                                                (2000, {'ppo.learning_rate': 0.3}),
                                                (3000, {'ppo.learning_rate': 0.4})]
   assert population.schedule(record, 'a') == [(1000, {'ppo.learning_rate': 0.1}),
                                                (2000, {'ppo.learning_rate': 0.3}),
                                                (3000, {'ppo.learning_rate': 0.2})]
+
+
+def test_a_schedule_of_members_running_through_ends_each_launch_at_the_next():
+  # Running through to 4,000: b stopped at 2,300 steps to copy a, which had
+  # 2,500 then; a launch killed with the launcher went on resumed.
+  def through(start, rate, started, copied=None):
+    return {'from_steps': start, 'until': 4000, 'started': started,
+            'values': {'ppo.learning_rate': rate},
+            'copied': copied and {'point': copied[0], 'actor_steps': copied[1],
+                                  'at': started - 1}}
+  record = {'points': [
+      {'name': 'a', 'launches': [through(0, 0.1, 10), through(3100, 0.1, 60)]},
+      {'name': 'b', 'launches': [through(0, 0.0, 10),
+                                 through(2300, 0.12, 40, copied=('a', 2500)),
+                                 through(3000, 0.12, 60)]}]}
+  assert population.schedule(record, 'b') == [(2500, {'ppo.learning_rate': 0.1}),
+                                               (4000, {'ppo.learning_rate': 0.12})]
+  assert population.schedule(record, 'a') == [(4000, {'ppo.learning_rate': 0.1})]

@@ -1,11 +1,12 @@
 """--sweep_scheduler=pbt: a population of two on a task any learner improves
-on at once (tests/bandit_env.py). The member whose learning rate is 0
-cannot learn; at the comparison it copies the other's learner checkpoint,
-and its next evaluations are the other's, not its own. The launcher is
-killed (kill -9) mid-population and --resume finishes it; the best
-member's schedule is then replayed as one program. While the first
-segments run, another user (`nobody`) tries every port the sweep's
-processes listen on and joins its Ray as a driver: nothing answers."""
+on at once (tests/bandit_env.py), each member's program running through.
+The member whose learning rate is 0 cannot learn; at the comparison it
+copies the other's learner checkpoint, and its next evaluations are the
+other's, not its own. The launcher is killed (kill -9) as the comparison
+is recorded and --resume finishes the population, the copy included; the
+best member's schedule is then replayed as one program. While the members
+run, another user (`nobody`) tries every port the sweep's processes
+listen on and joins its Ray as a driver: nothing answers."""
 
 import json
 import os
@@ -89,39 +90,45 @@ def _attack_found(attempts: list) -> list:
   return found
 
 
+def _exploits(sweep_dir: str) -> list:
+  try:
+    record = read_json(os.path.join(sweep_dir, 'sweep.json'))
+  except (FileNotFoundError, json.JSONDecodeError):
+    return []
+  return record.get('population', {}).get('exploits', [])
+
+
 @needs_two_cores
 def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
     workdir, request):
   sweep_dir = os.path.join(workdir, 'pbt')
   launcher = start_launcher(
       *bandit_env.SWEEP_FLAGS, '--max_concurrent=2',
-      '--sweep_scheduler=pbt', '--pbt_interval_steps=2000',
-      '--config.max_actor_steps=4000', f'--workdir={workdir}',
+      '--sweep_scheduler=pbt', '--pbt_interval_steps=4000',
+      '--config.max_actor_steps=8000', f'--workdir={workdir}',
       '--run_name=pbt')
   attacks = []
   with killed_on_exit(launcher):
     if not other_user.why_not():
-      # Another user, once both members' first programs run.
+      # Another user, once both members' programs run.
       wait_for(lambda: _programs_running(sweep_dir), 300,
                'both first programs')
       base = other_user.shared_folder()
       request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
       sentinel = os.path.join(base, 'task-of-nobody')
       attacks = _attack(launcher.pid, base, sentinel)
-    # Killed (kill -9) once both members run their second segment, the
-    # frozen one from the learner it copied.
-    wait_for(lambda: all(len(runs) == 2 for runs in
-                         _launches(sweep_dir).values()) and
-             _launches(sweep_dir), 420, 'both second segments')
-    # At once: a second segment lasts some seconds, its program's start
-    # included.
+    # Killed (kill -9) as soon as the comparison is recorded: the frozen
+    # member's copy is staged in its run directory, and, most often, its
+    # program has not started again from it yet.
+    wait_for(lambda: _exploits(sweep_dir), 420, 'the comparison')
     launchers = [runs[-1]['pid'] for runs in _launches(sweep_dir).values()]
     launcher.kill()
     stdout, _ = launcher.communicate(timeout=60)
   # Ray's processes, the trials and the child launchers die with it.
   wait_for(lambda: not alive(launchers), 30, 'child launchers to die')
-  assert ('population-based training (compared at 2,000 actor steps'
-          in stdout)
+  assert ('population-based training (compared at 4,000 actor steps; the '
+          'worst 25% copy the best 25% and perturb ppo.learning_rate; each '
+          'member runs through, started again only to copy)' in stdout)
   if attacks:
     *probes, join = _attack_found(attacks)
     assert probes and all(p['uid'] == other_user.NOBODY for p in probes)
@@ -130,23 +137,25 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
     assert join['uid'] == other_user.NOBODY
     assert not join['joined'] and not join['task_ran'], join
     assert not os.path.exists(sentinel)
-  # --resume: each member goes on from its own run directory, none from 0.
+  # --resume: each member goes on from its own run directory, none from 0;
+  # the copy decided before the kill is made.
   result = run_launcher(f'--resume={sweep_dir}', timeout=420)
   assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-  assert '2 to run' in result.stdout
 
   record = read_json(os.path.join(sweep_dir, 'sweep.json'))
   entries = {p['name']: p for p in record['points']}
-  # Each member: its first segment, its second cut by the kill, and the
-  # same segment resumed.
   for name in (LEARNER, FROZEN):
     launches = entries[name]['launches']
-    assert [l['segment_end'] for l in launches] == [2000, 4000, 4000]
-    assert [l['resumed'] for l in launches] == [False, True, True]
-    assert launches[1]['ended'] is None  # Killed with the launcher.
-    assert launches[2]['from_steps'] >= 2000
+    # One program through to the budget, but where it stopped: the kill,
+    # the copy.
+    assert launches[0]['from_steps'] == 0 and not launches[0]['resumed']
+    assert all(l['resumed'] and l['from_steps'] > 0 for l in launches[1:])
+    assert all(l['until'] == 8000 and 'segment_end' not in l
+               for l in launches)
+    assert launches[-1]['exit_reason'] == 'budget_reached'
     [segment] = entries[name]['segments']
-    assert segment['actor_steps'] == 2000
+    assert segment['actor_steps'] == 4000
+  assert all(l['copied'] is None for l in entries[LEARNER]['launches'])
   learned = entries[LEARNER]['segments'][0]['return']
   frozen = entries[FROZEN]['segments'][0]['return']
   assert learned > 5.0 and abs(frozen) < 2.0, (learned, frozen)
@@ -155,20 +164,33 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
   # its own.
   [exploit] = record['population']['exploits']
   assert (exploit['member'], exploit['copied']) == (FROZEN, LEARNER)
-  assert exploit['actor_steps'] == 2000
+  assert exploit['actor_steps'] == 4000
+  assert exploit['copied_steps'] >= 4000
   assert (exploit['member_return'], exploit['copied_return']) == (frozen,
                                                                   learned)
   assert exploit['before'] == {'ppo.learning_rate': '0.0'}
   assert exploit['after']['ppo.learning_rate'] in ('0.0', '0.003')
-  second = entries[FROZEN]['launches'][1]
-  assert second['copied']['point'] == LEARNER
-  assert second['values'] == exploit['after']
-  # Resumed with the values it had then, from its own checkpoints.
-  assert entries[FROZEN]['launches'][2]['values'] == exploit['after']
-  assert entries[LEARNER]['launches'][1]['copied'] is None
-  assert (f'at 2,000 actor steps {FROZEN} (return {frozen:.1f}) copies the '
+  # Made once, by the first start after the decision (before the kill or
+  # after the resume), with the values it was given; the staged copy is
+  # gone.
+  launches = entries[FROZEN]['launches']
+  [copying] = [l for l in launches if l['copied']]
+  assert copying is launches[1] if len(launches) == 2 else copying in (
+      launches[1], launches[2])
+  assert copying['copied'] == {'point': LEARNER,
+                               'actor_steps': exploit['copied_steps'],
+                               'at': copying['copied']['at']}
+  assert all(l['values'] == exploit['after']
+             for l in launches[launches.index(copying):])
+  assert not os.path.exists(os.path.join(sweep_dir, FROZEN, 'exploit'))
+  # What it copied: the learner as it was at the comparison, saved on the
+  # sweep's request while its program ran.
+  saved = read_json(os.path.join(sweep_dir, LEARNER, 'nodes',
+                                 'learner_saved.json'))
+  assert saved['token'] and saved['checkpoint']
+  assert (f'at 4,000 actor steps {FROZEN} (return {frozen:.1f}) copies the '
           f'learner of {LEARNER} (return {learned:.1f})') in stdout
-  # Its second segment ran with the values it was given.
+  # It ran on with the values it was given.
   config = read_json(os.path.join(sweep_dir, FROZEN, 'config.json'))['config']
   assert str(config['ppo']['learning_rate']) == exploit['after'][
       'ppo.learning_rate']
@@ -178,14 +200,14 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
   summary = read_json(os.path.join(sweep_dir, FROZEN, 'summary.json'))
   assert summary['exit_reason'] == 'budget_reached'
   assert summary['final_eval_return_mean'] > 5.0
-  assert 2000 <= summary['restored_actor_steps'] < 4000
-  assert summary['actor_steps'] >= 4000
+  assert 4000 <= summary['restored_actor_steps'] < 8000
+  assert summary['actor_steps'] >= 8000
 
   table = read_json(os.path.join(sweep_dir, 'sweep_summary.json'))
   assert table['population']['exploits'] == 1
   assert table['failed'] == []
   rows = {r['point']: r for r in table['points']}
-  assert rows[FROZEN]['copied'] == [[2000, LEARNER]]
+  assert rows[FROZEN]['copied'] == [[4000, LEARNER]]
   assert 'population of 2: 1 exploits' in result.stdout
 
   plot = subprocess.run([sys.executable, '-m', 'acme_launch.plot', sweep_dir],
@@ -201,7 +223,7 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
   assert '0 to run' in again.stdout
 
   # The best member's schedule as one program from scratch: the frozen
-  # member's learner was the learner's until 2,000 steps.
+  # member's learner was the learner's until the copy.
   best = table['population']['best']
   replay = subprocess.run(
       [sys.executable, '-m', 'acme_launch.replay', sweep_dir],
@@ -209,12 +231,12 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
   assert replay.returncode == 0, replay.stdout[-3000:] + replay.stderr[-2000:]
   assert f'the schedule of {best}:' in replay.stdout
   if best == FROZEN:
-    assert ('actor steps 0 to 2,000: ppo.learning_rate=0.003'
-            in replay.stdout), replay.stdout
+    assert (f'actor steps 0 to {exploit["copied_steps"]:,}: '
+            'ppo.learning_rate=0.003' in replay.stdout), replay.stdout
   run_dir = os.path.join(sweep_dir, 'replays', best)
   summary = read_json(os.path.join(run_dir, 'summary.json'))
   assert summary['exit_reason'] == 'budget_reached'
-  assert summary['actor_steps'] >= 4000
+  assert summary['actor_steps'] >= 8000
   assert summary['final_eval_return_mean'] > 5.0
   # Its last segment ran with the values the member ended with.
   replayed = read_json(os.path.join(run_dir, 'config.json'))['config']
