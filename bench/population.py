@@ -3,28 +3,33 @@
     .venv/bin/python bench/population.py [--config=ppo_mujoco]
         [--space='ppo.learning_rate=loguniform(1e-5,1e-2);...']
         [--steps=300000] [--members=8] [--repetitions=3] [--interval=75000]
-        [--asha_points=16] [--asha_grace=STEPS/9] [--eval_every=GRACE]
+        [--asha_points=16] [--asha_grace=STEPS/9] [--asha_reduction=3]
+        [--asha_seed=REPETITIONS] [--eval_every=GRACE]
         [--out=bench/out] [-- FLAG...]
 
 (tests/e2e/test_bench.py runs it tiny, on tests/bandit_env.py.)
 
 Everything runs in this one invocation, one sweep at a time, each through
-`launch.py` as a user runs it (two programs at once on a 2-core host):
+`launch.py` as a user runs it: the searches --max_concurrent programs at
+once (default: two on a 2-core host), the population every member at once
+on the same cores (its default):
   1. --repetitions times (sweep seeds 0, 1, ...): random search of
      --members points over --space (`--sweep_samples`), then a population
      of the same --members draws (`--sweep_scheduler=pbt`, the same sweep
      seed, so the population starts from exactly the random search's
      points) compared every --interval actor steps; both to --steps per
      program, so both spend the same env steps;
-  2. if --asha_points: random search of that many points (the next sweep
-     seed), in full and under ASHA (`--sweep_scheduler=asha`, rungs from
-     --asha_grace actor steps), the same points in both.
+  2. if --asha_points: random search of that many points (--asha_seed,
+     default the next sweep seed), in full and under ASHA
+     (`--sweep_scheduler=asha`, rungs from --asha_grace actor steps,
+     --asha_reduction), the same points in both.
 For each sweep: the best final return (a program's final evaluation), the
 IQM of the final returns, the actor steps of all its programs together, and
-the wall time from launch to the sweep's table; then the comparisons the
-goals ask for: the population's best against random search's in each
-repetition, its wall time over random search's (the same programs, plus the
-population's restarts at every boundary), and ASHA's best and steps against
+the wall time from launch to the sweep's table, the most memory the host
+gave it; then the comparisons the goals ask for: the population's best
+against random search's in each repetition, its wall time over random
+search's (the same programs, all at once, plus the restarts of the members
+that copy another), and ASHA's best and steps against
 the full search's. Flags after `--` go to every sweep. The figures are also
 written to OUT/population.json, the sweep directories under OUT/population/.
 """
@@ -35,6 +40,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from typing import Any, Dict, List, Optional
 
@@ -46,18 +52,49 @@ SPACE = ('ppo.learning_rate=loguniform(1e-5,1e-2);'
          'ppo.ppo_clipping_epsilon=uniform(0.1,0.4)')
 
 
+def _available_bytes() -> int:
+  with open('/proc/meminfo') as f:
+    for line in f:
+      if line.startswith('MemAvailable:'):
+        return int(line.split()[1]) * 1024
+  raise RuntimeError('no MemAvailable in /proc/meminfo')
+
+
+class _MemoryWatch:
+  """The most memory taken while a sweep runs: the host's MemAvailable
+  before it, less its lowest during it, read every second."""
+
+  def __init__(self):
+    self._before = self._lowest = _available_bytes()
+    self._done = threading.Event()
+    self._thread = threading.Thread(target=self._watch, daemon=True)
+    self._thread.start()
+
+  def _watch(self) -> None:
+    while not self._done.wait(1.0):
+      self._lowest = min(self._lowest, _available_bytes())
+
+  def stop(self) -> float:
+    """The peak, in GiB."""
+    self._done.set()
+    self._thread.join()
+    return (self._before - self._lowest) / 2**30
+
+
 def run_sweep(out: str, name: str, flags: List[str]) -> Dict[str, Any]:
   """One sweep through launch.py: its figures from sweep_summary.json."""
   sweep_dir = os.path.join(out, name)
   shutil.rmtree(sweep_dir, ignore_errors=True)
   started = time.time()
+  memory = _MemoryWatch()
   result = subprocess.run(
       launch_command(*flags, f'--workdir={out}', f'--run_name={name}'),
       cwd=REPO_ROOT, capture_output=True, text=True, check=False)
   seconds = time.time() - started
   row: Dict[str, Any] = {'sweep': name,
                          'exit_code': result.returncode,
-                         'wall_seconds': round(seconds, 1)}
+                         'wall_seconds': round(seconds, 1),
+                         'memory_peak_gib': round(memory.stop(), 2)}
   try:
     with open(os.path.join(sweep_dir, 'sweep_summary.json')) as f:
       table = json.load(f)
@@ -122,8 +159,8 @@ def _pct(value: Optional[float]) -> str:
 def print_table(results: Dict[str, Any]) -> None:
   print('| sweep | programs | launches | best final return | IQM of final '
         'returns | actor steps, all programs | stopped early | exploits | '
-        'wall time |')
-  print('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
+        'wall time | memory at peak |')
+  print('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |')
   rows = [row for pair in results['repetitions'] for row in pair]
   rows += list(results.get('asha') or ())
   for row in rows:
@@ -131,7 +168,8 @@ def print_table(results: Dict[str, Any]) -> None:
           f'{row.get("launches", "-")} | {number(row.get("best_return"))} | '
           f'{number(row.get("iqm"))} | {number(row.get("actor_steps"))} | '
           f'{row.get("stopped_early", "-")} | {row.get("exploits", "-")} | '
-          f'{number(row.get("wall_seconds"), ",.0f")} s |')
+          f'{number(row.get("wall_seconds"), ",.0f")} s | '
+          f'{number(row.get("memory_peak_gib"), ".1f")} GiB |')
   found = results['comparison']
   for i, rep in enumerate(found['repetitions']):
     print(f'repetition {i}: the population\'s best at or above random '
@@ -160,6 +198,11 @@ def main(argv: List[str]) -> int:
   parser.add_argument('--asha_grace', type=int, default=None,
                       help='--asha_grace_steps (default: --steps / 9, so '
                       'rungs at 1/9 and 1/3 of the budget)')
+  parser.add_argument('--asha_reduction', type=int, default=3,
+                      help='--asha_reduction')
+  parser.add_argument('--asha_seed', type=int, default=None,
+                      help='the --sweep_seed of its points (default: '
+                      '--repetitions, the seed after the populations\')')
   parser.add_argument('--eval_every', type=int, default=None,
                       help='--config.eval_every_steps of every sweep '
                       '(default: --asha_grace, so the first rung has an '
@@ -175,15 +218,17 @@ def main(argv: List[str]) -> int:
   os.makedirs(out, exist_ok=True)
   common = [f'--config={args.config}', f'--sweep={args.space}',
             f'--config.max_actor_steps={args.steps}',
-            f'--max_concurrent={args.max_concurrent}',
             f'--config.eval_every_steps={args.eval_every or grace}',
             *args.extra]
+  # The searches, --max_concurrent at a time; the population, every member
+  # at once (its default), sharing the same cores.
+  searches = common + [f'--max_concurrent={args.max_concurrent}']
   results: Dict[str, Any] = {'argv': argv, 'common_flags': common,
                              'repetitions': []}
   for rep in range(args.repetitions):
     draws = [f'--sweep_samples={args.members}', f'--sweep_seed={rep}']
     random = run_sweep(out, f'random{args.members}_seed{rep}',
-                       common + draws)
+                       searches + draws)
     pbt = run_sweep(out, f'pbt{args.members}_seed{rep}',
                     common + draws + ['--sweep_scheduler=pbt',
                                       f'--pbt_interval_steps={args.interval}'])
@@ -194,12 +239,14 @@ def main(argv: List[str]) -> int:
           f'{number(pbt.get("best_return"))} in {pbt["wall_seconds"]:.0f} s',
           flush=True)
   if args.asha_points:
-    draws = [f'--sweep_samples={args.asha_points}',
-             f'--sweep_seed={args.repetitions}']
-    full = run_sweep(out, f'random{args.asha_points}', common + draws)
+    seed = args.repetitions if args.asha_seed is None else args.asha_seed
+    draws = [f'--sweep_samples={args.asha_points}', f'--sweep_seed={seed}']
+    full = run_sweep(out, f'random{args.asha_points}', searches + draws)
     early = run_sweep(out, f'random{args.asha_points}_asha',
-                      common + draws + ['--sweep_scheduler=asha',
-                                        f'--asha_grace_steps={grace}'])
+                      searches + draws + [
+                          '--sweep_scheduler=asha',
+                          f'--asha_grace_steps={grace}',
+                          f'--asha_reduction={args.asha_reduction}'])
     results['asha'] = [full, early]
   results['comparison'] = compare(results)
   with open(os.path.join(args.out, 'population.json'), 'w') as f:

@@ -1,16 +1,26 @@
 """Population-based training (Jaderberg et al. 2017) of a sweep's points.
 
 With --sweep_scheduler=pbt the sweep's points (the grid, or random search's
-draws) are the members of one population. Each member trains in segments
-of --pbt_interval_steps actor steps: its program runs to the end of a
-segment and stops there with its checkpoints saved (its final evaluation
-at that step is the member's score), then starts again with --resume for
-the next one. Ray Tune's PopulationBasedTraining, in its synchronous mode,
-compares the members when all of them reached the same boundary: each
-member of the worst --pbt_quantile copies the learner checkpoint of one of
-the best (exploit) and continues with that member's values perturbed
-(explore: a range's value times 0.8 or 1.2, or drawn again, kept within
-the range; a list's value moved to a neighbour, or drawn again).
+draws) are the members of one population, compared every
+--pbt_interval_steps actor steps by Ray Tune's PopulationBasedTraining in
+its synchronous mode: when every member has its score at a boundary (its
+first evaluation there), each member of the worst --pbt_quantile copies
+the learner checkpoint of one of the best (exploit) and continues with
+that member's values perturbed (explore: a range's value times 0.8 or
+1.2, or drawn again, kept within the range; a list's value moved to a
+neighbour, or drawn again).
+
+How the members run is the plan's choice (plan.py, `members_at_once` in
+sweep.json; trials.MemberTrial does either):
+- at once, when the host or cluster holds every member's program (on this
+  host's cores always, several members sharing a slot's cores when they
+  outnumber them): each program runs through to its budget, and only a
+  member that copies another stops and starts again with --resume, from
+  the copied learner and with its new values;
+- taking turns, when it holds fewer (GPU slots, a cluster's room, or
+  --max_concurrent below the members): each program runs one segment to
+  the next boundary and stops there with its checkpoints saved, its final
+  evaluation its score; Tune pauses it and starts it again for the next.
 
 What is copied is the learner's checkpoint (RUN_DIR/checkpoints/learner:
 parameters, optimizer state, observation normalizer, whatever the agent's
@@ -18,7 +28,9 @@ learner saves), through the TF checkpointer's files; the member keeps its
 own run directory, counter (its actor steps go on from its own) and replay
 (the experience its own actors gathered). So a member's steps and its
 budget stay comparable with a plain sweep's, and an exploit moves only what
-was learned.
+was learned. A member copied while its program runs has its learner saved
+on request (layout.learner_save_request_path), so what is copied is the
+learner as it is at the comparison, a little past the boundary.
 
 Values that would change a shape or the program's topology cannot be
 perturbed: a learner checkpoint holds parameters of the network's shapes
@@ -27,7 +39,8 @@ with its own nodes. Such fields are refused in the space (`check_space`).
 
 The record of what happened, in sweep.json: each member's score and values
 at each boundary (its `segments`), and in `population.exploits` who copied
-whom, at which step, the values before and after.
+whom, at which step, the values before and after; `population.compared`,
+the last boundary compared, so that a --resume compares at the next one.
 """
 
 import re

