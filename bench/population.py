@@ -5,14 +5,15 @@
         [--steps=300000] [--members=8] [--repetitions=3] [--interval=75000]
         [--asha_points=16] [--asha_grace=STEPS/9] [--asha_reduction=3]
         [--asha_seed=REPETITIONS] [--eval_every=GRACE]
+        [--max_concurrent=2] [--pbt_max_concurrent=MAX_CONCURRENT]
         [--out=bench/out] [-- FLAG...]
 
 (tests/e2e/test_bench.py runs it tiny, on tests/bandit_env.py.)
 
 Everything runs in this one invocation, one sweep at a time, each through
-`launch.py` as a user runs it: the searches --max_concurrent programs at
-once (default: two on a 2-core host), the population every member at once
-on the same cores (its default):
+`launch.py` as a user runs it, --max_concurrent programs at once (default:
+two on a 2-core host; a population of more members than that takes
+turns, unless --pbt_max_concurrent asks for every member at once):
   1. --repetitions times (sweep seeds 0, 1, ...): random search of
      --members points over --space (`--sweep_samples`), then a population
      of the same --members draws (`--sweep_scheduler=pbt`, the same sweep
@@ -28,8 +29,8 @@ IQM of the final returns, the actor steps of all its programs together, and
 the wall time from launch to the sweep's table, the most memory the host
 gave it; then the comparisons the goals ask for: the population's best
 against random search's in each repetition, its wall time over random
-search's (the same programs, all at once, plus the restarts of the members
-that copy another), and ASHA's best and steps against
+search's (the same programs, plus the population's stops and starts), and
+ASHA's best and steps against
 the full search's. Flags after `--` go to every sweep. The figures are also
 written to OUT/population.json, the sweep directories under OUT/population/.
 """
@@ -209,6 +210,10 @@ def main(argv: List[str]) -> int:
                       'evaluation)')
   parser.add_argument('--max_concurrent', type=int,
                       default=min(2, len(os.sched_getaffinity(0))))
+  parser.add_argument('--pbt_max_concurrent', type=int, default=None,
+                      help='the population\'s --max_concurrent (default: '
+                      '--max_concurrent; --members: every member at once, '
+                      'sharing the cores)')
   parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
   parser.add_argument('extra', nargs='*', help='flags for every sweep')
   args = parser.parse_args(argv)
@@ -220,9 +225,9 @@ def main(argv: List[str]) -> int:
             f'--config.max_actor_steps={args.steps}',
             f'--config.eval_every_steps={args.eval_every or grace}',
             *args.extra]
-  # The searches, --max_concurrent at a time; the population, every member
-  # at once (its default), sharing the same cores.
   searches = common + [f'--max_concurrent={args.max_concurrent}']
+  pbt_at_once = (args.max_concurrent if args.pbt_max_concurrent is None
+                 else args.pbt_max_concurrent)
   results: Dict[str, Any] = {'argv': argv, 'common_flags': common,
                              'repetitions': []}
   for rep in range(args.repetitions):
@@ -231,7 +236,8 @@ def main(argv: List[str]) -> int:
                        searches + draws)
     pbt = run_sweep(out, f'pbt{args.members}_seed{rep}',
                     common + draws + ['--sweep_scheduler=pbt',
-                                      f'--pbt_interval_steps={args.interval}'])
+                                      f'--pbt_interval_steps={args.interval}',
+                                      f'--max_concurrent={pbt_at_once}'])
     results['repetitions'].append([random, pbt])
     print(f'repetition {rep}: random search best '
           f'{number(random.get("best_return"))} in '

@@ -195,7 +195,10 @@ def _define(fv: flags.FlagValues,
       'gets an even share of this launcher\'s cores (and GPUs, when its plan '
       'uses them), the rest queue. 0: as many as the host can place (a core '
       'each, and a GPU each when they use GPUs); with --launch_type=ray, as '
-      'many as the Ray cluster holds.', lower_bound=0,
+      'many as the Ray cluster holds. A population (--sweep_scheduler=pbt) '
+      'with fewer at once than members takes turns, a segment at a time; '
+      'at or above its members, every member runs at once, sharing this '
+      'host\'s cores if they are fewer.', lower_bound=0,
       flag_values=fv)
   flags.DEFINE_enum(
       'sweep_scheduler', 'fifo', ['fifo', 'asha', 'pbt'], 'With --sweep: '

@@ -110,19 +110,17 @@ def prepare(options: SweepOptions,
   uses_gpus = any(p.uses_gpus for p, _ in todo)
   gpus = host_gpus_now(options.gpu_inventory) if uses_gpus else ()
   cores = host_cores_now()
-  if pbt and not uses_gpus and (options.max_concurrent == 0 or
-                                options.max_concurrent >= len(todo)):
-    # A population on this host's cores: every member at once, the cores
-    # cut among as many as they allow (members share a slot's cores rather
-    # than stop at each boundary), unless --max_concurrent is below the
-    # members: then they take turns, that many at a time.
+  shared = pbt and not uses_gpus and options.max_concurrent >= len(todo)
+  if shared:
+    # Asked for every member at once: on fewer cores than members they
+    # share the slots' cores (each on slot i mod slots), rather than take
+    # turns.
     count = min(len(cores), len(todo))
-    record['members_at_once'] = True
   else:
     count = choose_concurrency(options.max_concurrent, len(todo), cores, gpus,
                                uses_gpus)
-    if pbt:
-      record['members_at_once'] = count >= len(todo)
+  if pbt:
+    record['members_at_once'] = shared or count >= len(todo)
   slots = make_slots(count, cores, gpus, uses_gpus)
   smallest = min(slots, key=lambda s: (len(s.cores), len(s.gpus)))
   seen_from = slot_view(smallest, record.get('cwd'))
@@ -227,8 +225,7 @@ def describe_dry_run(options: SweepOptions, record: Dict[str, Any],
   lines = [f'sweep of {len(record["points"])} points of '
            f'{record["config_name"]}{drawn(record)}: {len(todo)} to run, '
            f'{describe_at_once(record, todo, slots)}'
-           f'{describe_scheduler(record)}'
-           f'{describe_retries(record)}; sweep '
+           f'{describe_scheduler(record)}{describe_retries(record)}; sweep '
            f'directory {options.sweep_dir}', '']
   if record.get('ray_cluster') and slots:
     lines.append(describe_cluster(record['ray_cluster'], len(todo),

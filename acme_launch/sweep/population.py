@@ -12,15 +12,17 @@ neighbour, or drawn again).
 
 How the members run is the plan's choice (plan.py, `members_at_once` in
 sweep.json; trials.MemberTrial does either):
-- at once, when the host or cluster holds every member's program (on this
-  host's cores always, several members sharing a slot's cores when they
-  outnumber them): each program runs through to its budget, and only a
-  member that copies another stops and starts again with --resume, from
-  the copied learner and with its new values;
-- taking turns, when it holds fewer (GPU slots, a cluster's room, or
-  --max_concurrent below the members): each program runs one segment to
-  the next boundary and stops there with its checkpoints saved, its final
+- at once, when the host or cluster holds every member's program, each on
+  a slot of its own (as many cores, GPU slots or cluster shares as
+  members): each program runs through to its budget, and only a member
+  that copies another stops and starts again with --resume, from the
+  copied learner and with its new values;
+- taking turns, when it holds fewer: each program runs one segment to the
+  next boundary and stops there with its checkpoints saved, its final
   evaluation its score; Tune pauses it and starts it again for the next.
+Members never share a slot: 8 `ppo_mujoco` programs at once on 2 cores
+made about two thirds of the actor steps per second of the same programs
+two at a time, and a restart under that load took minutes.
 
 What is copied is the learner's checkpoint (RUN_DIR/checkpoints/learner:
 parameters, optimizer state, observation normalizer, whatever the agent's
@@ -202,6 +204,10 @@ def clip(values: Dict[str, Any],
   return clipped
 
 
+THROUGH = 'each member runs through, started again only to copy'
+TURNS = 'the members take turns, a segment at a time'
+
+
 def describe(settings_: Dict[str, Any], through: bool) -> str:
   """', population-based training: compared at N, M actor steps, ...'."""
   steps = ', '.join(f'{b:,}' for b in settings_['boundaries'])
@@ -209,7 +215,7 @@ def describe(settings_: Dict[str, Any], through: bool) -> str:
           f'the worst {settings_["quantile"]:.0%} copy the best '
           f'{settings_["quantile"]:.0%} and perturb '
           f'{", ".join(settings_["space"])}; '
-          f'{"each member runs through, started again only to copy" if through else "the members take turns, a segment at a time"})')
+          f'{THROUGH if through else TURNS})')
 
 
 def describe_change(before: Dict[str, Any], after: Dict[str, Any]) -> str:

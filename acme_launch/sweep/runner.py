@@ -365,7 +365,7 @@ def _fit(options: SweepOptions, record: Dict[str, Any],
   """Tune's run of the points, on the sweep's own Ray instance."""
   from ray import tune
   from acme_launch.sweep import trials
-  # Members running through hold a trial each at once, sharing slots.
+  # Members running through hold a trial each at once, on the slots.
   at_once = len(todo) if record.get('members_at_once') else len(slots)
   with local_ray.started(at_once) as instance:
     print(f'acme-launch: sweep: Ray Tune on a local Ray instance, closed to '

@@ -1,9 +1,11 @@
 """How Ray Tune runs a sweep's points: in order to their budgets (fifo), or
 with early stopping (asha: asynchronous successive halving, Li et al. 2018).
 
-Early stopping is Tune's ASHAScheduler, with rungs in actor steps (its
-`time_attr`, reported by each trial from the run's progress) on the latest
-evaluation return. Rungs sit at the grace steps times powers of the
+Early stopping is Tune's ASHAScheduler, with rungs in actor steps on the
+evaluation return: its `time_attr` is the actor steps at which the
+point's latest evaluation was taken (`eval_steps`, reported by each trial
+from the run's evaluations), so a point is judged at a rung on its first
+evaluation at or after it, never on one taken before the rung. Rungs sit at the grace steps times powers of the
 reduction factor, up to the budget / reduction (the points kept at the last
 rung train on to the budget, judged no more): with a 1M-step budget,
 reduction 3 and grace 111,111, points are judged at 111,111 and 333,333
@@ -62,7 +64,7 @@ def asha_settings(budget: int, eval_every_steps: int, grace_steps: int,
   rungs = [grace * reduction ** k for k in range(count)]
   return {'name': 'asha', 'grace_steps': grace, 'reduction': reduction,
           'max_steps': budget, 'last_rung_max': last, 'rungs': rungs, 'metric': 'eval_return',
-          'time_attr': 'actor_steps'}
+          'time_attr': 'eval_steps'}
 
 
 def make(settings: Optional[Dict[str, Any]], sweep_dir: str):
@@ -86,6 +88,7 @@ def make(settings: Optional[Dict[str, Any]], sweep_dir: str):
             stopped_early_path(os.path.join(sweep_dir, point)), {
                 'by': 'asha', 'rung_steps': rung,
                 'actor_steps': int(result['actor_steps']),
+                'eval_steps': int(result['eval_steps']),
                 'eval_return': value, 'cutoff': cutoff,
                 'why': (f'at the rung of {rung:,} actor steps its evaluation '
                         f'return {value:.1f} was below {cutoff:.1f}, the best '
@@ -95,13 +98,13 @@ def make(settings: Optional[Dict[str, Any]], sweep_dir: str):
 
     def _judged_at(self, trial, result):
       """(rung, cutoff) this result is judged at, before it is recorded."""
-      if 'actor_steps' not in result or 'eval_return' not in result:
+      if 'eval_steps' not in result or 'eval_return' not in result:
         return None
       bracket = self._trial_info.get(trial.trial_id)
       if bracket is None:
         return None
       for milestone, recorded in bracket._rungs:  # Descending.
-        if result['actor_steps'] >= milestone:
+        if result['eval_steps'] >= milestone:
           if trial.trial_id in recorded:
             return None
           cutoff = bracket.cutoff(recorded)
@@ -109,7 +112,7 @@ def make(settings: Optional[Dict[str, Any]], sweep_dir: str):
       return None
 
   return RecordingASHA(
-      time_attr='actor_steps', metric='eval_return', mode='max',
+      time_attr='eval_steps', metric='eval_return', mode='max',
       # Rungs up to the budget / reduction: a point kept at the last one
       # trains on to its budget, judged no more.
       max_t=int(settings['last_rung_max']),

@@ -76,9 +76,10 @@ class TrialContext:
   retries: int = 0                       # Starts again after a failure.
   report_seconds: float = 2.0
   # A population (population.py): the interval and each member's budget,
-  # in actor steps; whether every member's program runs at once (each
-  # through to its budget, on its slot in `member_slots`: several members
-  # may share one) or they take turns, a segment at a time.
+  # in actor steps; whether every member's program runs at once, each
+  # through to its budget on its slot in `member_slots` (its own, or shared
+  # with other members' when asked for), or they take turns, a segment at
+  # a time.
   interval_steps: int = 0
   budget: Dict[str, int] = dataclasses.field(default_factory=dict)
   through: bool = False
@@ -163,7 +164,8 @@ def end_reason(run_dir: str, started: float, code: int
 
 
 def run_progress(run_dir: str) -> Dict[str, Any]:
-  """Actor steps and the latest evaluation return of a running program."""
+  """Actor steps, the latest evaluation return and the actor steps it was
+  taken at, of a running program."""
   from acme_launch.run import summary as summary_lib
   progress = layout.read_json(layout.progress_path(run_dir))
   if progress is None:
@@ -173,6 +175,7 @@ def run_progress(run_dir: str) -> Dict[str, Any]:
   evaluations = summary_lib.evaluation_rows(run_dir)
   if evaluations:
     result['eval_return'] = float(evaluations[-1]['episode_return'])
+    result['eval_steps'] = int(evaluations[-1].get('actor_steps', 0))
   return result
 
 
@@ -490,11 +493,10 @@ class MemberTrial(PointTrial):
               'exit_reason': 'budget_reached', 'ended': time.time(),
               'failed_node': None, 'exploit_dropped': True,
               'actor_steps': member_steps(self._run_dir), 'done': True}
-    if self._slot is None:
-      if context.through:  # Its own slot, shared with other members'.
-        self._slot = context.slots[context.member_slots[self._name]]
-      else:
-        self._slot, self._lock_fd = _take_slot(context)
+    if context.through:  # Its slot, held by no lock: it may be shared.
+      self._slot = context.slots[context.member_slots[self._name]]
+    elif self._lock_fd < 0:
+      self._slot, self._lock_fd = _take_slot(context)
     staged = apply_staged_exploit(self._run_dir)
     if staged is not None:
       self._values = dict(staged['values'])

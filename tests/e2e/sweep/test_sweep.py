@@ -458,30 +458,33 @@ def test_dry_run_prints_points_and_slots_and_starts_nothing(workdir, tmp_path):
   assert os.listdir(workdir) == []
 
 
-@pytest.mark.parametrize('args, expected', [
-    # On the cores: every member at once (sharing the slots' cores where
-    # they outnumber them).
-    ([], '3 at once'),
-    (['--max_concurrent=3'], '3 at once'),
+@pytest.mark.parametrize('members, args, at_once', [
+    # A slot each on this host's cores: every member at once, through.
+    (2, [], min(2, len(CORES))),
+    (3, [], min(3, len(CORES))),
+    # Every member at once when asked, on fewer cores: they share them.
+    (3, ['--max_concurrent=3'], 3),
     # Fewer at once than members: they take turns.
-    (['--max_concurrent=1'], '1 at once'),
-    (['--gpu_inventory=ONE_GPU'], '1 at once'),
+    (2, ['--max_concurrent=1'], 1),
+    (2, ['--gpu_inventory=ONE_GPU'], 1),
 ])
 def test_a_populations_dry_run_says_whether_its_members_run_at_once(
-    workdir, tmp_path, args, expected):
+    workdir, tmp_path, members, args, at_once):
   args = [a.replace('ONE_GPU', _one_gpu_inventory(tmp_path)) for a in args]
-  result = run_launcher('--config=smoke', '--sweep=ppo.learning_rate=1e-4,3e-4,1e-3',
+  rates = ','.join(['1e-4', '3e-4', '1e-3'][:members])
+  result = run_launcher('--config=smoke', f'--sweep=ppo.learning_rate={rates}',
                         '--sweep_scheduler=pbt', '--dry_run', *args,
                         f'--workdir={workdir}', '--run_name=dry')
   assert result.returncode == 0, result.stderr
   first = result.stdout.splitlines()[0]
-  assert f'3 to run, {expected}' in first, first
-  if expected == '3 at once' and len(CORES) < 3:
-    assert f'(every member; {len(CORES)} slot' in first, first
+  assert f'{members} to run, {at_once} at once' in first, first
+  shared = at_once == members > len(CORES)
+  assert (f'(every member; {len(CORES)} slot' in first) == shared, first
+  through = at_once == members
   assert (('each member runs through, started again only to copy' in first)
-          == expected.startswith('3 at once')), first
+          == through), first
   assert ('the members take turns, a segment at a time' in first) == (
-      expected == '1 at once'), first
+      not through), first
   assert os.listdir(workdir) == []
 
 
