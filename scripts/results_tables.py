@@ -377,9 +377,7 @@ def population_pbt(matrices: Dict[str, dict]) -> List[str]:
         f'{fmt(min(random["finals"]))} / {fmt(min(pbt["finals"]))}',
         str(pbt['exploits']),
         f'{fmt(random["wall_seconds"])} / {fmt(pbt["wall_seconds"])} s '
-        f'({fmt(100 * pbt["wall_seconds"] / random["wall_seconds"])}%)',
-        f'{fmt(random["memory_peak_gib"], 1)} / '
-        f'{fmt(pbt["memory_peak_gib"], 1)} GiB'])
+        f'({fmt(100 * pbt["wall_seconds"] / random["wall_seconds"])}%)'])
   return _table(['sweep seed', 'random search: best final return (its '
                  'setting)', 'population: best final return (the member, '
                  'by the point it started from)',
@@ -387,13 +385,12 @@ def population_pbt(matrices: Dict[str, dict]) -> List[str]:
                  'random search: IQM of the 8 [95% interval]',
                  'population: IQM of the 8 [95% interval]',
                  'lowest final return: random / population', 'exploits',
-                 'wall time: random / population',
-                 'memory at peak: random / population'], rows)
+                 'wall time: random / population'], rows)
 
 
 def population_asha(matrices: Dict[str, dict]) -> List[str]:
   """bench/population.py: random search of 16 in full and under ASHA."""
-  full, early = matrices['asha_study']['asha']
+  full, early = matrices['population_study']['asha']
   rows = [[label, fmt(row['best_return']),
            _estimate(stats.interval_estimates(row['finals'])['iqm'], 0),
            str(row['stopped_early']),
@@ -421,7 +418,7 @@ TABLES: Dict[str, tuple] = {
     'minatar_r2d2': (('minatar_r2d2',), minatar_r2d2),
     'atari_pong_dqn_cpu': (('atari_pong_dqn_cpu',), atari_pong_dqn_cpu),
     'population_pbt': (('population_study',), population_pbt),
-    'population_asha': (('asha_study',), population_asha),
+    'population_asha': (('population_study',), population_asha),
 }
 
 
