@@ -388,6 +388,23 @@ def population_pbt(matrices: Dict[str, dict]) -> List[str]:
                  'wall time: random / population'], rows)
 
 
+def population_sharing(matrices: Dict[str, dict]) -> List[str]:
+  """Random search of 8 against a population of the same 8 draws whose
+  members share the cores (one repetition)."""
+  [(random, pbt)] = matrices['population_sharing']['repetitions']
+  rows = [[label, fmt(row['best_return']),
+           _estimate(stats.interval_estimates(row['finals'])['iqm'], 0),
+           fmt(min(row['finals'])), str(row.get('exploits', '-')),
+           f'{fmt(row["wall_seconds"])} s{extra}']
+          for label, row, extra in (
+              ('random search of 8, two at a time', random, ''),
+              ('population of 8, all at once on 2 cores', pbt,
+               f' ({fmt(100 * pbt["wall_seconds"] / random["wall_seconds"])}%)'))]
+  return _table(['sweep seed 0', 'best final return',
+                 'IQM of the 8 [95% interval]', 'lowest final return',
+                 'exploits', 'wall time'], rows)
+
+
 def population_asha(matrices: Dict[str, dict]) -> List[str]:
   """bench/population.py: random search of 16 in full and under ASHA."""
   full, early = matrices['population_study']['asha']
@@ -418,6 +435,7 @@ TABLES: Dict[str, tuple] = {
     'minatar_r2d2': (('minatar_r2d2',), minatar_r2d2),
     'atari_pong_dqn_cpu': (('atari_pong_dqn_cpu',), atari_pong_dqn_cpu),
     'population_pbt': (('population_study',), population_pbt),
+    'population_sharing': (('population_sharing',), population_sharing),
     'population_asha': (('population_study',), population_asha),
 }
 
