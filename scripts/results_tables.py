@@ -407,7 +407,7 @@ def population_sharing(matrices: Dict[str, dict]) -> List[str]:
 
 def population_asha(matrices: Dict[str, dict]) -> List[str]:
   """bench/population.py: random search of 16 in full and under ASHA."""
-  full, early = matrices['population_study']['asha']
+  full, early = matrices['asha_study']['asha']
   rows = [[label, fmt(row['best_return']),
            _estimate(stats.interval_estimates(row['finals'])['iqm'], 0),
            str(row['stopped_early']),
@@ -436,7 +436,7 @@ TABLES: Dict[str, tuple] = {
     'atari_pong_dqn_cpu': (('atari_pong_dqn_cpu',), atari_pong_dqn_cpu),
     'population_pbt': (('population_study',), population_pbt),
     'population_sharing': (('population_sharing',), population_sharing),
-    'population_asha': (('population_study',), population_asha),
+    'population_asha': (('asha_study',), population_asha),
 }
 
 
