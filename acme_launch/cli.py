@@ -104,7 +104,7 @@ def _sweep_options(options: options_lib.Options):
       asha_grace_steps=options.asha_grace_steps,
       asha_reduction=options.asha_reduction,
       pbt_interval_steps=options.pbt_interval_steps,
-      pbt_quantile=options.pbt_quantile,
+      pbt_quantile=options.pbt_quantile, pbt_freeze=options.pbt_freeze,
       trial_retries=options.trial_retries,
       # Its points get --tracking_uri in their environment (_sweep_main).
       base_argv=tuple(options_lib.argv_without(

@@ -12,8 +12,9 @@
 
 Everything runs in this one invocation, one sweep at a time, each through
 `launch.py` as a user runs it, --max_concurrent programs at once (default:
-two on a 2-core host; a population of more members than that takes
-turns, unless --pbt_max_concurrent asks for every member at once):
+two on a 2-core host; the members of a larger population take turns on
+the slots, each frozen at a boundary until the comparison, unless
+--pbt_max_concurrent asks for every member at once):
   1. --repetitions times (sweep seeds 0, 1, ...): random search of
      --members points over --space (`--sweep_samples`), then a population
      of the same --members draws (`--sweep_scheduler=pbt`, the same sweep
@@ -29,7 +30,7 @@ IQM of the final returns, the actor steps of all its programs together, and
 the wall time from launch to the sweep's table, the most memory the host
 gave it; then the comparisons the goals ask for: the population's best
 against random search's in each repetition, its wall time over random
-search's (the same programs, plus the population's stops and starts), and
+search's (the same programs, plus the population's waits and copies), and
 ASHA's best and steps against
 the full search's. Flags after `--` go to every sweep. The figures are also
 written to OUT/population.json, the sweep directories under OUT/population/.

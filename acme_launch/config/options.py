@@ -244,7 +244,17 @@ def _define(fv: flags.FlagValues,
       'pbt_quantile', lambda v: v is None or 0 < v <= 0.5,
       message='--pbt_quantile must be a fraction above 0 and at most 0.5',
       flag_values=fv)
-  _only_with_scheduler('pbt', ('pbt_interval_steps', 'pbt_quantile'), fv)
+  flags.DEFINE_boolean(
+      'pbt_freeze', None, 'With --sweep_scheduler=pbt on this host: a '
+      'member\'s program waits at a boundary frozen (SIGSTOP), in memory, '
+      'its slot given to the next member, and goes on after the comparison '
+      '(default: true; every member\'s program is held in memory at once). '
+      '--nopbt_freeze: the members take turns a segment at a time, each '
+      'stopping at a boundary with its checkpoints saved and starting again '
+      'after it, for programs too large to hold all at once.',
+      flag_values=fv)
+  _only_with_scheduler('pbt', ('pbt_interval_steps', 'pbt_quantile',
+                               'pbt_freeze'), fv)
   flags.register_multi_flags_validator(
       ['trial_retries', 'sweep'], lambda f: not f['trial_retries'] or
       bool(f['sweep']), message='--trial_retries goes with --sweep (a single '
@@ -292,7 +302,7 @@ def _only_with_scheduler(scheduler: str, names: Tuple[str, ...],
       ['sweep_scheduler', *names],
       lambda f: f['sweep_scheduler'] == scheduler or all(
           f[n] is None for n in names),
-      message=f'--{names[0]} and --{names[1]} go with '
+      message=f'--{", --".join(names[:-1])} and --{names[-1]} go with '
       f'--sweep_scheduler={scheduler}', flag_values=fv)
 
 
@@ -302,7 +312,8 @@ _define(flags.FLAGS)  # The launcher's own command line.
 # Flags of the sweep launcher itself, not handed to the programs of a sweep.
 SWEEP_ONLY_FLAGS = ('sweep', 'sweep_samples', 'sweep_seed', 'max_concurrent',
                     'sweep_scheduler', 'asha_grace_steps', 'asha_reduction',
-                    'pbt_interval_steps', 'pbt_quantile', 'trial_retries',
+                    'pbt_interval_steps', 'pbt_quantile', 'pbt_freeze',
+                    'trial_retries',
                     'workdir', 'run_name', 'resume', 'dry_run')
 
 
@@ -348,6 +359,7 @@ class Options:
   asha_reduction: int = 0        # 0: 3.
   pbt_interval_steps: int = 0    # 0: the budget / 4.
   pbt_quantile: float = 0.0      # 0: 0.25.
+  pbt_freeze: bool = True
   trial_retries: int = 0
   compilation_cache: str = ''    # '': the default folder; 'none': off.
   # --tracking's names as given (checked by prepare: tracking.check_choice).
@@ -392,6 +404,7 @@ def read(argv: Optional[List[str]] = None,
       asha_reduction=value('asha_reduction') or 0,
       pbt_interval_steps=value('pbt_interval_steps') or 0,
       pbt_quantile=value('pbt_quantile') or 0.0,
+      pbt_freeze=value('pbt_freeze') is not False,
       compilation_cache=value('compilation_cache').strip(),
       tracking=tuple(n.strip() for n in value('tracking') if n.strip()),
       tracking_uri=value('tracking_uri').strip(),

@@ -26,6 +26,7 @@ class SweepOptions:
   asha_reduction: int = 0         # 0: 3.
   pbt_interval_steps: int = 0     # 0: the budget / 4.
   pbt_quantile: float = 0.0       # 0: 0.25.
+  pbt_freeze: bool = True         # Members frozen between turns (freeze.py).
   trial_retries: int = 0          # A failed program starts again N times.
   # The MLflow URI its points track to (their MLFLOW_TRACKING_URI), with
   # any credentials: sweep.json keeps it masked (credentials.py).

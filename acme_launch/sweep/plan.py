@@ -92,6 +92,7 @@ def prepare(options: SweepOptions,
           fields, ranges, min(p.max_actor_steps for p in points),
           int(config.get('eval_every_steps') or 0) if config else 0,
           options.pbt_interval_steps, options.pbt_quantile)
+      record['scheduler']['freeze'] = options.pbt_freeze
     elif options.scheduler == 'asha':
       record['scheduler'] = schedulers.asha_settings(
           min(p.max_actor_steps for p in points),
@@ -121,6 +122,10 @@ def prepare(options: SweepOptions,
                                uses_gpus)
   if pbt:
     record['members_at_once'] = shared or count >= len(todo)
+    # Frozen between turns unless asked not to, or GPUs would stay held by
+    # a frozen program while another member's takes its slot.
+    record['members_frozen'] = record['scheduler'].get('freeze', True) and (
+        not uses_gpus or count >= len(todo))
   slots = make_slots(count, cores, gpus, uses_gpus)
   smallest = min(slots, key=lambda s: (len(s.cores), len(s.gpus)))
   seen_from = slot_view(smallest, record.get('cwd'))
@@ -187,8 +192,7 @@ def describe_scheduler(record: Dict[str, Any]) -> str:
   if not settings:
     return ''
   if population.is_population(record):
-    return population.describe(settings,
-                               bool(record.get('members_at_once')))
+    return population.describe(settings, population.how_members_run(record))
   rungs = ', '.join(f'{r:,}' for r in settings['rungs'])
   return (f', ASHA early stopping (rungs at {rungs} actor steps, keeping '
           f'the best 1/{settings["reduction"]})')

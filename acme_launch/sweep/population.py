@@ -204,18 +204,32 @@ def clip(values: Dict[str, Any],
   return clipped
 
 
-THROUGH = 'each member runs through, started again only to copy'
-TURNS = 'the members take turns, a segment at a time'
+HOW = {
+    'through': 'each member runs through, started again only to copy',
+    'frozen': ('each member runs through, frozen at a boundary until the '
+               'comparison; started again only to copy'),
+    'frozen turns': ('the members take turns on the slots, each frozen at a '
+                     'boundary and thawed on a free slot after the '
+                     'comparison; started again only to copy'),
+    'turns': 'the members take turns, a segment at a time, stopped at each',
+}
 
 
-def describe(settings_: Dict[str, Any], through: bool) -> str:
+def how_members_run(record: Dict[str, Any]) -> str:
+  """A key of HOW, from the plan's choice in sweep.json."""
+  at_once = bool(record.get('members_at_once'))
+  if record.get('members_frozen'):
+    return 'frozen' if at_once else 'frozen turns'
+  return 'through' if at_once else 'turns'
+
+
+def describe(settings_: Dict[str, Any], how: str) -> str:
   """', population-based training: compared at N, M actor steps, ...'."""
   steps = ', '.join(f'{b:,}' for b in settings_['boundaries'])
   return (f', population-based training (compared at {steps} actor steps; '
           f'the worst {settings_["quantile"]:.0%} copy the best '
           f'{settings_["quantile"]:.0%} and perturb '
-          f'{", ".join(settings_["space"])}; '
-          f'{THROUGH if through else TURNS})')
+          f'{", ".join(settings_["space"])}; {HOW[how]})')
 
 
 def describe_change(before: Dict[str, Any], after: Dict[str, Any]) -> str:
@@ -229,7 +243,8 @@ def describe_change(before: Dict[str, Any], after: Dict[str, Any]) -> str:
 
 def make(settings_: Dict[str, Any], on_exploit: Callable[..., None],
          on_sync: Callable[[int], None] = lambda steps: None,
-         through: bool = False, compared: int = 0):
+         through: bool = False, compared: int = 0,
+         on_compared: Callable[[int], None] = lambda steps: None):
   """Tune's PopulationBasedTraining for sweep.json's `scheduler`, telling
   `on_sync(actor steps)` of each boundary at which it compares the
   population, before `on_exploit(member trial id, copied trial id, actor
@@ -238,7 +253,9 @@ def make(settings_: Dict[str, Any], on_exploit: Callable[..., None],
   members' programs run on while the others reach a boundary
   (trials.MemberTrial), where Tune's synchronous mode would pause them.
   `compared`: the last boundary at which a resumed population was
-  compared; the next comparison is at the one after it."""
+  compared; the next comparison is at the one after it. `on_compared(actor
+  steps)` once the comparison there is over, each of its exploits told
+  (the members waiting there go on)."""
   from ray import tune
   from ray.tune.experiment import Trial
   from ray.tune.schedulers import PopulationBasedTraining
@@ -259,6 +276,7 @@ def make(settings_: Dict[str, Any], on_exploit: Callable[..., None],
       action = super().on_trial_result(tune_controller, trial, result)
       if self._next_perturbation_sync != boundary:
         self._tell_sync(boundary)
+        on_compared(int(boundary))
       if (through and action == TrialScheduler.PAUSE and
           trial.status != Trial.PAUSED):
         return TrialScheduler.CONTINUE  # It waits running, not stopped.

@@ -98,6 +98,8 @@ def _reporter_class():
         if result.get('boundary'):  # A member running through reached one.
           self._boundary(name, result['segment_steps'],
                          result['segment_return'], result['values'])
+        if result.get('frozen') or result.get('thawed'):
+          self._frozen(name, result)
       elif event == 'segment':
         self._segment_ended(name, result)
       elif event == 'ended':
@@ -207,13 +209,29 @@ def _reporter_class():
       print(f'acme-launch: sweep: {name} reached {steps:,} actor steps: '
             f'return {value:.1f}', flush=True)
 
-    def compared(self, control: str, steps: int) -> None:
+    def _frozen(self, name: str, result: Dict[str, Any]) -> None:
+      """A member frozen at a boundary, or thawed after the comparison:
+      in its launch's `frozen` ([frozen at, actor steps, boundary, thawed
+      at, actor steps then, the slot it runs on after])."""
+      # (Not running any more: it copies another, told by the comparison
+      # its freeze completed, before this result.)
+      launch = self._running.get(name) or self._entries[name]['launches'][-1]
+      spans = launch.setdefault('frozen', [])
+      if result.get('frozen'):
+        spans.append({'at': result['frozen'],
+                      'actor_steps': result['frozen_steps'],
+                      'boundary': result['segment_steps']})
+      if result.get('thawed') and spans and 'thawed' not in spans[-1]:
+        spans[-1].update(thawed=result['thawed'],
+                         thawed_steps=result['thawed_steps'],
+                         slot=result['slot'])
+      self._save()
+
+    def compared(self, steps: int) -> None:
       """The population is compared at `steps`: recorded (a --resume
-      compares at the next boundary), and told to the members."""
-      from acme_launch.sweep import trials
+      compares at the next boundary)."""
       self._record.setdefault('population', {})['compared'] = steps
       self._save()
-      trials.write_synced(control, steps)
 
     def exploited(self, member_id: str, donor_id: str, at_steps: int,
                   scores: Tuple[float, float], before: Dict[str, Any],
@@ -365,8 +383,11 @@ def _fit(options: SweepOptions, record: Dict[str, Any],
   """Tune's run of the points, on the sweep's own Ray instance."""
   from ray import tune
   from acme_launch.sweep import trials
-  # Members running through hold a trial each at once, on the slots.
-  at_once = len(todo) if record.get('members_at_once') else len(slots)
+  # Members running through (or frozen between turns) hold a trial each at
+  # once, on the slots.
+  through = bool(record.get('members_at_once') or
+                 record.get('members_frozen'))
+  at_once = len(todo) if through else len(slots)
   with local_ray.started(at_once) as instance:
     print(f'acme-launch: sweep: Ray Tune on a local Ray instance, closed to '
           f'other users (started in {instance.start_seconds:.1f} s)',
@@ -379,7 +400,6 @@ def _fit(options: SweepOptions, record: Dict[str, Any],
                                  options.progress_every, stop)
     settings = record.get('scheduler') or {}
     points = {p.name: p for p, _ in todo}
-    through = bool(record.get('members_at_once'))
     common = dict(
         sweep_dir=options.sweep_dir, control=instance.folder,
         cwd=record.get('cwd') or '', env=dict(os.environ),
@@ -402,14 +422,20 @@ def _fit(options: SweepOptions, record: Dict[str, Any],
                 for n, p in points.items()},
           interval_steps=int(settings['interval_steps']),
           budget={n: p.max_actor_steps for n, p in points.items()},
-          through=through,
-          member_slots={n: i % len(slots) for i, n in enumerate(points)},
+          through=through, freeze=bool(record.get('members_frozen')),
+          # Each member on its own slot, or sharing one; else a member
+          # takes a free slot for each turn.
+          member_slots=({n: i % len(slots) for i, n in enumerate(points)}
+                        if record.get('members_at_once') else {}),
           **common)
       compared = int(record.get('population', {}).get('compared') or 0)
       trials.write_synced(instance.folder, compared)
       scheduler = population.make(
           settings, reporter.exploited, through=through, compared=compared,
-          on_sync=lambda steps: reporter.compared(instance.folder, steps))
+          on_sync=reporter.compared,
+          # Told to the members once each exploit there is staged.
+          on_compared=lambda steps: trials.write_synced(instance.folder,
+                                                        steps))
       # Its advice to reuse trial workers: a member's segment starts a
       # whole program, against which a worker's start is small.
       warnings.filterwarnings('ignore', message='Consider boosting PBT')

@@ -50,6 +50,7 @@ from acme_launch import credentials
 from acme_launch import layout
 from acme_launch import paths
 from acme_launch import safe_dirs
+from acme_launch.sweep import freeze as freeze_lib
 from acme_launch.sweep.slots import Slot, describe_slot
 
 # A point's launcher: `python -m acme_launch`, which works from a checkout
@@ -84,6 +85,10 @@ class TrialContext:
   budget: Dict[str, int] = dataclasses.field(default_factory=dict)
   through: bool = False
   member_slots: Dict[str, int] = dataclasses.field(default_factory=dict)
+  # Through, frozen at each boundary until the comparison (freeze.py); with
+  # no `member_slots`, a member takes a free slot for each turn and gives
+  # it up when frozen.
+  freeze: bool = False
 
 
 def where_flags(sweep_dir: str, name: str) -> Tuple[bool, List[str]]:
@@ -137,15 +142,23 @@ def _child_preexec(cores: Tuple[int, ...]):
 def _take_slot(context: TrialContext) -> Tuple[Slot, int]:
   """A free slot and the descriptor of its held lock."""
   while True:
-    for slot in context.slots:
-      fd = os.open(os.path.join(context.control, f'slot-{slot.index}.lock'),
-                   os.O_RDWR | os.O_CREAT, 0o600)
-      try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return slot, fd
-      except BlockingIOError:
-        os.close(fd)
+    taken = _try_slot(context)
+    if taken is not None:
+      return taken
     time.sleep(0.2)  # The last holder's trial is still ending.
+
+
+def _try_slot(context: TrialContext) -> Optional[Tuple[Slot, int]]:
+  """A free slot and the descriptor of its held lock, or None."""
+  for slot in context.slots:
+    fd = os.open(os.path.join(context.control, f'slot-{slot.index}.lock'),
+                 os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      return slot, fd
+    except BlockingIOError:
+      os.close(fd)
+  return None
 
 
 def end_reason(run_dir: str, started: float, code: int
@@ -450,6 +463,8 @@ class MemberTrial(PointTrial):
     self._segment_end = 0
     self._reported = 0
     self._copied_from: Optional[Dict[str, Any]] = None
+    self._frozen: Optional[List[int]] = None  # Its program's stopped pids.
+    self._frozen_slot = None
     staged = staged_exploit(self._run_dir)
     if staged is not None:  # Decided before a --resume: its values.
       self._values = dict(staged['values'])
@@ -458,11 +473,19 @@ class MemberTrial(PointTrial):
     if self._popen is None:
       if read_stop(self._context.control):
         return {'event': 'not_started', 'point': self._name, 'done': True}
+      if self._takes_turns() and not self._wait_for_slot():
+        return self._waiting_result()
       return self._start_member()
+    if self._frozen is not None:
+      return self._frozen_result()
     code = self._wait()
     if self._context.through:
-      return self._boundary_result() if code is None else self._ended_result(
-          code)
+      if code is not None:
+        return self._ended_result(code)
+      result = self._boundary_result()
+      if result.get('boundary') and self._context.freeze:
+        self._freeze(result)
+      return result
     if code is None:
       return self._progress_result()
     budget = self._context.budget[self._name]
@@ -493,7 +516,7 @@ class MemberTrial(PointTrial):
               'exit_reason': 'budget_reached', 'ended': time.time(),
               'failed_node': None, 'exploit_dropped': True,
               'actor_steps': member_steps(self._run_dir), 'done': True}
-    if context.through:  # Its slot, held by no lock: it may be shared.
+    if context.member_slots:  # Its slot, held by no lock: it may be shared.
       self._slot = context.slots[context.member_slots[self._name]]
     elif self._lock_fd < 0:
       self._slot, self._lock_fd = _take_slot(context)
@@ -537,11 +560,102 @@ class MemberTrial(PointTrial):
       result.update(boundary=True, values=dict(self._values))
     return result
 
+  # Frozen at a boundary (TrialContext.freeze) ----------------------------
+
+  def _takes_turns(self) -> bool:
+    """Whether it takes a free slot for each turn (fewer than members)."""
+    return self._context.freeze and not self._context.member_slots
+
+  def _wait_for_slot(self) -> bool:
+    """Whether it holds a slot, waiting a report's period for one."""
+    deadline = time.time() + self._context.report_seconds
+    while self._lock_fd < 0:
+      taken = _try_slot(self._context)
+      if taken is not None:
+        self._slot, self._lock_fd = taken
+        break
+      if time.time() >= deadline or read_stop(self._context.control):
+        return False
+      time.sleep(0.2)
+    return True
+
+  def _waiting_result(self) -> Dict[str, Any]:
+    """Nothing to report but that it waits for a slot (for Tune's PBT, at
+    the boundary compared last: no comparison for it yet)."""
+    return {'event': 'waiting', 'point': self._name,
+            'segment_steps': read_synced(self._context.control),
+            'segment_return': float('nan')}
+
+  def _freeze(self, result: Dict[str, Any]) -> None:
+    """At a boundary: its program stopped where it is, its slot given up
+    when it takes turns."""
+    self._frozen = freeze_lib.stop(self._popen.pid)
+    self._frozen_slot = self._slot
+    steps = int(run_progress(self._run_dir).get('actor_steps', 0))
+    result.update(frozen=time.time(), frozen_steps=steps)
+    if self._takes_turns():
+      os.close(self._lock_fd)
+      self._lock_fd = -1
+    self._log.write(f'acme-launch sweep: frozen at {steps:,} actor steps '
+                    f'(boundary {result["segment_steps"]:,}) until the '
+                    'population is compared there\n')
+    self._log.flush()
+
+  def _frozen_result(self) -> Dict[str, Any]:
+    """Frozen until the population compared its boundary, then thawed on
+    the slot it takes (a member that copies another stays frozen: Tune
+    stops it). A stop of the sweep thaws it, and passes the signal on."""
+    context = self._context
+    deadline = time.time() + context.report_seconds
+    while True:
+      if read_stop(context.control):
+        self._thaw()
+        code = self._wait()
+        return (self._boundary_result() if code is None else
+                self._ended_result(code))
+      if (read_synced(context.control) >= self._reported and
+          staged_exploit(self._run_dir) is None and
+          (not self._takes_turns() or self._wait_for_slot())):
+        self._thaw()
+        return {**self._boundary_result(), 'thawed': time.time(),
+                'slot': self._slot.index, 'cores': list(self._slot.cores),
+                'thawed_steps': int(run_progress(self._run_dir).get(
+                    'actor_steps', 0))}
+      if time.time() >= deadline:
+        return self._boundary_result()
+      time.sleep(0.2)
+
+  def _thaw(self) -> None:
+    """Its program running again, on its slot's cores."""
+    pids, self._frozen = self._frozen, None
+    if pids is None:
+      return
+    if self._slot is not self._frozen_slot:
+      freeze_lib.move(pids, self._frozen_slot.cores, self._slot.cores)
+    freeze_lib.cont(pids)
+    self._log.write(f'acme-launch sweep: thawed ({describe_slot(self._slot)})'
+                    '\n')
+    self._log.flush()
+
+  def cleanup(self) -> None:
+    if self._frozen is not None:  # Stopped as a running program is.
+      freeze_lib.cont(self._frozen)
+      self._frozen = None
+    super().cleanup()
+
   def save_checkpoint(self, checkpoint_dir: str) -> None:
     """The member's learner checkpoint: as its program left it at the end
-    of its last segment, or, while its program runs, a save made now."""
+    of its last segment, or, while its program runs (or is frozen: thawed
+    for the save), a save made now."""
     if self._popen is not None and self._popen.poll() is None:
-      self._save_learner_now()
+      if self._frozen is not None:
+        freeze_lib.cont(self._frozen)
+        try:
+          self._save_learner_now()
+        finally:
+          self._frozen = freeze_lib.stop(self._popen.pid)
+      else:
+        self._save_learner_now()
     learner = learner_checkpoints(self._run_dir)
     for attempt in range(3):
       if not os.path.isdir(learner):

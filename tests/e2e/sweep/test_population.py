@@ -1,6 +1,7 @@
 """--sweep_scheduler=pbt: a population of two on a task any learner improves
-on at once (tests/bandit_env.py), each member's program running through.
-The member whose learning rate is 0 cannot learn; at the comparison it
+on at once (tests/bandit_env.py), taking turns on one slot: each member's
+program runs through, frozen at the boundary (freeze.py) while the other
+runs. The member whose learning rate is 0 cannot learn; at the comparison it
 copies the other's learner checkpoint, and its next evaluations are the
 other's, not its own. The launcher is killed (kill -9) as the comparison
 is recorded and --resume finishes the population, the copy included; the
@@ -22,10 +23,6 @@ from tests.conftest import (REPO_ROOT, alive, killed_on_exit, read_json,
                             run_launcher, start_launcher, wait_for)
 
 LEARNER, FROZEN = 'ppo.learning_rate=0.003', 'ppo.learning_rate=0.0'
-
-needs_two_cores = pytest.mark.skipif(
-    len(os.sched_getaffinity(0)) < 2, reason='two members at once')
-
 
 def _launches(sweep_dir: str) -> dict:
   try:
@@ -98,19 +95,18 @@ def _exploits(sweep_dir: str) -> list:
   return record.get('population', {}).get('exploits', [])
 
 
-@needs_two_cores
 def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
     workdir, request):
   sweep_dir = os.path.join(workdir, 'pbt')
   launcher = start_launcher(
-      *bandit_env.SWEEP_FLAGS, '--max_concurrent=2',
+      *bandit_env.SWEEP_FLAGS, '--max_concurrent=1',
       '--sweep_scheduler=pbt', '--pbt_interval_steps=4000',
       '--config.max_actor_steps=8000', f'--workdir={workdir}',
       '--run_name=pbt')
   attacks = []
   with killed_on_exit(launcher):
     if not other_user.why_not():
-      # Another user, once both members' programs run.
+      # Another user, once both members' programs run (one frozen).
       wait_for(lambda: _programs_running(sweep_dir), 300,
                'both first programs')
       base = other_user.shared_folder()
@@ -126,9 +122,20 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
     stdout, _ = launcher.communicate(timeout=60)
   # Ray's processes, the trials and the child launchers die with it.
   wait_for(lambda: not alive(launchers), 30, 'child launchers to die')
-  assert ('population-based training (compared at 4,000 actor steps; the '
-          'worst 25% copy the best 25% and perturb ppo.learning_rate; each '
-          'member runs through, started again only to copy)' in stdout)
+  assert ('2 to run, 1 at once, population-based training (compared at '
+          '4,000 actor steps; the worst 25% copy the best 25% and perturb '
+          'ppo.learning_rate; the members take turns on the slots, each '
+          'frozen at a boundary and thawed on a free slot after the '
+          'comparison; started again only to copy)' in stdout)
+  # One slot: the second member's program started once the first's was
+  # frozen at the boundary, its actor steps past it.
+  entries = {p['name']: p for p in read_json(
+      os.path.join(sweep_dir, 'sweep.json'))['points']}
+  first, second = sorted((entries[n]['launches'][0] for n in entries),
+                         key=lambda l: l['started'])
+  [frozen_at, *_] = first['frozen']
+  assert frozen_at['boundary'] == 4000 and frozen_at['actor_steps'] >= 4000
+  assert second['started'] >= frozen_at['at']
   if attacks:
     *probes, join = _attack_found(attacks)
     assert probes and all(p['uid'] == other_user.NOBODY for p in probes)

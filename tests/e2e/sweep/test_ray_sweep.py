@@ -54,8 +54,11 @@ def test_a_population_on_the_cluster_runs_two_members_at_once_and_one_copies(
   result = _sweep(cluster, workdir, '--sweep=ppo.learning_rate=0.003,0.0',
                   '--config.env_name=tests.bandit_env:PushBandit-v0',
                   '--config.env_max_episode_steps=10',
-                  '--sweep_scheduler=pbt', '--pbt_interval_steps=3000',
-                  '--run_name=population', '--config.max_actor_steps=6000',
+                  # A boundary far enough from the budget that a member
+                  # whose program started late on the cluster reaches it
+                  # before the other ends.
+                  '--sweep_scheduler=pbt', '--pbt_interval_steps=8000',
+                  '--run_name=population', '--config.max_actor_steps=16000',
                   '--progress_every=5', timeout=600)
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   sweep_dir = os.path.join(workdir, 'population')
@@ -78,7 +81,7 @@ def test_a_population_on_the_cluster_runs_two_members_at_once_and_one_copies(
     run_dir = os.path.join(sweep_dir, point)
     summary = read_json(os.path.join(run_dir, 'summary.json'))
     assert summary['exit_reason'] == 'budget_reached', point
-    assert summary['actor_steps'] >= 6000
+    assert summary['actor_steps'] >= 16000
     records = node_records(run_dir)
     assert len(records) == 5, sorted(records)
     hosts_of[point] = [r['bind_address'] for r in records.values()]

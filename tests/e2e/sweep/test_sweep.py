@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from acme_launch.sweep import population
 from acme_launch.sweep import points as sweep_points
 from acme_launch.sweep import sample as sweep_sample
 from acme_launch.testing.launcher import launch_command
@@ -409,7 +410,8 @@ def _one_gpu_inventory(tmp_path, count: int = 1) -> str:
     # Population-based training (--sweep_scheduler=pbt).
     (['--trial_retries=1'], '--trial_retries goes with --sweep'),
     (['--sweep=seed=0,1', '--pbt_quantile=0.25'],
-     '--pbt_interval_steps and --pbt_quantile go with --sweep_scheduler=pbt'),
+     '--pbt_interval_steps, --pbt_quantile and --pbt_freeze go with '
+     '--sweep_scheduler=pbt'),
     (['--sweep=ppo.learning_rate=3e-4', '--sweep_scheduler=pbt'],
      'a population of 1 member; it needs at least 2'),
     (['--sweep=network.policy_layers=(8,8),(16,16)', '--sweep_scheduler=pbt'],
@@ -458,18 +460,23 @@ def test_dry_run_prints_points_and_slots_and_starts_nothing(workdir, tmp_path):
   assert os.listdir(workdir) == []
 
 
-@pytest.mark.parametrize('members, args, at_once', [
-    # A slot each on this host's cores: every member at once, through.
-    (2, [], min(2, len(CORES))),
-    (3, [], min(3, len(CORES))),
+@pytest.mark.parametrize('members, args, at_once, how', [
+    # A slot each on this host's cores: every member at once, frozen at a
+    # boundary until the comparison; on fewer cores, turns on the slots.
+    (2, [], min(2, len(CORES)), 'frozen' if len(CORES) >= 2 else
+     'frozen turns'),
+    (3, [], min(3, len(CORES)), 'frozen' if len(CORES) >= 3 else
+     'frozen turns'),
     # Every member at once when asked, on fewer cores: they share them.
-    (3, ['--max_concurrent=3'], 3),
-    # Fewer at once than members: they take turns.
-    (2, ['--max_concurrent=1'], 1),
-    (2, ['--gpu_inventory=ONE_GPU'], 1),
+    (3, ['--max_concurrent=3'], 3, 'frozen'),
+    # Fewer at once than members: they take turns, frozen between them or,
+    # when asked (or a frozen program would hold a GPU), stopped.
+    (2, ['--max_concurrent=1'], 1, 'frozen turns'),
+    (2, ['--max_concurrent=1', '--nopbt_freeze'], 1, 'turns'),
+    (2, ['--gpu_inventory=ONE_GPU'], 1, 'turns'),
 ])
 def test_a_populations_dry_run_says_whether_its_members_run_at_once(
-    workdir, tmp_path, members, args, at_once):
+    workdir, tmp_path, members, args, at_once, how):
   args = [a.replace('ONE_GPU', _one_gpu_inventory(tmp_path)) for a in args]
   rates = ','.join(['1e-4', '3e-4', '1e-3'][:members])
   result = run_launcher('--config=smoke', f'--sweep=ppo.learning_rate={rates}',
@@ -480,11 +487,8 @@ def test_a_populations_dry_run_says_whether_its_members_run_at_once(
   assert f'{members} to run, {at_once} at once' in first, first
   shared = at_once == members > len(CORES)
   assert (f'(every member; {len(CORES)} slot' in first) == shared, first
-  through = at_once == members
-  assert (('each member runs through, started again only to copy' in first)
-          == through), first
-  assert ('the members take turns, a segment at a time' in first) == (
-      not through), first
+  assert first.endswith(f'; {population.HOW[how]}); sweep directory '
+                        f'{os.path.join(workdir, "dry")}'), first
   assert os.listdir(workdir) == []
 
 

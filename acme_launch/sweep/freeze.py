@@ -1,0 +1,110 @@
+"""A program held still between its turns on a slot (trials.MemberTrial).
+
+A population member's program is frozen at a boundary: its child launcher
+and every process under it (the fork server, the nodes, which run in
+sessions of their own) get SIGSTOP, so nothing of it runs and nothing it
+holds is lost: its replay, its learner, the compiled JAX functions. The
+slot's cores go to the next member. After the comparison it gets SIGCONT,
+on the slot it takes then: each of its threads is moved from the cores of
+its old slot to those of its new one, core for core (a node pinned to the
+second core of its slot stays on the second core of the new one).
+
+The tree is read from /proc (each process's parent), the launcher first:
+stopped, it starts no new node while the rest are found.
+"""
+
+import os
+import signal
+import time
+from typing import Dict, List, Sequence
+
+STOP_WAIT_SECONDS = 5.0
+
+
+def _parents() -> Dict[int, int]:
+  """pid -> parent pid of every process visible here."""
+  parents = {}
+  for entry in os.listdir('/proc'):
+    if not entry.isdigit():
+      continue
+    try:
+      with open(f'/proc/{entry}/stat') as f:
+        stat = f.read()
+    except OSError:
+      continue  # Ended meanwhile.
+    # The command name, in brackets, may hold spaces and brackets.
+    fields = stat[stat.rindex(')') + 2:].split()
+    parents[int(entry)] = int(fields[1])
+  return parents
+
+
+def tree(root: int) -> List[int]:
+  """`root` and every process under it, parents before children."""
+  children: Dict[int, List[int]] = {}
+  for pid, parent in _parents().items():
+    children.setdefault(parent, []).append(pid)
+  found, queue = [], [root]
+  while queue:
+    pid = queue.pop(0)
+    found.append(pid)
+    queue.extend(sorted(children.get(pid, ())))
+  return found
+
+
+def _state(pid: int) -> str:
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      stat = f.read()
+  except OSError:
+    return ''
+  return stat[stat.rindex(')') + 2:].split()[0]
+
+
+def _signal(pids: Sequence[int], signum: int) -> None:
+  for pid in pids:
+    try:
+      os.kill(pid, signum)
+    except ProcessLookupError:
+      pass
+
+
+def stop(root: int) -> List[int]:
+  """Stops `root`'s whole tree; its pids, each stopped (or ended) when
+  this returns."""
+  stopped: List[int] = []
+  while True:
+    more = [p for p in tree(root) if p not in stopped]
+    if not more:
+      break
+    _signal(more, signal.SIGSTOP)
+    stopped += more
+  deadline = time.time() + STOP_WAIT_SECONDS
+  while time.time() < deadline and any(
+      _state(p) not in ('T', 'Z', 'X', '') for p in stopped):
+    time.sleep(0.01)
+  return stopped
+
+
+def cont(pids: Sequence[int]) -> None:
+  """Lets a stopped tree run again, children first: the launcher last,
+  so that it finds its nodes running."""
+  _signal(list(reversed(pids)), signal.SIGCONT)
+
+
+def move(pids: Sequence[int], old: Sequence[int], new: Sequence[int]) -> None:
+  """Each thread of `pids` from the cores `old` to `new`, core for core
+  (both a slot's cores, as many); a core outside `old` stays."""
+  to = dict(zip(old, new))
+  if all(a == b for a, b in to.items()):
+    return
+  for pid in pids:
+    try:
+      threads = os.listdir(f'/proc/{pid}/task')
+    except OSError:
+      continue
+    for tid in map(int, threads):
+      try:
+        cores = os.sched_getaffinity(tid)
+        os.sched_setaffinity(tid, {to.get(c, c) for c in cores})
+      except OSError:
+        pass  # The thread ended.

@@ -1,0 +1,94 @@
+"""A process tree frozen, moved to other cores and thawed (freeze.py): a
+real parent with a child in a session of its own, as a launcher and its
+nodes are, each counting into a file."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from acme_launch.sweep import freeze
+from acme_launch.testing.launcher import wait_for
+
+# Counts into argv[1] ten times a second, on two threads; with argv[2],
+# first starts a copy of itself in a new session counting into that file.
+COUNTER = r'''
+import os, subprocess, sys, threading, time
+if len(sys.argv) > 2:
+  subprocess.Popen([sys.executable, __file__, sys.argv[2]],
+                   start_new_session=True)
+def count():
+  n = 0
+  while True:
+    n += 1
+    with open(sys.argv[1] + '.tmp', 'w') as f:
+      f.write(str(n))
+    os.replace(sys.argv[1] + '.tmp', sys.argv[1])
+    time.sleep(0.1)
+threading.Thread(target=count, daemon=True).start()
+while True:
+  time.sleep(1)
+'''
+
+
+def _count(path):
+  try:
+    with open(path) as f:
+      return int(f.read() or 0)
+  except FileNotFoundError:
+    return 0
+
+
+@pytest.fixture
+def launcher(tmp_path):
+  script = tmp_path / 'counter.py'
+  script.write_text(COUNTER)
+  parent, child = str(tmp_path / 'parent'), str(tmp_path / 'child')
+  popen = subprocess.Popen([sys.executable, str(script), parent, child],
+                           preexec_fn=lambda: os.sched_setaffinity(0, {0}))
+  try:
+    wait_for(lambda: _count(parent) > 2 and _count(child) > 2, 30,
+             'both processes counting')
+    yield popen, parent, child
+  finally:
+    for pid in freeze.tree(popen.pid):
+      try:
+        os.kill(pid, 9)
+      except ProcessLookupError:
+        pass
+    popen.wait()
+
+
+def test_the_whole_tree_stops_keeps_its_state_moves_and_goes_on(launcher):
+  popen, parent, child = launcher
+  pids = freeze.stop(popen.pid)
+  assert pids[0] == popen.pid and len(pids) == 2, pids
+  # Each process stopped (state T), every thread with it: nothing counts.
+  for pid in pids:
+    with open(f'/proc/{pid}/stat') as f:
+      assert f.read().rsplit(')', 1)[1].split()[0] == 'T'
+  counts = _count(parent), _count(child)
+  time.sleep(1.0)
+  assert (_count(parent), _count(child)) == counts
+  if len(os.sched_getaffinity(0)) >= 2:
+    other = sorted(os.sched_getaffinity(0) - {0})[0]
+    freeze.move(pids, (0,), (other,))
+    for pid in pids:
+      for tid in os.listdir(f'/proc/{pid}/task'):
+        assert os.sched_getaffinity(int(tid)) == {other}, (pid, tid)
+  freeze.cont(pids)
+  wait_for(lambda: _count(parent) > counts[0] + 2 and
+           _count(child) > counts[1] + 2, 30, 'both counting again')
+  assert popen.poll() is None
+
+
+def test_a_tree_that_ended_is_stopped_and_thawed_without_error(launcher):
+  popen, _, _ = launcher
+  pids = freeze.tree(popen.pid)
+  for pid in reversed(pids):
+    os.kill(pid, 9)
+  popen.wait()
+  freeze.cont(freeze.stop(popen.pid))
+  freeze.move(pids, (0,), (0,))
