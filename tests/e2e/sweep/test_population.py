@@ -16,7 +16,6 @@ import subprocess
 import sys
 
 import psutil
-import pytest
 
 from tests import bandit_env, other_user
 from tests.conftest import (REPO_ROOT, alive, killed_on_exit, read_json,
