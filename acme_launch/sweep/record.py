@@ -91,6 +91,34 @@ def point_state(sweep_dir: str, point: Point) -> str:
   return 'started' if os.path.isfile(layout.config_path(run_dir)) else 'new'
 
 
+def close_open_launches(sweep_dir: str, record: Dict[str, Any]) -> List[str]:
+  """Ends, from its run directory, each launch the record still has open
+  (the sweep launcher was killed before it heard how the program ended):
+  a summary.json written after the launch started says when and why. Such
+  a program may have reached its budget after the kill (it is not run
+  again). Returns the points whose launch was closed."""
+  closed = []
+  for entry in record['points']:
+    launch = entry['launches'][-1] if entry['launches'] else None
+    if launch is None or launch.get('ended') is not None:
+      continue
+    path = layout.summary_path(os.path.join(sweep_dir, entry['name']))
+    summary = layout.read_json(path, {})
+    try:
+      written = os.path.getmtime(path)
+    except OSError:
+      continue
+    if not isinstance(summary, dict) or written < launch['started']:
+      continue
+    reason = summary.get('exit_reason')
+    if reason == 'budget_reached' and 'segment_end' in launch:
+      reason = 'segment_end'  # A member's turn (population.py).
+    launch.update(ended=written, exit_code=summary.get('exit_code'),
+                  exit_reason=reason)
+    closed.append(entry['name'])
+  return closed
+
+
 def point_args(sweep_dir: str, record: Dict[str, Any], point: Point,
                state: str) -> List[str]:
   """The child's launch.py flags: base, the point's fields, its run dir."""

@@ -45,7 +45,7 @@ from acme_launch.sweep.plan import (
     describe_at_once, describe_retries, describe_scheduler, drawn)
 from acme_launch.sweep.points import Point
 from acme_launch.sweep.record import (
-    final_return, format_table, log_path, points_of, record_path,
+    close_open_launches, final_return, format_table, log_path, points_of, record_path,
     summarize, summary_path)
 from acme_launch.sweep.slots import Slot
 
@@ -495,6 +495,8 @@ def run(options: SweepOptions, record: Dict[str, Any],
   rundir.take(options.sweep_dir, new=options.new_dir, what='sweep directory',
               folders=('logs',))
   record['slots'] = [dataclasses.asdict(s) for s in slots]
+  if options.resume:  # Programs that ended after a kill of the last one.
+    close_open_launches(options.sweep_dir, record)
   layout.write_json_atomic(record_path(options.sweep_dir), record)
   total = len(record['points'])
   print(f'acme-launch: sweep of {total} points of {record["config_name"]} '

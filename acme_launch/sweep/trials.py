@@ -685,9 +685,10 @@ class MemberTrial(PointTrial):
       if isinstance(saved, dict) and saved.get('token') == token:
         return
       time.sleep(0.1)
-    self._log.write(f'acme-launch sweep: no learner save within '
-                    f'{SAVE_WAIT_SECONDS:.0f} s of the request; its latest '
-                    'is copied\n')
+    why = ('its program ended first' if self._popen.poll() is not None
+           else f'none within {SAVE_WAIT_SECONDS:.0f} s')
+    self._log.write(f'acme-launch sweep: no learner save on request ({why});'
+                    ' its latest is copied\n')
     self._log.flush()
 
   def load_checkpoint(self, checkpoint: str) -> None:

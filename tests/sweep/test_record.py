@@ -85,3 +85,28 @@ def test_a_missing_or_damaged_summary_is_named_and_the_rest_reported(tmp_path):
   assert first['returns'] == [5000] and second['returns'] == [4000, 4100]
   assert second['final_return_intervals']['mean']['low'] == 4000.0
   assert 'fewer than two runs in ppo.learning_rate=0.001:' in text
+
+
+def test_a_resume_ends_the_open_launches_whose_programs_wrote_their_end(
+    tmp_path):
+  # Three points whose sweep launcher was killed with their launches open:
+  # one program reached its budget after the kill (its summary newer than
+  # the launch), one was killed with it (its summary older: a previous
+  # launch's), one wrote none.
+  sweep_dir = str(tmp_path / 'sweep')
+  names = sweep_dirs.write_sweep(sweep_dir, {'0.001': [5000, 4000, None]})
+  record = sweep_record.read_record(sweep_dir)
+  summaries = [os.path.join(sweep_dir, n, 'summary.json') for n in names[:2]]
+  written = os.path.getmtime(summaries[0])
+  os.utime(summaries[1], (written - 100, written - 100))
+  for entry in record['points']:
+    entry['launches'] = [{'started': written - 50, 'ended': None,
+                          'exit_code': None, 'exit_reason': None}]
+  assert sweep_record.close_open_launches(sweep_dir, record) == [names[0]]
+  done, killed, new = (e['launches'][-1] for e in record['points'])
+  assert done == {'started': written - 50, 'ended': written,
+                  'exit_code': None, 'exit_reason': 'budget_reached'}
+  assert killed['ended'] is None and killed['exit_reason'] is None
+  assert new['ended'] is None
+  # Ended launches stay as they are.
+  assert sweep_record.close_open_launches(sweep_dir, record) == []

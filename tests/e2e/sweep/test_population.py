@@ -99,8 +99,8 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
   sweep_dir = os.path.join(workdir, 'pbt')
   launcher = start_launcher(
       *bandit_env.SWEEP_FLAGS, '--max_concurrent=1',
-      '--sweep_scheduler=pbt', '--pbt_interval_steps=4000',
-      '--config.max_actor_steps=8000', f'--workdir={workdir}',
+      '--sweep_scheduler=pbt', '--pbt_interval_steps=8000',
+      '--config.max_actor_steps=16000', f'--workdir={workdir}',
       '--run_name=pbt')
   attacks = []
   with killed_on_exit(launcher):
@@ -122,7 +122,7 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
   # Ray's processes, the trials and the child launchers die with it.
   wait_for(lambda: not alive(launchers), 30, 'child launchers to die')
   assert ('2 to run, 1 at once, population-based training (compared at '
-          '4,000 actor steps; the worst 25% copy the best 25% and perturb '
+          '8,000 actor steps; the worst 25% copy the best 25% and perturb '
           'ppo.learning_rate; the members take turns on the slots, each '
           'frozen at a boundary and thawed on a free slot after the '
           'comparison; started again only to copy)' in stdout)
@@ -133,7 +133,7 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
   first, second = sorted((entries[n]['launches'][0] for n in entries),
                          key=lambda l: l['started'])
   [frozen_at, *_] = first['frozen']
-  assert frozen_at['boundary'] == 4000 and frozen_at['actor_steps'] >= 4000
+  assert frozen_at['boundary'] == 8000 and frozen_at['actor_steps'] >= 8000
   assert second['started'] >= frozen_at['at']
   if attacks:
     *probes, join = _attack_found(attacks)
@@ -156,11 +156,11 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
     # the copy.
     assert launches[0]['from_steps'] == 0 and not launches[0]['resumed']
     assert all(l['resumed'] and l['from_steps'] > 0 for l in launches[1:])
-    assert all(l['until'] == 8000 and 'segment_end' not in l
+    assert all(l['until'] == 16000 and 'segment_end' not in l
                for l in launches)
     assert launches[-1]['exit_reason'] == 'budget_reached'
     [segment] = entries[name]['segments']
-    assert segment['actor_steps'] == 4000
+    assert segment['actor_steps'] == 8000
   assert all(l['copied'] is None for l in entries[LEARNER]['launches'])
   learned = entries[LEARNER]['segments'][0]['return']
   frozen = entries[FROZEN]['segments'][0]['return']
@@ -170,8 +170,8 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
   # its own.
   [exploit] = record['population']['exploits']
   assert (exploit['member'], exploit['copied']) == (FROZEN, LEARNER)
-  assert exploit['actor_steps'] == 4000
-  assert exploit['copied_steps'] >= 4000
+  assert exploit['actor_steps'] == 8000
+  assert exploit['copied_steps'] >= 8000
   assert (exploit['member_return'], exploit['copied_return']) == (frozen,
                                                                   learned)
   assert exploit['before'] == {'ppo.learning_rate': '0.0'}
@@ -194,7 +194,7 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
   saved = read_json(os.path.join(sweep_dir, LEARNER, 'nodes',
                                  'learner_saved.json'))
   assert saved['token'] and saved['checkpoint']
-  assert (f'at 4,000 actor steps {FROZEN} (return {frozen:.1f}) copies the '
+  assert (f'at 8,000 actor steps {FROZEN} (return {frozen:.1f}) copies the '
           f'learner of {LEARNER} (return {learned:.1f})') in stdout
   # It ran on with the values it was given.
   config = read_json(os.path.join(sweep_dir, FROZEN, 'config.json'))['config']
@@ -206,14 +206,14 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
   summary = read_json(os.path.join(sweep_dir, FROZEN, 'summary.json'))
   assert summary['exit_reason'] == 'budget_reached'
   assert summary['final_eval_return_mean'] > 5.0
-  assert 4000 <= summary['restored_actor_steps'] < 8000
-  assert summary['actor_steps'] >= 8000
+  assert 8000 <= summary['restored_actor_steps'] < 16000
+  assert summary['actor_steps'] >= 16000
 
   table = read_json(os.path.join(sweep_dir, 'sweep_summary.json'))
   assert table['population']['exploits'] == 1
   assert table['failed'] == []
   rows = {r['point']: r for r in table['points']}
-  assert rows[FROZEN]['copied'] == [[4000, LEARNER]]
+  assert rows[FROZEN]['copied'] == [[8000, LEARNER]]
   assert 'population of 2: 1 exploits' in result.stdout
 
   plot = subprocess.run([sys.executable, '-m', 'acme_launch.plot', sweep_dir],
@@ -242,7 +242,7 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
   run_dir = os.path.join(sweep_dir, 'replays', best)
   summary = read_json(os.path.join(run_dir, 'summary.json'))
   assert summary['exit_reason'] == 'budget_reached'
-  assert summary['actor_steps'] >= 8000
+  assert summary['actor_steps'] >= 16000
   assert summary['final_eval_return_mean'] > 5.0
   # Its last segment ran with the values the member ended with.
   replayed = read_json(os.path.join(run_dir, 'config.json'))['config']
