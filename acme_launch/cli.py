@@ -8,11 +8,12 @@ two steps), driver.py runs it; here a bad input prints one line
 (`acme-launch: error: ...`) and exits with code 2.
 """
 
+import dataclasses
 import functools
 import importlib.util
 import os
 import sys
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 from absl import app
 
@@ -179,33 +180,55 @@ def _sweep_cluster(sweep_options):
   return prepare_lib.connect_cluster(point)
 
 
-def _sweep_main(options: options_lib.Options) -> int:
-  """--sweep, or --resume of a sweep directory: sweep/plan.py checks it,
-  sweep/runner.py runs it."""
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+  """A sweep decided: its options (sweep.options.SweepOptions), record (what
+  sweep.json will hold), points to run ((point, state) pairs) and slots."""
+  options: Any
+  record: Dict[str, Any]
+  todo: List[Any]
+  slots: List[Any]
+
+
+def decide_sweep(options: options_lib.Options) -> Sweep:
+  """--sweep, or --resume of a sweep directory, checked and planned
+  (sweep/plan.py) before anything starts: every refusal is a LaunchError
+  here. It sets this process's MLFLOW_TRACKING_URI to the sweep's (its
+  points read it from there)."""
   from acme_launch.sweep import plan as sweep_plan
-  from acme_launch.sweep import runner as sweep_runner
-  cluster = None
+  sweep_options = _sweep_options(options)
+  if sweep_options.tracking_uri:
+    # To the points by their environment, never their command lines
+    # (which `ps` shows anyone) nor sweep.json (which masks it).
+    os.environ['MLFLOW_TRACKING_URI'] = sweep_options.tracking_uri
+  cluster = _sweep_cluster(sweep_options)
   try:
-    sweep_options = _sweep_options(options)
-    if sweep_options.tracking_uri:
-      # To the points by their environment, never their command lines
-      # (which `ps` shows anyone) nor sweep.json (which masks it).
-      os.environ['MLFLOW_TRACKING_URI'] = sweep_options.tracking_uri
-    cluster = _sweep_cluster(sweep_options)
     record, todo, slots = sweep_plan.prepare(
         sweep_options, functools.partial(_check_sweep_point, cluster=cluster),
         options.config, cluster)
-  except errors.LaunchError as e:
-    _fail(str(e))
   finally:
     if cluster is not None:  # Each point's launcher joins it on its own.
       import ray
       ray.shutdown()
-  if sweep_options.dry_run:
-    print(sweep_plan.describe_dry_run(sweep_options, record, todo, slots))
+  return Sweep(sweep_options, record, todo, slots)
+
+
+def _sweep_main(options: options_lib.Options) -> int:
+  """--sweep, or --resume of a sweep directory: decided here
+  (decide_sweep), run by sweep/runner.py."""
+  from acme_launch.sweep import plan as sweep_plan
+  from acme_launch.sweep import runner as sweep_runner
+  try:
+    sweep = decide_sweep(options)
+  except errors.LaunchError as e:
+    _fail(str(e))
+  if sweep.options.dry_run:
+    print(sweep_plan.describe_dry_run(sweep.options, sweep.record, sweep.todo,
+                                      sweep.slots))
     return 0
   try:
-    return sweep_runner.run(sweep_options, record, todo, slots)
+    return sweep_runner.run(sweep.options, sweep.record, sweep.todo,
+                            sweep.slots)
   except errors.LaunchError as e:  # The sweep directory in use.
     _fail(str(e))
 

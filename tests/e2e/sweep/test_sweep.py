@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from acme_launch import errors
+from acme_launch.sweep import plan as sweep_plan
 from acme_launch.sweep import population
 from acme_launch.sweep import points as sweep_points
 from acme_launch.sweep import sample as sweep_sample
@@ -427,13 +429,33 @@ def _one_gpu_inventory(tmp_path, count: int = 1) -> str:
     (['--sweep=ppo.learning_rate=3e-4,1e-3', '--sweep_scheduler=pbt',
       '--pbt_quantile=0.75'], '--pbt_quantile must be a fraction above 0'),
 ])
-def test_bad_sweep_input_is_one_line_exit_2_and_creates_nothing(
-    workdir, tmp_path, args, expected):
+def test_bad_sweep_input_is_refused_before_anything_is_made(
+    cli_module, workdir, tmp_path, args, expected):
+  # Decided in this process as the launcher decides (cli.decide_sweep); the
+  # launcher's one line and exit 2 for it: the test below.
   if 'may use' in expected and len(CORES) + 1 < 2:
     pytest.skip('needs two cores')
   if '--max_concurrent=2' in args and 'GPU' in expected and len(CORES) < 2:
     pytest.skip('needs two cores')
   args = [a.replace('ONE_GPU', _one_gpu_inventory(tmp_path)) for a in args]
+  with pytest.raises(errors.LaunchError) as refused:
+    _decide_sweep('--config=smoke', *args, f'--workdir={workdir}',
+                  '--run_name=bad')
+  assert expected in str(refused.value)
+  assert '\n' not in str(refused.value)
+  assert os.listdir(workdir) == []
+
+
+@pytest.mark.parametrize('args, expected', [
+    # Refused as the flags are read, as a point is checked, as the
+    # population is planned.
+    (['--max_concurrent=2'], 'goes with --sweep'),
+    (['--sweep=seed=0,zero'], "sweep point seed=zero: flag --config.seed=zero"),
+    (['--sweep=ppo.learning_rate=3e-4,1e-3', '--sweep_scheduler=pbt',
+      '--pbt_interval_steps=500'], 'shorter than the evaluation period'),
+])
+def test_bad_sweep_input_is_one_line_exit_2_and_creates_nothing(
+    workdir, args, expected):
   result = run_launcher('--config=smoke', *args, f'--workdir={workdir}',
                         '--run_name=bad')
   assert result.returncode == 2, result.stdout + result.stderr
@@ -443,6 +465,27 @@ def test_bad_sweep_input_is_one_line_exit_2_and_creates_nothing(
   assert len(lines) == 1 and lines[0].startswith('acme-launch: error:'), lines
   assert expected in lines[0]
   assert os.listdir(workdir) == []
+
+
+def _decide_sweep(*args: str):
+  """What the launcher decides for `launch.py ARGS`, in this process (the
+  cli_module fixture: as the launcher runs it): cli.decide_sweep, or
+  without --sweep a single run's decision, as cli.main chooses."""
+  from acme_launch import cli
+  from acme_launch import prepare
+  from acme_launch.config import options as options_lib
+  options = options_lib.parse_again(['launch.py', *args])
+  if not options.sweep:
+    return prepare.check_arguments(['launch.py', *args])
+  return cli.decide_sweep(options)
+
+
+def _dry_run_text(*args: str) -> str:
+  """What `launch.py ARGS --dry_run` prints for a sweep, decided in this
+  process."""
+  sweep = _decide_sweep(*args, '--dry_run')
+  return sweep_plan.describe_dry_run(sweep.options, sweep.record, sweep.todo,
+                                     sweep.slots) + '\n'
 
 
 def test_dry_run_prints_points_and_slots_and_starts_nothing(workdir, tmp_path):
@@ -476,14 +519,12 @@ def test_dry_run_prints_points_and_slots_and_starts_nothing(workdir, tmp_path):
     (2, ['--gpu_inventory=ONE_GPU'], 1, 'turns'),
 ])
 def test_a_populations_dry_run_says_whether_its_members_run_at_once(
-    workdir, tmp_path, members, args, at_once, how):
+    cli_module, workdir, tmp_path, members, args, at_once, how):
   args = [a.replace('ONE_GPU', _one_gpu_inventory(tmp_path)) for a in args]
   rates = ','.join(['1e-4', '3e-4', '1e-3'][:members])
-  result = run_launcher('--config=smoke', f'--sweep=ppo.learning_rate={rates}',
-                        '--sweep_scheduler=pbt', '--dry_run', *args,
-                        f'--workdir={workdir}', '--run_name=dry')
-  assert result.returncode == 0, result.stderr
-  first = result.stdout.splitlines()[0]
+  first = _dry_run_text('--config=smoke', f'--sweep=ppo.learning_rate={rates}',
+                        '--sweep_scheduler=pbt', *args,
+                        f'--workdir={workdir}', '--run_name=dry').splitlines()[0]
   assert f'{members} to run, {at_once} at once' in first, first
   shared = at_once == members > len(CORES)
   assert (f'(every member; {len(CORES)} slot' in first) == shared, first
@@ -493,13 +534,12 @@ def test_a_populations_dry_run_says_whether_its_members_run_at_once(
 
 
 @needs_two_cores
-def test_dry_run_gives_each_slot_its_own_gpus(workdir, tmp_path):
-  result = run_launcher('--config=smoke', '--sweep=seed=0,1,2', '--dry_run',
-                        f'--gpu_inventory={_one_gpu_inventory(tmp_path, 2)}',
-                        f'--workdir={workdir}')
-  assert result.returncode == 0, result.stderr
-  assert '2 at once' in result.stdout
-  slots = [l.strip() for l in result.stdout.splitlines()
+def test_dry_run_gives_each_slot_its_own_gpus(cli_module, workdir, tmp_path):
+  out = _dry_run_text('--config=smoke', '--sweep=seed=0,1,2',
+                      f'--gpu_inventory={_one_gpu_inventory(tmp_path, 2)}',
+                      f'--workdir={workdir}')
+  assert '2 at once' in out
+  slots = [l.strip() for l in out.splitlines()
            if l.strip().startswith('slot ')]
   assert len(slots) == 2
   assert slots[0].startswith('slot 0: cores') and slots[0].endswith('GPUs 0')
