@@ -57,7 +57,7 @@ def test_config_given_as_a_path(tmp_path):
   assert 'actor/0' in result.stdout
 
 
-@pytest.mark.parametrize('args, expected', [
+_BAD_INPUT = [
     (['--config=no_such_config'], "unknown config 'no_such_config'"),
     (['--config=smoke', '--config.num_actorz=2'], 'num_actors'),
     (['--config=smoke', '--config.num_actors=two'], 'num_actors'),
@@ -75,7 +75,25 @@ def test_config_given_as_a_path(tmp_path):
      'minatar:breakout, minatar:freeway, minatar:seaquest, '
      'minatar:space_invaders'),
     ([], '--config is required'),
-])
+]
+
+
+@pytest.mark.parametrize('args, expected', _BAD_INPUT)
+def test_bad_input_is_refused_before_anything_starts(cli_module, workdir, args,
+                                                     expected):
+  # Decided in this process as the launcher decides; its one line and exit
+  # 2 for such a refusal: the test below, on a case of each kind.
+  from acme_launch import errors
+  with pytest.raises(errors.LaunchError) as refused:
+    cli_module.check_arguments(['launch.py', *args, f'--workdir={workdir}'])
+  assert expected in str(refused.value)
+  assert '\n' not in str(refused.value)
+  assert os.listdir(workdir) == []
+
+
+@pytest.mark.parametrize('args, expected', [
+    # A flag, a config's name, a config field's check, no config at all.
+    _BAD_INPUT[10], _BAD_INPUT[0], _BAD_INPUT[4], _BAD_INPUT[-1]])
 def test_bad_input_is_one_line_exit_2_and_starts_nothing(workdir, args, expected):
   result = run_launcher(*args, f'--workdir={workdir}')
   assert result.returncode == 2

@@ -3,7 +3,7 @@ on at once (tests/bandit_env.py), taking turns on one slot: each member's
 program runs through, frozen at the boundary (freeze.py) while the other
 runs. The member whose learning rate is 0 cannot learn; at the comparison it
 copies the other's learner checkpoint, and its next evaluations are the
-other's, not its own. The launcher is killed (kill -9) as the comparison
+other's, not its own. The launcher is killed (kill -9) once the comparison
 is recorded and --resume finishes the population, the copy included; the
 best member's schedule is then replayed as one program. While the members
 run, another user (`nobody`) tries every port the sweep's processes
@@ -112,10 +112,14 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
       request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
       sentinel = os.path.join(base, 'task-of-nobody')
       attacks = _attack(launcher.pid, base, sentinel)
-    # Killed (kill -9) as soon as the comparison is recorded: the frozen
-    # member's copy is staged in its run directory, and, most often, its
+    # Killed (kill -9) once the comparison is recorded and the member that
+    # copies has stopped its program (its own steps saved, as Ctrl-C saves
+    # them): its copy is staged in its run directory, and, most often, its
     # program has not started again from it yet.
     wait_for(lambda: _exploits(sweep_dir), 420, 'the comparison')
+    stopping = _launches(sweep_dir)[FROZEN][0]['pid']
+    wait_for(lambda: not alive([stopping]), 120,
+             'the copying member\'s program to stop')
     launchers = [runs[-1]['pid'] for runs in _launches(sweep_dir).values()]
     launcher.kill()
     stdout, _ = launcher.communicate(timeout=60)

@@ -59,6 +59,19 @@ def _launch(cluster, run_dir, budget, *args):
                           stderr=subprocess.PIPE, text=True)
 
 
+def _wait_or_show(launcher, condition, timeout, what):
+  """wait_for; at its timeout the launcher is killed and the failure shows
+  what it printed."""
+  try:
+    return wait_for(condition, timeout, what)
+  except TimeoutError:
+    launcher.kill()
+    stdout, stderr = launcher.communicate(timeout=60)
+    raise AssertionError(f'timed out after {timeout} s waiting for {what}; '
+                         f'the launcher printed:\n{stdout[-3000:]}\n'
+                         f'{stderr[-6000:]}') from None
+
+
 def _held_at(step, gate):
   """Flags that hold each actor at its own step `step` until `gate`
   exists (tests/faulty_env.py)."""
@@ -194,9 +207,10 @@ def test_ray_learner_killed_then_its_host_lost_with_auto_resume_resumes_each_tim
       os.kill(victim, signal.SIGKILL)
       # The second attempt's learner, on a host with `state`, started from
       # the first attempt's checkpoint.
-      wait_for(lambda: (os.path.exists(restore_path) and
-                        node_records(run_dir)['learner/0']['pid'] != victim)
-               or launcher.poll() is not None, 240, 'the resumed learner')
+      _wait_or_show(launcher, lambda: (
+          os.path.exists(restore_path) and
+          node_records(run_dir)['learner/0']['pid'] != victim)
+                    or launcher.poll() is not None, 240, 'the resumed learner')
       assert launcher.poll() is None, launcher.communicate()[1][-3000:]
       first = node_records(run_dir)['learner/0']
       assert first['bind_address'] in state_hosts
