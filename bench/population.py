@@ -24,7 +24,9 @@ the slots, each frozen at a boundary until the comparison, unless
   2. if --asha_points: random search of that many points (--asha_seed,
      default the next sweep seed), in full and under ASHA
      (`--sweep_scheduler=asha`, rungs from --asha_grace actor steps,
-     --asha_reduction), the same points in both.
+     --asha_reduction), the same points in both (the full search is
+     repetition ASHA_SEED's random search, not run again, when it drew the
+     same points: --asha_points equal to --members).
 For each sweep: the best final return (a program's final evaluation), the
 IQM of the final returns, the actor steps of all its programs together, and
 the wall time from launch to the sweep's table, the most memory the host
@@ -248,7 +250,11 @@ def main(argv: List[str]) -> int:
   if args.asha_points:
     seed = args.repetitions if args.asha_seed is None else args.asha_seed
     draws = [f'--sweep_samples={args.asha_points}', f'--sweep_seed={seed}']
-    full = run_sweep(out, f'random{args.asha_points}', searches + draws)
+    if args.asha_points == args.members and seed < args.repetitions:
+      # The same points as repetition `seed`'s random search: that sweep.
+      full = dict(results['repetitions'][seed][0])
+    else:
+      full = run_sweep(out, f'random{args.asha_points}', searches + draws)
     early = run_sweep(out, f'random{args.asha_points}_asha',
                       searches + draws + [
                           '--sweep_scheduler=asha',
