@@ -103,12 +103,12 @@ def close_open_launches(sweep_dir: str, record: Dict[str, Any]) -> List[str]:
     if launch is None or launch.get('ended') is not None:
       continue
     path = layout.summary_path(os.path.join(sweep_dir, entry['name']))
-    summary = layout.read_json(path, {})
     try:
       written = os.path.getmtime(path)
     except OSError:
       continue
-    if not isinstance(summary, dict) or written < launch['started']:
+    summary = layout.read_json(path, {}) if written >= launch['started'] else {}
+    if not summary or not isinstance(summary, dict):
       continue
     reason = summary.get('exit_reason')
     if reason == 'budget_reached' and 'segment_end' in launch:

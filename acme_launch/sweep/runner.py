@@ -45,8 +45,8 @@ from acme_launch.sweep.plan import (
     describe_at_once, describe_retries, describe_scheduler, drawn)
 from acme_launch.sweep.points import Point
 from acme_launch.sweep.record import (
-    close_open_launches, final_return, format_table, log_path, points_of, record_path,
-    summarize, summary_path)
+    close_open_launches, final_return, format_table, log_path, points_of,
+    record_path, summarize, summary_path)
 from acme_launch.sweep.slots import Slot
 
 EXIT_OK = 0
