@@ -365,7 +365,7 @@ def _best_setting(row: dict) -> str:
 def population_pbt(matrices: Dict[str, dict]) -> List[str]:
   """bench/population.py: per repetition, random search against the
   population of the same draws."""
-  study = matrices['population_study']
+  study = matrices['population_1m']
   rows = []
   for i, (random, pbt) in enumerate(study['repetitions']):
     rows.append([
@@ -388,10 +388,13 @@ def population_pbt(matrices: Dict[str, dict]) -> List[str]:
                  'wall time: random / population'], rows)
 
 
-# How a population's members waited at a boundary: (matrix, label).
+# How a population's members waited at a boundary: (matrix, label); each
+# matrix's first repetition (sweep seed 0).
 POPULATION_WAITS = (
     ('population_frozen', 'frozen between turns on 2 slots (default)'),
     ('population_sharing', 'all at once, sharing 2 cores, not frozen'),
+    ('population_study', 'stopped and started at each boundary, a segment '
+     'a turn (`--nopbt_freeze`)'),
 )
 
 
@@ -400,7 +403,7 @@ def population_waits(matrices: Dict[str, dict]) -> List[str]:
   repetition for each way its members waited, each pair run together."""
   rows = []
   for name, label in POPULATION_WAITS:
-    [(random, pbt)] = matrices[name]['repetitions']
+    random, pbt = matrices[name]['repetitions'][0]
     rows.append([
         label, f'{fmt(random["wall_seconds"])} s',
         f'{fmt(pbt["wall_seconds"])} s',
@@ -410,7 +413,8 @@ def population_waits(matrices: Dict[str, dict]) -> List[str]:
         f' / {_estimate(stats.interval_estimates(pbt["finals"])["iqm"], 0)}',
         f'{fmt(min(random["finals"]))} / {fmt(min(pbt["finals"]))}',
         f'{pbt.get("exploits", 0)} ({pbt["launches"]} launches)'])
-  return _table(['sweep seed 0: how the members waited',
+  return _table(['300k steps a program, sweep seed 0: how the members '
+                 'waited',
                  'random search of 8, two at a time: wall time',
                  'population of 8: wall time', 'population / random',
                  'best final return: random / population',
@@ -422,8 +426,12 @@ def population_waits(matrices: Dict[str, dict]) -> List[str]:
 # ASHA's settings measured, each against the full search run beside it:
 # (matrix, label).
 ASHA_STUDIES = (
-    ('asha_study', 'reduction 3: rungs at 33,333 and 99,999'),
-    ('asha_study_r2', 'reduction 2: rungs at 33,333, 66,666 and 133,332'),
+    ('asha_study', '300k steps a program, reduction 3: rungs at 33,333 and '
+     '99,999'),
+    ('asha_study_r2', '300k steps a program, reduction 2: rungs at 33,333, '
+     '66,666 and 133,332'),
+    ('population_1m', '1M steps a program, reduction 2: rungs at 111,111, '
+     '222,222 and 444,444'),
 )
 
 
@@ -463,7 +471,7 @@ TABLES: Dict[str, tuple] = {
     'minatar_dqn': (('minatar_dqn',), minatar_dqn),
     'minatar_r2d2': (('minatar_r2d2',), minatar_r2d2),
     'atari_pong_dqn_cpu': (('atari_pong_dqn_cpu',), atari_pong_dqn_cpu),
-    'population_pbt': (('population_study',), population_pbt),
+    'population_pbt': (('population_1m',), population_pbt),
     'population_waits': (tuple(n for n, _ in POPULATION_WAITS),
                          population_waits),
     'population_asha': (tuple(n for n, _ in ASHA_STUDIES), population_asha),
