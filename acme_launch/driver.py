@@ -107,6 +107,10 @@ def _report_run(taken: Taken, fork_server: list,
     print(f'acme-launch: {run_dir} already has {restored_steps:,} actor steps, '
           f'the budget is {config.max_actor_steps:,}: nothing to do. Raise '
           '--config.max_actor_steps to train further.')
+    # Its summary says so, for whoever launched it (a sweep's point) even
+    # when the launch that reached the budget ended before writing one.
+    layout.write_json_atomic(layout.summary_path(run_dir), summary_lib.at_budget(
+        run_dir, config.max_actor_steps, resume.counts))
     return 0
   _write_run_config(run_dir, config_name, config, built, launch.plan,
                     program_lib.node_seeds(config), launch_type, launch.argv,

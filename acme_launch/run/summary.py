@@ -1,6 +1,7 @@
 """Final figures of a run, from what its nodes left in the run directory."""
 
 import csv
+import dataclasses
 import glob
 import os
 from typing import Any, Dict, List, Optional
@@ -21,9 +22,12 @@ def evaluation_rows(run_dir: str) -> List[Dict[str, float]]:
 
 def make_summary(run_dir: str, outcome, max_actor_steps: int,
                  restored_actor_steps: int = 0,
-                 auto_resumes: int = 0) -> Dict[str, Any]:
-  """summary.json's content; steps/s counts this launch's steps only."""
-  counts = layout.read_json(layout.progress_path(run_dir), {}).get('counts', {})
+                 auto_resumes: int = 0,
+                 counts: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
+  """summary.json's content; steps/s counts this launch's steps only. The
+  counter's totals are progress.json's unless given."""
+  if counts is None:
+    counts = layout.read_json(layout.progress_path(run_dir), {}).get('counts', {})
   evaluations = evaluation_rows(run_dir)
   last_eval: Optional[Dict[str, float]] = evaluations[-1] if evaluations else None
   actor_steps = int(counts.get('actor_steps', 0))
@@ -63,6 +67,32 @@ def make_summary(run_dir: str, outcome, max_actor_steps: int,
       'node_restarts_total': sum((getattr(outcome, 'restarts', {}) or {}).values()),
       'auto_resumes': auto_resumes,
   }
+
+
+@dataclasses.dataclass(frozen=True)
+class _AtBudget:
+  """The outcome of a launch that found its run at its budget."""
+  exit_code: int = 0
+  reason: str = 'budget_reached'
+  failed_node: str = ''
+  wall_time: float = 0.0
+
+
+def at_budget(run_dir: str, max_actor_steps: int,
+              counts: Dict[str, float]) -> Dict[str, Any]:
+  """summary.json of a launch that had nothing to do, its checkpointed
+  counter (`counts`) at `max_actor_steps`: the run's summary when it said
+  it reached the budget, else one made from `counts` and what the run's
+  nodes left (the launch that reached it was killed before its summary, or
+  stopped there), with no time spent."""
+  previous = layout.read_json(layout.summary_path(run_dir), {}) or {}
+  if (isinstance(previous, dict) and
+      previous.get('exit_reason') == 'budget_reached' and
+      int(previous.get('actor_steps') or 0) >= max_actor_steps):
+    return previous
+  steps = int(counts.get('actor_steps', 0))
+  return make_summary(run_dir, _AtBudget(), max_actor_steps,
+                      restored_actor_steps=steps, counts=counts)
 
 
 def format_summary(summary: Dict[str, Any]) -> str:

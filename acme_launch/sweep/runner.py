@@ -189,6 +189,8 @@ def _reporter_class():
       print(f'acme-launch: sweep: {name} started{segment} on '
             f'{result["where"]}{" (resumed)" if result["resumed"] else ""}; '
             f'log {log_path(self._dir, name)}', flush=True)
+      if result.get('exploit_dropped'):
+        self._exploit_dropped(name)
 
     def _segment_ended(self, name: str, result: Dict[str, Any]) -> None:
       """A member reached a boundary: its score there, for the
@@ -246,7 +248,7 @@ def _reporter_class():
           os.path.join(checkpoint, 'member.json'), {}) or {}).get(
               'actor_steps') or at_steps)
       trials.stage_exploit(os.path.join(self._dir, member), checkpoint, donor,
-                           donor_steps, after)
+                           donor_steps, after, before)
       self._record.setdefault('population', {}).setdefault(
           'exploits', []).append({
               'actor_steps': at_steps, 'member': member, 'copied': donor,
@@ -263,9 +265,6 @@ def _reporter_class():
           f'{population.describe_change(before, after)}')
 
     def _ended(self, name: str, result: Dict[str, Any]) -> None:
-      if result.get('exploit_dropped'):
-        self._exploit_dropped(name)
-        return
       launch = self._running.pop(name)
       code, reason = result['exit_code'], result['exit_reason']
       launch.update(ended=result['ended'], exit_code=code, exit_reason=reason)
@@ -292,9 +291,7 @@ def _reporter_class():
 
     def _exploit_dropped(self, name: str) -> None:
       """A member running through reached its budget before it stopped to
-      copy another: its last launch ended there, the copy is not made."""
-      launch = self._entries[name]['launches'][-1]
-      launch.update(exit_code=0, exit_reason='budget_reached')
+      copy another: the copy is not made, its launch now ends the run."""
       exploit = [e for e in self._record['population']['exploits']
                  if e['member'] == name][-1]
       exploit['dropped'] = 'it had reached its budget'

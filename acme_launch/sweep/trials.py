@@ -377,9 +377,10 @@ def exploit_dir(run_dir: str) -> str:
 
 
 def stage_exploit(run_dir: str, checkpoint: str, donor: str, at_steps: int,
-                  values: Dict[str, Any]) -> None:
+                  values: Dict[str, Any], before: Dict[str, Any]) -> None:
   """Stages the learner of `checkpoint` (a Tune checkpoint folder that
-  MemberTrial.save_checkpoint wrote) for the member of `run_dir`."""
+  MemberTrial.save_checkpoint wrote) for the member of `run_dir`, with the
+  values it goes on with and those it had (kept if the copy is dropped)."""
   staged = exploit_dir(run_dir)
   part = staged + '.part'
   shutil.rmtree(part, ignore_errors=True)
@@ -387,7 +388,7 @@ def stage_exploit(run_dir: str, checkpoint: str, donor: str, at_steps: int,
                   os.path.join(part, 'learner'))
   layout.write_json_atomic(os.path.join(part, 'exploit.json'), {
       'point': donor, 'actor_steps': at_steps, 'values': values,
-      'at': time.time()})
+      'before': before, 'at': time.time()})
   shutil.rmtree(staged, ignore_errors=True)
   os.rename(part, staged)
 
@@ -421,12 +422,6 @@ def boundary_score(run_dir: str, steps: int) -> Optional[float]:
     if row.get('actor_steps', 0) >= steps and 'episode_return' in row:
       return float(row['episode_return'])
   return None
-
-
-def _reached_budget(run_dir: str, budget: int) -> bool:
-  summary = layout.read_json(layout.summary_path(run_dir), {}) or {}
-  return (summary.get('exit_reason') == 'budget_reached' and
-          int(summary.get('actor_steps') or 0) >= budget)
 
 
 SAVE_WAIT_SECONDS = 60.0
@@ -507,15 +502,16 @@ class MemberTrial(PointTrial):
     from acme_launch.sweep import population
     context = self._context
     budget = context.budget[self._name]
-    if (context.through and staged_exploit(self._run_dir) is not None and
-        _reached_budget(self._run_dir, budget)):
+    staged = staged_exploit(self._run_dir)
+    dropped = (context.through and staged is not None and
+               member_steps(self._run_dir) >= budget)
+    if dropped:
       # Its program reached the budget before it stopped to copy: it ends
-      # as it is, its final evaluation its own learner's.
+      # with its own learner and values, its launch finding nothing to do
+      # (or training the steps its checkpoints lack) and saying it reached
+      # the budget.
+      self._values = dict(staged.get('before') or self._values)
       shutil.rmtree(exploit_dir(self._run_dir))
-      return {'event': 'ended', 'point': self._name, 'exit_code': 0,
-              'exit_reason': 'budget_reached', 'ended': time.time(),
-              'failed_node': None, 'exploit_dropped': True,
-              'actor_steps': member_steps(self._run_dir), 'done': True}
     if context.member_slots:  # Its slot, held by no lock: it may be shared.
       self._slot = context.slots[context.member_slots[self._name]]
     elif self._lock_fd < 0:
@@ -536,6 +532,8 @@ class MemberTrial(PointTrial):
                  f'--config.max_actor_steps={self._segment_end}', *where])
     result = {**self._started_result(), 'actor_steps': steps,
               'values': dict(self._values), 'copied': self._copied_from}
+    if dropped:
+      result['exploit_dropped'] = True
     if not context.through:
       result['segment_end'] = self._segment_end
     return result

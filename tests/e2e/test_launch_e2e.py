@@ -296,12 +296,22 @@ def test_budget_already_met_exits_zero_without_starting_and_allow_exposed_listen
   _, run_dir, _ = local_mp_run
   checkpoints = learner_checkpoints(run_dir)
   assert checkpoints
+  # As if its launcher had been killed once the budget was reached, before
+  # its summary: the launch that finds nothing to do writes one.
+  reached = read_json(os.path.join(run_dir, 'summary.json'))
+  os.remove(os.path.join(run_dir, 'summary.json'))
   result = run_launcher('--config=smoke', f'--resume={run_dir}',
                         f'--config.max_actor_steps={SMOKE_BUDGET}',
                         '--allow_exposed_listeners', env=_NO_SHIM)
   assert result.returncode == 0, result.stderr[-2000:]
   assert 'nothing to do' in result.stdout
   assert learner_checkpoints(run_dir) == checkpoints  # Nothing trained.
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['actor_steps'] == summary['restored_actor_steps'] >= SMOKE_BUDGET
+  assert summary['wall_time_seconds'] == 0.0
+  assert (summary['final_eval_return_mean'] ==
+          reached['final_eval_return_mean'] is not None)
   warnings = [l for l in result.stderr.splitlines()
               if 'acme-launch: warning:' in l and 'every network interface' in l]
   assert len(warnings) == 1, result.stderr
@@ -312,6 +322,7 @@ def test_a_network_namespace_with_only_loopback_needs_no_shim(local_mp_run):
       ['unshare', '-n', 'true'], capture_output=True, check=False).returncode:
     pytest.skip('cannot make a network namespace here (unshare -n)')
   _, run_dir, _ = local_mp_run
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
   result = subprocess.run(
       ['unshare', '-n', sys.executable, os.path.join(REPO_ROOT, 'launch.py'),
        f'--resume={run_dir}'],
@@ -320,6 +331,8 @@ def test_a_network_namespace_with_only_loopback_needs_no_shim(local_mp_run):
   assert result.returncode == 0, result.stderr[-2000:]
   assert 'nothing to do' in result.stdout
   assert 'acme-launch: warning:' not in result.stderr
+  # A summary that says the run reached its budget is kept as it was.
+  assert read_json(os.path.join(run_dir, 'summary.json')) == summary
 
 
 # Other launch types and overrides, each a run of its own ------------------------

@@ -5,7 +5,8 @@ runs. The member whose learning rate is 0 cannot learn; at the comparison it
 copies the other's learner checkpoint, and its next evaluations are the
 other's, not its own. The launcher is killed (kill -9) once the comparison
 is recorded and --resume finishes the population, the copy included; the
-best member's schedule is then replayed as one program. While the members
+best member's schedule is then replayed as one program, and a member at its
+budget, its summary lost, drops a copy staged for it. While the members
 run, another user (`nobody`) tries every port the sweep's processes
 listen on and joins its Ray as a driver: nothing answers."""
 
@@ -17,6 +18,7 @@ import sys
 
 import psutil
 
+from acme_launch.sweep import slots, trials
 from tests import bandit_env, other_user
 from tests.conftest import (REPO_ROOT, alive, killed_on_exit, read_json,
                             run_launcher, start_launcher, wait_for)
@@ -258,3 +260,52 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
       cwd=REPO_ROOT, capture_output=True, text=True, check=False)
   assert refused.returncode == 2
   assert refused.stderr.startswith('acme-launch replay: error:')
+
+  # A member whose program reached its budget before the comparison
+  # stopped it to copy (members run through without waiting on a Ray
+  # cluster), its launcher killed before its summary: its trial drops the
+  # staged copy and starts it again, with its own values; its launch finds
+  # nothing to do and says it reached the budget. The learner as member,
+  # its trial run here as Tune's worker runs it.
+  run_dir = os.path.join(sweep_dir, LEARNER)
+  own = sorted(os.listdir(trials.learner_checkpoints(run_dir)))
+  os.remove(os.path.join(run_dir, 'summary.json'))
+  trials.stage_exploit(run_dir, os.path.join(sweep_dir, FROZEN, 'checkpoints'),
+                       FROZEN, 8000, {'ppo.learning_rate': '0.0'},
+                       {'ppo.learning_rate': '0.003'})
+  control = os.path.join(workdir, 'control')
+  os.makedirs(control)
+  trial = _Trial()
+  trial.setup({'point': LEARNER, 'values': {'ppo.learning_rate': '0.0'}},
+              trials.TrialContext(
+                  sweep_dir=sweep_dir, control=control, cwd=REPO_ROOT,
+                  env=dict(os.environ), slots=(slots.Slot(0, (0,), ()),),
+                  argv={LEARNER: tuple(
+                      a for a in record['base_argv']
+                      if not a.startswith('--config.max_actor_steps'))},
+                  interval_steps=8000, budget={LEARNER: 16000}, through=True,
+                  member_slots={LEARNER: 0}))
+  started = trial.step()
+  assert started['exploit_dropped'] and started['copied'] is None
+  assert started['values'] == {'ppo.learning_rate': '0.003'}
+  ended = wait_for(lambda: (lambda r: r.get('done') and r)(trial.step()), 120,
+                   'the relaunch to end')
+  assert (ended['exit_code'], ended['exit_reason']) == (0, 'budget_reached')
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['actor_steps'] >= 16000
+  assert sorted(os.listdir(trials.learner_checkpoints(run_dir))) == own
+  assert not os.path.exists(trials.exploit_dir(run_dir))
+  with open(os.path.join(sweep_dir, 'logs', LEARNER + '.log')) as f:
+    last = f.read().splitlines()[-2:]
+  assert '--config.ppo.learning_rate=0.003' in last[0], last
+  assert 'nothing to do' in last[1], last
+
+
+class _Trial(trials.MemberTrial):
+  """A member's trial run in this process: its setup and steps as Tune's
+  worker calls them."""
+  trial_id = 'dropped'
+
+  def __init__(self):  # Tune's own starts a Ray worker: not wanted here.
+    pass

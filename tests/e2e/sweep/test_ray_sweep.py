@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from acme_launch.sweep.record import final_return
 from acme_launch.testing import cluster as netns_cluster
 from tests.conftest import REPO_ROOT, node_records, read_json, wait_for
 
@@ -75,7 +76,17 @@ def test_a_population_on_the_cluster_runs_two_members_at_once_and_one_copies(
   [exploit] = record['population']['exploits']
   assert exploit['member'] == 'ppo.learning_rate=0.0'
   assert exploit['copied'] == 'ppo.learning_rate=0.003'
-  assert frozen[1]['copied']['point'] == 'ppo.learning_rate=0.003'
+  assert frozen[0]['exit_reason'] == 'copies ppo.learning_rate=0.003'
+  assert frozen[1]['exit_reason'] == 'budget_reached'
+  # Members run through without waiting on a cluster: the frozen one may
+  # reach its budget before the comparison stops it (its program started
+  # first). Then it ends with its own learner, its second launch finding
+  # nothing to do, and the exploit is kept as dropped.
+  dropped = exploit.get('dropped')
+  assert dropped in (None, 'it had reached its budget'), exploit
+  assert (frozen[1]['copied'] is None) == bool(dropped), frozen[1]
+  if not dropped:
+    assert frozen[1]['copied']['point'] == 'ppo.learning_rate=0.003'
   hosts_of = {}
   for point in ('ppo.learning_rate=0.003', 'ppo.learning_rate=0.0'):
     run_dir = os.path.join(sweep_dir, point)
@@ -89,8 +100,12 @@ def test_a_population_on_the_cluster_runs_two_members_at_once_and_one_copies(
   # learner did, not as it did itself.
   frozen_summary = read_json(os.path.join(
       sweep_dir, 'ppo.learning_rate=0.0', 'summary.json'))
-  assert (frozen_summary['final_eval_return_mean'] >
-          exploit['member_return'] + 2.0), (frozen_summary, exploit)
+  if dropped:
+    assert 'reached its budget before it stopped to copy' in result.stdout
+    assert abs(final_return(frozen_summary)) < 2.0, frozen_summary
+  else:
+    assert (frozen_summary['final_eval_return_mean'] >
+            exploit['member_return'] + 2.0), (frozen_summary, exploit)
   # Each member's last program: five one-CPU nodes on the two hosts of
   # five CPUs, none on the head (where they land depends on what else ran
   # when the copying member started again).
