@@ -307,5 +307,5 @@ class _Trial(trials.MemberTrial):
   worker calls them."""
   trial_id = 'dropped'
 
-  def __init__(self):  # Tune's own starts a Ray worker: not wanted here.
+  def __init__(self):  # Tune's own wants its trial info; setup() is called.
     pass
