@@ -297,9 +297,10 @@ def test_the_member_that_cannot_learn_copies_the_learner_and_scores_as_it(
   assert sorted(os.listdir(trials.learner_checkpoints(run_dir))) == own
   assert not os.path.exists(trials.exploit_dir(run_dir))
   with open(os.path.join(sweep_dir, 'logs', LEARNER + '.log')) as f:
-    last = f.read().splitlines()[-2:]
-  assert '--config.ppo.learning_rate=0.003' in last[0], last
-  assert 'nothing to do' in last[1], last
+    command, output = f.read().rsplit('acme-launch sweep: ', 1)[1].split(
+        '\n', 1)
+  assert '--config.ppo.learning_rate=0.003' in command, command
+  assert 'nothing to do' in output, output
 
 
 class _Trial(trials.MemberTrial):
