@@ -75,17 +75,24 @@ def points_of(record: Dict[str, Any]) -> List[Point]:
           for p in record['points']]
 
 
+def reached_budget(summary: Any, max_actor_steps: int) -> bool:
+  """Whether a point's summary.json says it reached the point's budget. A
+  population's member reaches the budget of each segment on the way
+  (population.py): only the point's own counts."""
+  if not isinstance(summary, dict):
+    return False
+  budget = int(summary.get('max_actor_steps') or max_actor_steps)
+  return (summary.get('exit_reason') == 'budget_reached' and
+          budget >= max_actor_steps)
+
+
 def point_state(sweep_dir: str, point: Point) -> str:
   """'done' (its summary.json says it reached its budget, or the sweep's
   scheduler stopped it early), 'started' (its run directory has a
   config.json) or 'new'."""
   run_dir = os.path.join(sweep_dir, point.name)
   summary = layout.read_json(layout.summary_path(run_dir), {})
-  # A population's member reaches the budget of each segment on the way
-  # (population.py): done at the point's own.
-  budget = int(summary.get('max_actor_steps') or point.max_actor_steps)
-  if ((summary.get('exit_reason') == 'budget_reached' and
-       budget >= point.max_actor_steps) or
+  if (reached_budget(summary, point.max_actor_steps) or
       schedulers.read_stopped_early(run_dir) is not None):
     return 'done'
   return 'started' if os.path.isfile(layout.config_path(run_dir)) else 'new'
@@ -182,6 +189,7 @@ def summarize(sweep_dir: str, record: Dict[str, Any]) -> Dict[str, Any]:
     if problem:
       notes.append(problem)
     stopped = schedulers.read_stopped_early(run_dir)
+    reached = reached_budget(summary, int(entry['max_actor_steps']))
     launches = entry.get('launches', [])
     launcher_seconds = sum((l['ended'] or l['started']) - l['started']
                            for l in launches)
@@ -192,11 +200,18 @@ def summarize(sweep_dir: str, record: Dict[str, Any]) -> Dict[str, Any]:
                         summary.get('exit_reason') or (
                             launches[-1]['exit_reason'] if launches
                             else 'not started')),
-        'budget_reached': summary.get('exit_reason') == 'budget_reached',
+        'budget_reached': reached,
         # Where and why the scheduler stopped it (schedulers.py), or None.
         'stopped_early': stopped,
         'actor_steps': summary.get('actor_steps'),
-        'final_return': final_return(summary),
+        'max_actor_steps': int(entry['max_actor_steps']),
+        # The return at the budget, or where the scheduler stopped it; a
+        # point that failed short of its budget has none, only its last
+        # evaluation's, apart (a mid-run return is no final one).
+        'final_return': (final_return(summary) if reached or stopped
+                         else None),
+        'last_return': summary.get('last_eval_return'),
+        'last_return_actor_steps': summary.get('last_eval_actor_steps'),
         'wall_time_seconds': summary.get('wall_time_seconds'),
         'launcher_seconds': round(launcher_seconds, 1),
         'launches': len(launches),
@@ -266,6 +281,21 @@ def _format_population(table: Dict[str, Any], width: int) -> List[str]:
   return lines
 
 
+def _failed_lines(table: Dict[str, Any]) -> List[str]:
+  """A line per point that did not reach its budget, with its last
+  evaluation's return: left out of every figure, shown apart."""
+  lines = []
+  for r in table['points']:
+    if r['point'] not in table['failed'] or r['last_return'] is None:
+      continue
+    steps = r['last_return_actor_steps']
+    lines.append(f'{r["point"]} did not reach its budget ({r["exit_reason"]}):'
+                 f' last return {r["last_return"]:.1f} at '
+                 f'{"-" if steps is None else f"{steps:,}"} of '
+                 f'{r["max_actor_steps"]:,} actor steps')
+  return [''] + lines if lines else []
+
+
 def _number(value: Optional[float], spec: str = '.1f') -> str:
   return '-' if value is None else format(value, spec)
 
@@ -316,6 +346,7 @@ def format_table(table: Dict[str, Any]) -> str:
   lines.append('')
   lines.extend(format_intervals(table['settings'], width))
   lines.extend(table.get('notes', []))
+  lines.extend(_failed_lines(table))
   stopped = [r for r in table['points'] if r.get('stopped_early')]
   if stopped:
     lines.append('')

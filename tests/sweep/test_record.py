@@ -3,6 +3,7 @@ gives interval estimates per setting and names what it cannot read."""
 
 import os
 
+from acme_launch import layout
 from acme_launch.stats import library as stats
 from acme_launch.sweep import record as sweep_record
 from acme_launch.sweep.options import SweepOptions
@@ -110,3 +111,32 @@ def test_a_resume_ends_the_open_launches_whose_programs_wrote_their_end(
   assert new['ended'] is None
   # Ended launches stay as they are.
   assert sweep_record.close_open_launches(sweep_dir, record) == []
+
+
+def _fail(sweep_dir, name, last_return, steps, budget=1000):
+  """Makes a point's run one that ended without reaching its budget."""
+  run_dir = os.path.join(sweep_dir, name)
+  os.remove(layout.final_eval_path(run_dir))
+  layout.write_json_atomic(layout.summary_path(run_dir), {
+      'exit_reason': 'node_failed', 'failed_node': 'actor/0',
+      'max_actor_steps': budget, 'actor_steps': steps,
+      'final_eval_return_mean': None, 'last_eval_return': last_return,
+      'last_eval_actor_steps': steps, 'wall_time_seconds': 3.0})
+
+
+def test_a_point_short_of_its_budget_is_failed_with_its_last_return_apart(
+    tmp_path):
+  sweep_dir = str(tmp_path / 'sweep')
+  names = sweep_dirs.write_sweep(sweep_dir, {'0.001': [5000, 5100, 4000]})
+  _fail(sweep_dir, names[2], -50.0, 120)
+  table, text = _table(sweep_dir)
+  setting, = table['settings']
+  assert setting['returns'] == [5000, 5100] and setting['runs'] == 2
+  assert setting['final_return_intervals']['iqm']['low'] == 5000.0
+  assert table['failed'] == [names[2]]
+  row = table['points'][2]
+  assert row['final_return'] is None and not row['budget_reached']
+  assert (row['last_return'], row['last_return_actor_steps']) == (-50.0, 120)
+  assert '5050.0 +- 50.0 (2 of 3 points)' in text
+  assert (f'{names[2]} did not reach its budget (node_failed): last return '
+          '-50.0 at 120 of 1,000 actor steps') in text.splitlines()
