@@ -160,6 +160,19 @@ def read_point_summary(run_dir: str, name: str):
   return summary, None
 
 
+def _exit_reason(summary: Dict[str, Any], reached: bool, stopped,
+                 launches: List[Dict[str, Any]]) -> str:
+  """A point's row's exit reason: a member's segment that ended at its
+  own budget short of the member's says `segment_end` (population.py)."""
+  if stopped:
+    return schedulers.STOPPED_EARLY
+  reason = summary.get('exit_reason')
+  if reason == 'budget_reached' and not reached:
+    return 'segment_end'
+  return reason or (launches[-1]['exit_reason'] if launches
+                    else 'not started')
+
+
 def summarize_setting(setting: str, seeds: List[Any],
                       finals: List[float]) -> Dict[str, Any]:
   """One setting's row over its seeds: mean +- std (as bench/learning.py:
@@ -196,10 +209,7 @@ def summarize(sweep_dir: str, record: Dict[str, Any]) -> Dict[str, Any]:
     rows.append({
         'point': entry['name'], 'setting': entry['setting'],
         'fields': entry['fields'], 'run_dir': run_dir,
-        'exit_reason': (schedulers.STOPPED_EARLY if stopped else
-                        summary.get('exit_reason') or (
-                            launches[-1]['exit_reason'] if launches
-                            else 'not started')),
+        'exit_reason': _exit_reason(summary, reached, stopped, launches),
         'budget_reached': reached,
         # Where and why the scheduler stopped it (schedulers.py), or None.
         'stopped_early': stopped,
@@ -278,6 +288,7 @@ def _format_population(table: Dict[str, Any], width: int) -> List[str]:
             f'{_number(population["best_return"])})', '']
   lines.extend(format_intervals(table['settings'], width))
   lines.extend(table.get('notes', []))
+  lines.extend(_failed_lines(table))
   return lines
 
 

@@ -140,3 +140,37 @@ def test_a_point_short_of_its_budget_is_failed_with_its_last_return_apart(
   assert '5050.0 +- 50.0 (2 of 3 points)' in text
   assert (f'{names[2]} did not reach its budget (node_failed): last return '
           '-50.0 at 120 of 1,000 actor steps') in text.splitlines()
+
+
+def _population(sweep_dir, finals, segment_ends):
+  """A population's record whose members' summaries end where given (the
+  end of a segment taking turns, or the budget)."""
+  names = sweep_dirs.write_sweep(sweep_dir, {'0.001': finals})
+  record = sweep_record.read_record(sweep_dir)
+  record['scheduler'] = {'name': 'pbt'}
+  for entry, end in zip(record['points'], segment_ends):
+    path = layout.summary_path(os.path.join(sweep_dir, entry['name']))
+    summary = layout.read_json(path)
+    summary.update(max_actor_steps=end, actor_steps=end,
+                   last_eval_actor_steps=end)
+    layout.write_json_atomic(path, summary)
+    entry['values'] = {'ppo.learning_rate': 0.001}
+  layout.write_json_atomic(sweep_record.record_path(sweep_dir), record)
+  return names
+
+
+def test_a_member_at_a_segments_end_short_of_its_budget_is_not_finished(
+    tmp_path):
+  # Taking turns, each segment ends `budget_reached` at the segment's end:
+  # the third member stopped at 500 of its 1,000 with the best return.
+  sweep_dir = str(tmp_path / 'sweep')
+  names = _population(sweep_dir, [10.0, 20.0, 30.0], [1000, 1000, 500])
+  table, text = _table(sweep_dir)
+  assert table['failed'] == [names[2]]
+  assert table['population']['best'] == names[1]
+  assert table['population']['best_return'] == 20.0
+  assert table['settings'][0]['returns'] == [10.0, 20.0]
+  assert table['points'][2]['final_return'] is None
+  assert table['points'][2]['exit_reason'] == 'segment_end'
+  assert (f'{names[2]} did not reach its budget (segment_end): last '
+          'return 15.0 at 500 of 1,000 actor steps') in text.splitlines()
