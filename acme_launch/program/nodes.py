@@ -67,6 +67,8 @@ class MetricsLogger(loggers.Logger):
                                     extrasaction='ignore')
       if self._file.tell() == 0:
         self._writer.writeheader()
+      elif not _ends_a_line(self._path):  # A row cut by a kill: left alone.
+        self._file.write('\r\n')
     self._writer.writerow(row)
     self._file.flush()
     self._rows += 1
@@ -80,6 +82,16 @@ class MetricsLogger(loggers.Logger):
   def close(self) -> None:
     self._file.close()
     self._summary_writer.close()
+
+
+def _ends_a_line(path: str) -> bool:
+  """Whether the file's last byte ends a line (never through a link)."""
+  fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+  try:
+    size = os.fstat(fd).st_size
+    return size == 0 or os.pread(fd, 1, size - 1) == b'\n'
+  finally:
+    os.close(fd)
 
 
 def _scalar(value):

@@ -4,7 +4,7 @@ import csv
 import dataclasses
 import glob
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from acme_launch import layout
 from acme_launch.stats import spread
@@ -12,12 +12,39 @@ from acme_launch.stats import spread
 
 def evaluation_rows(run_dir: str) -> List[Dict[str, float]]:
   """Every evaluation row of every evaluator, in actor-step order."""
-  rows = []
+  return read_evaluations(run_dir)[0]
+
+
+def read_evaluations(run_dir: str) -> Tuple[List[Dict[str, float]],
+                                            Dict[str, int]]:
+  """(every whole evaluation row of every evaluator, in actor-step order;
+  {file name: rows skipped as torn}). A kill can cut a node's last row; the
+  resumed node starts its rows on a new line (program/nodes.py), so a torn
+  row is one of the wrong length or with a field that is no number."""
+  rows, torn = [], {}
   for path in sorted(glob.glob(os.path.join(run_dir, 'metrics', 'evaluator_*.csv'))):
     with open(path, newline='') as f:
-      for row in csv.DictReader(f):
-        rows.append({k: float(v) for k, v in row.items() if v not in ('', None)})
-  return sorted(rows, key=lambda r: (r.get('actor_steps', 0), r.get('wall_time', 0)))
+      reader = csv.reader(f)
+      header = next(reader, [])
+      for fields in reader:
+        row = _row(header, fields) if fields else {}
+        if row is None:
+          name = os.path.basename(path)
+          torn[name] = torn.get(name, 0) + 1
+        elif row:
+          rows.append(row)
+  rows.sort(key=lambda r: (r.get('actor_steps', 0), r.get('wall_time', 0)))
+  return rows, torn
+
+
+def _row(header: List[str], fields: List[str]) -> Optional[Dict[str, float]]:
+  """A CSV row's numbers by column, or None for a torn row."""
+  if len(fields) != len(header):
+    return None
+  try:
+    return {k: float(v) for k, v in zip(header, fields) if v != ''}
+  except ValueError:
+    return None
 
 
 def make_summary(run_dir: str, outcome, max_actor_steps: int,

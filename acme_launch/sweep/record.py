@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from acme_launch import credentials
 from acme_launch import errors
 from acme_launch import layout
+from acme_launch.run import summary as summary_lib
 from acme_launch.stats import library as stats
 from acme_launch.sweep import schedulers
 from acme_launch.sweep.options import SweepOptions
@@ -160,6 +161,14 @@ def read_point_summary(run_dir: str, name: str):
   return summary, None
 
 
+def _torn_notes(run_dir: str, name: str) -> List[str]:
+  """A line per metrics file of the point with rows torn by a kill (left
+  out of its evaluations, run/summary.py)."""
+  torn = summary_lib.read_evaluations(run_dir)[1]
+  return [f'{name}: {n} torn row{"s" if n > 1 else ""} of metrics/{file} '
+          'skipped (cut by a kill)' for file, n in sorted(torn.items())]
+
+
 def _exit_reason(summary: Dict[str, Any], reached: bool, stopped,
                  launches: List[Dict[str, Any]]) -> str:
   """A point's row's exit reason: a member's segment that ended at its
@@ -201,6 +210,7 @@ def summarize(sweep_dir: str, record: Dict[str, Any]) -> Dict[str, Any]:
     summary, problem = read_point_summary(run_dir, entry['name'])
     if problem:
       notes.append(problem)
+    notes.extend(_torn_notes(run_dir, entry['name']))
     stopped = schedulers.read_stopped_early(run_dir)
     reached = reached_budget(summary, int(entry['max_actor_steps']))
     launches = entry.get('launches', [])

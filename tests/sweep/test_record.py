@@ -174,3 +174,32 @@ def test_a_member_at_a_segments_end_short_of_its_budget_is_not_finished(
   assert table['points'][2]['exit_reason'] == 'segment_end'
   assert (f'{names[2]} did not reach its budget (segment_end): last '
           'return 15.0 at 500 of 1,000 actor steps') in text.splitlines()
+
+
+def test_a_row_torn_by_a_kill_and_appended_to_on_resume_is_skipped_and_noted(
+    tmp_path):
+  from acme_launch.program import nodes
+  from acme_launch.run import summary as summary_lib
+  sweep_dir = str(tmp_path / 'sweep')
+  names = sweep_dirs.write_sweep(sweep_dir, {'0.001': [5000, 5100]})
+  run_dir = os.path.join(sweep_dir, names[0])
+  path = layout.metrics_path(run_dir, 'evaluator/0')
+  os.remove(path)
+  logger = nodes.MetricsLogger(run_dir, 'evaluator/0')
+  for steps in (250, 500):
+    logger.write({'actor_steps': steps, 'episode_return': steps / 10})
+  logger.close()
+  with open(path, 'rb') as f:
+    last_row = f.read().rindex(b'\n500,')
+  os.truncate(path, last_row + len('\n500,5'))  # Killed mid-row.
+  resumed = nodes.MetricsLogger(run_dir, 'evaluator/0')
+  resumed.write({'actor_steps': 750, 'episode_return': 75.0})
+  resumed.close()
+  rows = summary_lib.evaluation_rows(run_dir)
+  assert [(r['actor_steps'], r['episode_return']) for r in rows] == [
+      (250, 25.0), (750, 75.0)]
+  table, text = _table(sweep_dir)
+  note = (f'{names[0]}: 1 torn row of metrics/evaluator_0.csv skipped (cut '
+          'by a kill)')
+  assert table['notes'] == [note] and note in text.splitlines()
+  assert table['settings'][0]['returns'] == [5000, 5100]
