@@ -199,8 +199,11 @@ def clip(values: Dict[str, Any],
     if spec['kind'] == 'choice' or field not in clipped:
       continue
     value = min(max(clipped[field], spec['low']), spec['high'])
-    clipped[field] = (int(round(value)) if spec['kind'] == 'int'
-                      else float(f'{value:.4g}'))
+    rounded = (int(round(value)) if spec['kind'] == 'int'
+               else float(f'{value:.4g}'))
+    # As sample.Range.draw: a rounded bound can fall outside its range.
+    clipped[field] = (rounded if spec['low'] <= rounded <= spec['high']
+                      else value)
   return clipped
 
 

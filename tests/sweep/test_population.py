@@ -134,3 +134,14 @@ def test_a_schedule_of_members_running_through_ends_each_launch_at_the_next():
   assert population.schedule(record, 'b') == [(2500, {'ppo.learning_rate': 0.1}),
                                                (4000, {'ppo.learning_rate': 0.12})]
   assert population.schedule(record, 'a') == [(4000, {'ppo.learning_rate': 0.1})]
+
+
+def test_a_value_brought_back_into_its_range_stays_there_when_rounded():
+  space = {'ppo.learning_rate': {'kind': 'loguniform', 'low': 1e-5,
+                                 'high': 0.00123456},
+           'ppo.num_epochs': {'kind': 'int', 'low': 1, 'high': 4}}
+  clipped = population.clip({'ppo.learning_rate': 0.0015,
+                             'ppo.num_epochs': 5}, space)
+  assert clipped == {'ppo.learning_rate': 0.00123456, 'ppo.num_epochs': 4}
+  assert population.clip({'ppo.learning_rate': 0.000123456789},
+                         space) == {'ppo.learning_rate': 0.0001235}
