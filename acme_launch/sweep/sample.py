@@ -12,7 +12,10 @@ A range is its field's only value, and fits its field's type: uniform and
 loguniform a float field, int an int field (a bool, string, tuple or None
 field takes lists only). Draws come from random.Random(--sweep_seed), field
 by field in the order given, point by point, so the same flags draw the same
-points; a draw that repeats an earlier point is drawn again. Drawn floats are
+points; a draw that repeats an earlier point is drawn again. A space of
+ints and lists only is finite: its points are numbered and `samples` of
+the numbers drawn without replacement (random.sample), so any request up
+to the space's size is met, however close to it. Drawn floats are
 rounded, to keep point names short: loguniform to 4 significant digits,
 uniform to 1/10,000 of the range's width or finer; a rounded value outside
 the range is kept unrounded. The points' values go to sweep.json like a
@@ -147,6 +150,9 @@ def draw(fields: Sequence[Tuple[str, List[str]]], ranges: Dict[str, Range],
         f'--sweep_samples={samples}: these --sweep values give only '
         f'{space} distinct points')
   rng = random.Random(seed)
+  if math.isfinite(space):  # Ints and lists: drawn without replacement.
+    return [_nth_point(fields, ranges, index)
+            for index in rng.sample(range(space), samples)]
   points: List[Tuple[str, ...]] = []
   seen, repeats = set(), 0
   while len(points) < samples:
@@ -162,3 +168,16 @@ def draw(fields: Sequence[Tuple[str, List[str]]], ranges: Dict[str, Range],
     seen.add(point)
     points.append(point)
   return points
+
+
+def _nth_point(fields: Sequence[Tuple[str, List[str]]],
+               ranges: Dict[str, Range], index: int) -> Tuple[str, ...]:
+  """The point numbered `index` of a finite space, the last field's value
+  moving fastest (as in the grid)."""
+  point = []
+  for field, values in reversed(fields):
+    spec = ranges.get(field)
+    size = int(spec.size()) if spec else len(values)
+    index, at = divmod(index, size)
+    point.append(str(spec.low + at) if spec else values[at])
+  return tuple(reversed(point))

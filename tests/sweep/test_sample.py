@@ -153,3 +153,13 @@ def test_without_sweep_samples_a_range_is_refused_and_lists_make_the_grid(
       cli._check_sweep_point, smoke.get_config())
   assert [p.name for p, _ in todo] == ['ppo.num_epochs=1', 'ppo.num_epochs=2']
   assert 'random_search' not in record
+
+
+@pytest.mark.parametrize('seed', range(3))
+def test_a_space_of_ints_and_lists_is_drawn_whole_without_replacement(seed):
+  _, drawn = _draw(['seed=int(0,299)'], 300, seed)
+  assert sorted(int(v) for (v,) in drawn) == list(range(300))
+  _, drawn = _draw(['seed=0,1,2', 'ppo.num_epochs=int(1,4)'], 12, seed)
+  assert len(set(drawn)) == 12
+  assert _draw(['seed=int(0,299)'], 20, seed) == _draw(['seed=int(0,299)'],
+                                                        20, seed)
