@@ -18,6 +18,7 @@ from acme_launch import errors
 from acme_launch import layout
 from acme_launch.run import summary as summary_lib
 from acme_launch.stats import library as stats
+from acme_launch.stats import metrics
 from acme_launch.sweep import schedulers
 from acme_launch.sweep.options import SweepOptions
 from acme_launch.sweep.points import SEED_FIELD, Point
@@ -182,18 +183,24 @@ def _exit_reason(summary: Dict[str, Any], reached: bool, stopped,
                     else 'not started')
 
 
-def summarize_setting(setting: str, seeds: List[Any],
-                      finals: List[float]) -> Dict[str, Any]:
+def summarize_setting(setting: str, seeds: List[Any], finals: List[float],
+                      intervals: bool = True) -> Dict[str, Any]:
   """One setting's row over its seeds: mean +- std (as bench/learning.py:
   the population deviation), and the IQM, median and mean with their 95%
-  bootstrap intervals (none with fewer than two runs)."""
+  bootstrap intervals (none with fewer than two runs, nor without
+  `intervals`: the point estimates alone)."""
   row: Dict[str, Any] = {
       'setting': setting, 'seeds': seeds, 'returns': finals,
       'final_return_mean': statistics.fmean(finals) if finals else None,
       'final_return_std': statistics.pstdev(finals) if finals else None,
       'runs': len(finals),
   }
-  if finals:
+  if finals and not intervals:
+    row['final_return_intervals'] = {
+        name: {'value': float(statistic(metrics.as_matrix(finals))),
+               'low': None, 'high': None}
+        for name, statistic in metrics.AGGREGATES.items()}
+  elif finals:
     row['final_return_intervals'] = stats.interval_estimates(finals)
     row['interval'] = {'confidence': stats.CONFIDENCE, 'reps': stats.REPS,
                        'seed': stats.SEED, 'method': 'stratified percentile '
@@ -271,8 +278,11 @@ def _summarize_population(record: Dict[str, Any], rows: List[Dict[str, Any]],
               r['budget_reached']]
   best = max(finished, key=lambda r: r['final_return'], default=None)
   return {'points': rows, 'notes': notes,
+          # No bootstrap interval: it would resample the members as
+          # independent runs, and members copy one another's learners.
           'settings': [summarize_setting(
-              'population', [], [r['final_return'] for r in finished])],
+              'population', [], [r['final_return'] for r in finished],
+              intervals=False)],
           'population': {
               'members': len(rows), 'exploits': len(exploits),
               'best': best and best['point'],
@@ -297,6 +307,8 @@ def _format_population(table: Dict[str, Any], width: int) -> List[str]:
             f'{population["best"] or "-"} (final return '
             f'{_number(population["best_return"])})', '']
   lines.extend(format_intervals(table['settings'], width))
+  lines.append('no interval over a population: members that copy one '
+               'another are not independent runs')
   lines.extend(table.get('notes', []))
   lines.extend(_failed_lines(table))
   return lines

@@ -203,3 +203,19 @@ def test_a_row_torn_by_a_kill_and_appended_to_on_resume_is_skipped_and_noted(
           'by a kill)')
   assert table['notes'] == [note] and note in text.splitlines()
   assert table['settings'][0]['returns'] == [5000, 5100]
+
+
+def test_a_populations_figures_have_no_interval_its_members_copy_each_other(
+    tmp_path):
+  sweep_dir = str(tmp_path / 'sweep')
+  _population(sweep_dir, [10.0, 20.0, 30.0, 40.0], [1000] * 4)
+  table, text = _table(sweep_dir)
+  population, = table['settings']
+  assert population['final_return_intervals'] == {
+      name: {'value': 25.0, 'low': None, 'high': None}
+      for name in ('iqm', 'median', 'mean')}
+  assert 'interval' not in population
+  assert ('population                         4  IQM 25.0; median 25.0; '
+          'mean 25.0') in text.splitlines()
+  assert ('no interval over a population: members that copy one another '
+          'are not independent runs') in text.splitlines()
