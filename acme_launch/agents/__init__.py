@@ -11,6 +11,7 @@ from acme_launch.agents.adapter import Adapter
 from acme_launch.agents.adapter import central_inference_problem
 from acme_launch.agents.adapter import make_actor_policy
 from acme_launch.agents.adapter import make_variable_client
+from acme_launch.agents.adapter import saved_actor_variables
 from acme_launch.agents.loader import FUNCTIONS
 from acme_launch.agents.loader import SHIPPED
 from acme_launch.agents.loader import call
@@ -21,4 +22,5 @@ from acme_launch.agents.loader import section_name
 __all__ = ['ANY_DEVICES', 'Adapter', 'FUNCTIONS', 'SHIPPED', 'call',
            'central_inference_problem', 'load',
            'make_actor_policy', 'make_variable_client', 'module_name',
+           'saved_actor_variables',
            'section_name']

@@ -71,6 +71,15 @@ and, defaulted (module constant in brackets):
                          them and refuses a plan that cannot hold it
                          (docs/resources-and-gpus.md#replay-memory). None:
                          the replay node's memory is not planned
+  saved_variables        (learner_state, name) -> the variables
+                         `learner.get_variables([name])` returns, read from
+                         the state its `save()` returns (what the learner
+                         checkpoint holds): how `python -m
+                         acme_launch.evaluate` and `export` act with a
+                         finished run's policy without a learner. None: Acme's
+                         learners' way, `policy_params` for 'policy' where
+                         the state has them, else `params`
+                         (`saved_actor_variables`)
   section                the config section of its settings; '' (the
                          default): named like its module's last part
                          (`config.ppo`, `config.my_dqn`)
@@ -105,6 +114,7 @@ class Adapter:
   section: str = ''
   module_name: str = ''
   actor_policy_inputs: Optional[Callable[..., Any]] = None
+  saved_variables: Optional[Callable[..., Any]] = None
 
   def update_period(self, config) -> int:
     """Every how many updates its actors fetch the learner's variables:
@@ -130,7 +140,8 @@ class Adapter:
 
 
 FUNCTIONS = ('make_builder', 'make_networks', 'make_policy')
-OPTIONAL_FUNCTIONS = ('make_actor_core', 'actor_policy_inputs', 'replay_tables')
+OPTIONAL_FUNCTIONS = ('make_actor_core', 'actor_policy_inputs', 'replay_tables',
+                      'saved_variables')
 FLAGS = ('policy_returns_extras', 'batched_adder', 'recurrent')
 
 
@@ -213,3 +224,15 @@ def make_variable_client(adapter: Adapter, config, variable_source,
   return variable_utils.VariableClient(
       variable_source, adapter.actor_variables, device=device,
       update_period=adapter.update_period(config) * updates_per_fetch)
+
+
+def saved_actor_variables(adapter: Adapter, state):
+  """The variables its actors fetch (`actor_variables`), from its learner's
+  saved state: `adapter.saved_variables` where it declares one, else Acme's
+  learners' way (their get_variables reads `policy_params` for 'policy',
+  `params` otherwise). AttributeError if the state has neither."""
+  if adapter.saved_variables is not None:
+    return adapter.saved_variables(state, adapter.actor_variables)
+  if adapter.actor_variables == 'policy' and hasattr(state, 'policy_params'):
+    return state.policy_params
+  return state.params

@@ -22,6 +22,7 @@ import numpy as np
 import tree
 
 from acme_launch import agents
+from acme_launch.agents import evaluation_policy
 from acme_launch.program import batched_actor
 from acme_launch.adders import batched as batched_adders
 from acme_launch.program import checkpointing
@@ -272,9 +273,7 @@ def make_program(config: ml_collections.ConfigDict,
   def build_evaluator(index, learner, counter):
     seed = seeds_lib.seed_after_restarts(seeds[f'evaluator/{index}'])
     make_eval_env = lambda s: make_env(seed=s, evaluation=True)
-    networks = adapter.make_networks(config, environment_spec)
-    policy = adapter.make_policy(config, networks, environment_spec,
-                                 evaluation=True)
+    policy = evaluation_policy.make(adapter, config, environment_spec).policy
     if adapter.recurrent:  # Its policy keeps state: one episode at a time.
       during = evaluation.ActorEvaluation(
           make_eval_env(seed), builder.make_actor(

@@ -25,3 +25,11 @@ def replay_tables(config: ml_collections.ConfigDict,
   """Its replay: n-step transitions, one item per step (plan/replay_memory.py)."""
   return replay_fields.transition_tables('d4pg', config, environment_spec,
                                          d4pg.D4PGConfig)
+
+
+def saved_variables(state, name: str):
+  """What D4PG's learner serves its actors, from its saved state: Acme's
+  D4PG learner hands out its target networks (`target_policy_params` for
+  'policy'), not the online ones."""
+  return {'policy': state.target_policy_params,
+          'critic': state.target_critic_params}[name]

@@ -1,0 +1,67 @@
+"""A learner checkpoint's parameters, read without a learner: every shipped
+agent and a user's adapter (examples/), against the learner itself.
+
+In this process, each agent's real learner made by its builder (no Reverb:
+nothing is sampled until it steps), its saved state given a different
+value in every field, restored, and what it serves its actors compared
+with `agents.saved_actor_variables` of the same state: D4PG's learner
+serves its target networks, SAC's and TD3's their policy, the rest their
+`params`.
+"""
+
+import os
+
+import jax
+import numpy as np
+import pytest
+
+from acme_launch import compat  # JAX aliases; before acme
+from acme import specs
+from acme.utils import counting
+from acme.utils import loggers
+
+from acme_launch import agents
+from acme_launch import envs as environments
+from acme_launch.config import registry
+from tests.conftest import REPO_ROOT
+
+EXAMPLES = os.path.join(REPO_ROOT, 'examples')
+CONFIGS = ('smoke', 'sac_mujoco', 'td3_mujoco', 'd4pg_mujoco', 'dqn_cartpole',
+           'r2d2_minatar', 'impala_minatar',
+           os.path.join(EXAMPLES, 'dueling_dqn_corridor.py'))
+
+
+def _distinct(state):
+  """`state` with every float array of its i-th field moved by i + 1."""
+  fields = {name: jax.tree_util.tree_map(
+      lambda x, i=i: (np.asarray(x) + i + 1
+                      if np.issubdtype(np.asarray(x).dtype, np.floating)
+                      else x), value)
+            for i, (name, value) in enumerate(state._asdict().items())}
+  return state._replace(**fields)
+
+
+@pytest.mark.parametrize('config_name', CONFIGS,
+                         ids=lambda name: os.path.basename(name))
+def test_saved_state_gives_what_the_learner_serves_its_actors(
+    config_name, monkeypatch):
+  monkeypatch.syspath_prepend(EXAMPLES)
+  config = registry.load(config_name)
+  adapter = agents.load(config.agent)
+  spec = specs.make_environment_spec(
+      environments.make_environment(config.env_name, 0))
+  builder = adapter.make_builder(
+      config, learner_logger_fn=lambda *a, **k: loggers.NoOpLogger(),
+      environment_spec=spec)
+  learner = builder.make_learner(
+      jax.random.PRNGKey(0), adapter.make_networks(config, spec), iter(()),
+      None, counting.Counter())
+  state = _distinct(learner.save())
+  learner.restore(state)
+  served = learner.get_variables([adapter.actor_variables])[0]
+  saved = agents.saved_actor_variables(adapter, learner.save())
+  assert jax.tree_util.tree_structure(served) == (
+      jax.tree_util.tree_structure(saved))
+  for a, b in zip(jax.tree_util.tree_leaves(served),
+                  jax.tree_util.tree_leaves(saved)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
