@@ -65,8 +65,11 @@ import subprocess
 import sys
 import tempfile
 
-SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'native',
-                      'loopback_bind.c')
+_NATIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'native')
+SOURCE = os.path.join(_NATIVE, 'loopback_bind.c')
+# The handshake's MAC, apart from the socket code (compiled in with it).
+_SOURCES = (SOURCE, os.path.join(_NATIVE, 'hmac_sha256.c'),
+            os.path.join(_NATIVE, 'hmac_sha256.h'))
 LIBRARY_ENV = 'ACME_LAUNCH_LOOPBACK_LIBRARY'
 BIND_ADDRESS_ENV = 'ACME_LAUNCH_BIND_ADDRESS'  # Read by the shim at load.
 HOSTS_FILE_ENV = 'ACME_LAUNCH_HOSTS_FILE'      # Read by the shim at accept.
@@ -124,8 +127,11 @@ def library_path() -> str:
 
 
 def _source_digest() -> str:
-  with open(SOURCE, 'rb') as f:
-    return hashlib.sha256(f.read()).hexdigest()
+  digest = hashlib.sha256()
+  for path in _SOURCES:
+    with open(path, 'rb') as f:
+      digest.update(f.read())
+  return digest.hexdigest()
 
 
 def _stamp_path(path: str) -> str:
@@ -156,7 +162,7 @@ def build(path: str) -> None:
     try:
       result = subprocess.run(
           [compiler, '-shared', '-fPIC', '-O2', '-Wall', '-o', tmp_path,
-           SOURCE, '-ldl'],
+           *(p for p in _SOURCES if p.endswith('.c')), '-ldl'],
           capture_output=True, text=True, timeout=120, check=False)
     except OSError as e:
       raise Unavailable(f'cannot build the loopback shim: no C compiler '

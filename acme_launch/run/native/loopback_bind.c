@@ -60,7 +60,8 @@
  * ACME_LAUNCH_LOOPBACK_DEBUG=1 prints each rewrite and each refusal to
  * stderr; ACME_LAUNCH_LOOPBACK_LOOKUP=proc looks peers up in /proc only
  * (the tests check both ways).
- * Build: cc -shared -fPIC -O2 -o acme_launch_loopback.so loopback_bind.c -ldl
+ * Build: cc -shared -fPIC -O2 -o acme_launch_loopback.so loopback_bind.c \
+ *        hmac_sha256.c -ldl
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
