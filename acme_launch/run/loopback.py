@@ -57,10 +57,13 @@ script before anything else is importable:
 """
 
 import ctypes
+import errno
 import hashlib
 import json
 import os
+import secrets
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -68,11 +71,16 @@ import tempfile
 _NATIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'native')
 SOURCE = os.path.join(_NATIVE, 'loopback_bind.c')
 # The handshake's MAC, apart from the socket code (compiled in with it).
-_SOURCES = (SOURCE, os.path.join(_NATIVE, 'hmac_sha256.c'),
-            os.path.join(_NATIVE, 'hmac_sha256.h'))
+_SOURCES = (SOURCE, *(os.path.join(_NATIVE, name) for name in (
+    'handshake.c', 'handshake.h', 'hmac_sha256.c', 'hmac_sha256.h')))
 LIBRARY_ENV = 'ACME_LAUNCH_LOOPBACK_LIBRARY'
 BIND_ADDRESS_ENV = 'ACME_LAUNCH_BIND_ADDRESS'  # Read by the shim at load.
 HOSTS_FILE_ENV = 'ACME_LAUNCH_HOSTS_FILE'      # Read by the shim at accept.
+# The run's key (native/handshake.c): its path in the environment, never
+# the key; the file holds exactly RUN_KEY_SIZE random bytes, this user's,
+# mode 0600. Read by the shim at load, on a cluster address only.
+RUN_KEY_ENV = 'ACME_LAUNCH_RUN_KEY_FILE'
+RUN_KEY_SIZE = 32
 # acme_launch_peer_check's values: how the shim screens accept().
 NOT_SCREENED, BY_USER, BY_USER_AND_HOST = 0, 1, 2
 _REEXEC_ENV = 'ACME_LAUNCH_LOOPBACK_REEXEC'
@@ -162,7 +170,7 @@ def build(path: str) -> None:
     try:
       result = subprocess.run(
           [compiler, '-shared', '-fPIC', '-O2', '-Wall', '-o', tmp_path,
-           *(p for p in _SOURCES if p.endswith('.c')), '-ldl'],
+           *(p for p in _SOURCES if p.endswith('.c')), '-ldl', '-pthread'],
           capture_output=True, text=True, timeout=120, check=False)
     except OSError as e:
       raise Unavailable(f'cannot build the loopback shim: no C compiler '
@@ -203,6 +211,52 @@ def write_hosts(path: str, addresses) -> None:
                     os.O_NOFOLLOW, 0o600), 'w') as f:
     f.write(''.join(f'{a}\n' for a in addresses))
   os.replace(tmp_path, path)
+
+
+def make_run_key(path: str) -> None:
+  """A fresh random run key at `path`, made exclusively (never through a
+  link, never over another file), readable by this user only."""
+  fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+               0o600)
+  try:
+    os.write(fd, secrets.token_bytes(RUN_KEY_SIZE))
+  finally:
+    os.close(fd)
+
+
+def run_key_problem(path: str) -> str:
+  """'' when `path` is a usable run key (the shim's rules, handshake.c:
+  a regular file of this user, readable by no one else, RUN_KEY_SIZE bytes,
+  not a link); else why not, in words."""
+  try:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+  except FileNotFoundError:
+    return 'it does not exist'
+  except OSError as e:
+    return 'it is a link' if e.errno == errno.ELOOP else 'it cannot be read'
+  try:
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+      return 'it is not a regular file'
+    if st.st_uid != os.geteuid():
+      return 'it belongs to another user'
+    if st.st_mode & 0o077:
+      return 'others can read or change it (chmod 600)'
+    if st.st_size != RUN_KEY_SIZE:
+      return f'it is not {RUN_KEY_SIZE} bytes'
+    return ''
+  finally:
+    os.close(fd)
+
+
+def read_run_key(path: str) -> bytes:
+  """The key at `path`, checked as the shim checks it; ValueError naming
+  the file and what is wrong with it."""
+  problem = run_key_problem(path)
+  if problem:
+    raise ValueError(f'the run key file {path} cannot be used: {problem}')
+  with open(path, 'rb') as f:
+    return f.read()
 
 
 def verify(path: str, bind_address: str = '') -> None:

@@ -7,12 +7,20 @@ length around SHA-256's 64-byte block.
 import ctypes
 import hashlib
 import hmac
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acme_launch.run import loopback
+from acme_launch.testing import cluster
+from tests import other_user
 
 # RFC 4231, section 4: (key, data, HMAC-SHA-256); case 5's is truncated to
 # 128 bits in the RFC.
@@ -71,3 +79,394 @@ def test_the_shims_compare_tells_equal_from_unequal(shim):
     b[i] = 1
     assert equal(a, bytes(b), ctypes.c_size_t(32)) == 0
   assert equal(a, a, ctypes.c_size_t(32)) == 1
+
+
+# --- The handshake between two hosts (network namespaces, root) ---------
+
+_SERVER = r'''
+import select, socket, sys
+listener = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+listener.bind(('::', int(sys.argv[1])))  # The shim puts it on its address.
+listener.listen(64)
+listener.setblocking(False)  # As gRPC's: a refusal reads as an empty queue.
+print(listener.getsockname()[1], flush=True)
+while True:
+  select.select([listener], [], [])
+  try:
+    conn, _ = listener.accept()
+  except BlockingIOError:
+    continue
+  conn.sendall(b'hello')
+  conn.close()
+'''
+
+# Connects to each (address, port) of argv[1] (JSON), blocking or not, and
+# says what came back: 'hello', 'closed' or the error's name; and in how
+# many seconds.
+_CLIENT = r'''
+import json, select, socket, sys, time
+answers = []
+for address, port, blocking in json.loads(sys.argv[1]):
+  start = time.time()
+  try:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+      s.settimeout(5)
+      if blocking:
+        s.connect((address, port))
+      else:  # As gRPC: non-blocking, then wait for writability, SO_ERROR.
+        s.setblocking(False)
+        code = s.connect_ex((address, port))
+        if code not in (0, 115):  # 115: EINPROGRESS.
+          raise OSError(code, 'connect')
+        select.select([], [s], [], 5)
+        code = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if code:
+          raise OSError(code, 'connect')
+        s.setblocking(True)
+        s.settimeout(5)
+      answer = s.recv(64).decode() or 'closed'
+  except OSError as e:
+    answer = type(e).__name__
+  answers.append([answer, round(time.time() - start, 3)])
+print(json.dumps(answers))
+'''
+
+
+@pytest.fixture(scope='module')
+def two_hosts():
+  """Hosts a (10.9.1.1) and b (10.9.1.2): two network namespaces joined by
+  a veth pair; b also holds 10.9.1.3, a host of the network not in the run."""
+  why = other_user.why_not() or cluster.why_not_available()
+  if why:
+    pytest.skip(why)
+  tag = f'aclkey{os.getpid() % 100000}'
+  names = {'a': f'{tag}a', 'b': f'{tag}b'}
+  for ns in names.values():
+    subprocess.run(['ip', 'netns', 'add', ns], check=True)
+  try:
+    subprocess.run(['ip', 'link', 'add', f'{tag}x', 'netns', names['a'], 'type',
+                    'veth', 'peer', 'name', f'{tag}y', 'netns', names['b']],
+                   check=True)
+    for host, device, addresses in (('a', 'x', ['10.9.1.1']),
+                                    ('b', 'y', ['10.9.1.2', '10.9.1.3'])):
+      run = ['ip', 'netns', 'exec', names[host], 'ip']
+      for address in addresses:
+        subprocess.run([*run, 'addr', 'add', f'{address}/24', 'dev',
+                        tag + device], check=True)
+      subprocess.run([*run, 'link', 'set', tag + device, 'up'], check=True)
+      subprocess.run([*run, 'link', 'set', 'lo', 'up'], check=True)
+    yield {h: ['ip', 'netns', 'exec', ns] for h, ns in names.items()}
+  finally:
+    for ns in names.values():
+      subprocess.run(['ip', 'netns', 'del', ns], check=False)
+
+
+@pytest.fixture(scope='module')
+def keyed_shim():
+  return loopback.ensure()
+
+
+def _key(folder, name='key'):
+  path = os.path.join(folder, name)
+  loopback.make_run_key(path)
+  return path
+
+
+def _shim_env(shim, folder, address, hosts, key):
+  """The environment of a node process on `address` of a run on `hosts`."""
+  hosts_file = os.path.join(folder, f'hosts-{address}')
+  if not os.path.exists(hosts_file):
+    loopback.write_hosts(hosts_file, hosts)
+  env = dict(os.environ, LD_PRELOAD=shim, ACME_LAUNCH_LOOPBACK_DEBUG='1',
+             **{loopback.BIND_ADDRESS_ENV: address,
+                loopback.HOSTS_FILE_ENV: hosts_file})
+  if key:
+    env[loopback.RUN_KEY_ENV] = key
+  return env
+
+
+class _KeyedServer:
+  """_SERVER on host a (10.9.1.1) of a run on hosts a and b, with `key`."""
+
+  def __init__(self, hosts, shim, folder, key, port=0):
+    self.process = subprocess.Popen(
+        [*hosts['a'], sys.executable, '-S', '-c', _SERVER, str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=_shim_env(shim, folder, '10.9.1.1', ['10.9.1.1', '10.9.1.2'], key))
+    self.port = int(self.process.stdout.readline())
+    self.stderr = ''
+
+  def stop(self) -> str:
+    self.process.kill()
+    self.stderr = self.process.communicate(timeout=30)[1]
+    return self.stderr
+
+
+def _clients(hosts, targets, env=None):
+  """_CLIENT from host b: [(answer, seconds)] per (address, port, blocking)."""
+  result = subprocess.run(
+      [*hosts['b'], sys.executable, '-S', '-c', _CLIENT, json.dumps(targets)],
+      capture_output=True, text=True, timeout=120, check=True,
+      env=env or dict(os.environ))
+  return [tuple(a) for a in json.loads(result.stdout)]
+
+
+def test_a_client_with_the_run_key_is_answered_across_hosts_and_one_without_is_not(
+    two_hosts, keyed_shim, tmp_path):
+  key, other_run = _key(str(tmp_path)), _key(str(tmp_path), 'other')
+  server = _KeyedServer(two_hosts, keyed_shim, str(tmp_path), key)
+  target = [['10.9.1.1', server.port, True], ['10.9.1.1', server.port, False]]
+  try:
+    with_key = _clients(two_hosts, target, _shim_env(
+        keyed_shim, str(tmp_path), '10.9.1.2', ['10.9.1.1', '10.9.1.2'], key))
+    wrong_key = _clients(two_hosts, target, _shim_env(
+        keyed_shim, str(tmp_path), '10.9.1.2', ['10.9.1.1', '10.9.1.2'],
+        other_run))
+    # A plain gRPC client's first bytes, HTTP/2's preface (as another user
+    # of host b would send), then nothing at all.
+    no_shim = _send(two_hosts, server.port, b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n')
+    silent = _clients(two_hosts, target[:1])
+    after = _clients(two_hosts, target[:1], _shim_env(
+        keyed_shim, str(tmp_path), '10.9.1.2', ['10.9.1.1', '10.9.1.2'], key))
+  finally:
+    stderr = server.stop()
+  assert [a for a, _ in with_key] == ['hello', 'hello'], (with_key, stderr)
+  # Another run's key: refused by the server, unanswered; the client's
+  # connect itself fails (the server never proved itself to it).
+  assert [a for a, _ in wrong_key] == ['ConnectionRefusedError'] * 2, wrong_key
+  # No proof: not one byte back. A silent client is not even accepted.
+  assert no_shim == b'', no_shim
+  assert silent[0][0] == 'TimeoutError', silent
+  assert [a for a, _ in after] == ['hello'], after
+  assert 'refused a connection from 10.9.1.2 (wrong proof)' in stderr, stderr
+  assert 'refused a connection from 10.9.1.2 (a short proof)' in stderr, stderr
+
+
+_STAND_IN = r'''
+import socket, sys
+listener = socket.socket()
+listener.bind(('10.9.1.1', 0))
+listener.listen(4)
+print(listener.getsockname()[1], flush=True)
+conn, _ = listener.accept()
+conn.settimeout(5)
+got = b''
+while len(got) < 60:
+  chunk = conn.recv(60 - len(got))
+  if not chunk:
+    break
+  got += chunk
+conn.sendall(bytes(48))  # A reply without the key.
+print(got.hex(), flush=True)
+conn.recv(64)  # What the client sends next, if anything: gRPC's bytes.
+'''
+
+
+def test_a_stand_in_listener_gets_only_the_hello_which_opens_no_other_port(
+    two_hosts, keyed_shim, tmp_path):
+  # A listener without the key on a port of the run's host a: the client's
+  # connect fails, and the 60-byte hello is all the stand-in ever reads.
+  key = _key(str(tmp_path))
+  client_env = _shim_env(keyed_shim, str(tmp_path), '10.9.1.2',
+                         ['10.9.1.1', '10.9.1.2'], key)
+  stand_in = subprocess.Popen([*two_hosts['a'], sys.executable, '-c', _STAND_IN],
+                              stdout=subprocess.PIPE, text=True)
+  port = int(stand_in.stdout.readline())
+  answer = _clients(two_hosts, [['10.9.1.1', port, False]], client_env)
+  hello = bytes.fromhex(stand_in.stdout.readline().strip())
+  stand_in.wait(timeout=30)
+  assert answer[0][0] == 'ConnectionRefusedError', answer
+  assert len(hello) == 60 and hello[:4] == b'ACL1'
+
+  # The real server, on another port: the client is answered, and the
+  # captured hello, a proof for the stand-in's port, opens nothing there.
+  server = _KeyedServer(two_hosts, keyed_shim, str(tmp_path), key)
+  try:
+    first = _clients(two_hosts, [['10.9.1.1', server.port, True]], client_env)
+    replayed = _send(two_hosts, server.port, hello)
+  finally:
+    stderr = server.stop()
+  assert first[0][0] == 'hello', (first, stderr)
+  assert replayed == b'', replayed
+  assert 'refused a connection from 10.9.1.2 (wrong proof)' in stderr, stderr
+
+
+_SEND = r'''
+import socket, sys
+with socket.create_connection(('10.9.1.1', int(sys.argv[1])), 5) as s:
+  s.settimeout(5)
+  s.sendall(bytes.fromhex(sys.argv[2]))
+  try:
+    print(s.recv(64).hex())
+  except OSError:
+    print('')
+'''
+
+
+def _send(hosts, port, data: bytes) -> bytes:
+  """`data` sent from host b by a plain client; what came back."""
+  result = subprocess.run(
+      [*hosts['b'], sys.executable, '-S', '-c', _SEND, str(port), data.hex()],
+      capture_output=True, text=True, timeout=60, check=True)
+  return bytes.fromhex(result.stdout.strip())
+
+
+def _hello(key: bytes, address: str, port: int, when: int,
+           nonce: bytes) -> bytes:
+  """A hello as handshake.c makes it, for the tests' own."""
+  server = (bytes([4]) + socket.inet_aton(address) + bytes(12) +
+            port.to_bytes(2, 'big'))
+  stamp = when.to_bytes(8, 'big')
+  return b'ACL1' + stamp + nonce + hmac.new(
+      key, b'acme-launch hello' + server + stamp + nonce,
+      hashlib.sha256).digest()
+
+
+def test_a_hello_is_taken_once_within_its_window_for_its_own_port_only(
+    two_hosts, keyed_shim, tmp_path):
+  path = _key(str(tmp_path))
+  key = loopback.read_run_key(path)
+  server = _KeyedServer(two_hosts, keyed_shim, str(tmp_path), path)
+  now = int(time.time())
+  try:
+    fresh = _hello(key, '10.9.1.1', server.port, now, os.urandom(16))
+    answered = _send(two_hosts, server.port, fresh)
+    again = _send(two_hosts, server.port, fresh)
+    stale = _send(two_hosts, server.port, _hello(
+        key, '10.9.1.1', server.port, now - 60, os.urandom(16)))
+    ahead = _send(two_hosts, server.port, _hello(
+        key, '10.9.1.1', server.port, now + 60, os.urandom(16)))
+    other_port = _send(two_hosts, server.port, _hello(
+        key, '10.9.1.1', server.port + 1, now, os.urandom(16)))
+    other_host = _send(two_hosts, server.port, _hello(
+        key, '10.9.1.3', server.port, now, os.urandom(16)))
+  finally:
+    stderr = server.stop()
+  # The server's reply (48 bytes: its nonce and proof over the client's
+  # nonce), then gRPC's stream: here the server's b'hello'.
+  nonce = fresh[12:28]
+  assert answered[48:] == b'hello', (answered, stderr)
+  server_id = (bytes([4]) + socket.inet_aton('10.9.1.1') + bytes(12) +
+               server.port.to_bytes(2, 'big'))
+  assert answered[16:48] == hmac.new(
+      key, b'acme-launch reply' + server_id + nonce + answered[:16],
+      hashlib.sha256).digest()
+  for refused in (again, stale, ahead, other_port, other_host):
+    assert refused == b''
+  assert 'refused a connection from 10.9.1.2 (proof seen before)' in stderr
+  assert stderr.count('(proof out of its time window)') == 2, stderr
+  assert stderr.count('(wrong proof)') == 2, stderr
+
+
+_SILENT = r'''
+import socket, sys, time
+held = []
+for _ in range(int(sys.argv[2])):
+  s = socket.create_connection(('10.9.1.1', int(sys.argv[1])), 5)
+  held.append(s)
+slow = socket.create_connection(('10.9.1.1', int(sys.argv[1])), 5)
+slow.sendall(b'ACL1')  # A hello's first bytes, the rest never.
+held.append(slow)
+print('holding', flush=True)
+time.sleep(60)
+'''
+
+
+def test_silent_and_slow_attackers_do_not_delay_the_runs_connections(
+    two_hosts, keyed_shim, tmp_path):
+  key = _key(str(tmp_path))
+  client_env = _shim_env(keyed_shim, str(tmp_path), '10.9.1.2',
+                         ['10.9.1.1', '10.9.1.2'], key)
+  server = _KeyedServer(two_hosts, keyed_shim, str(tmp_path), key)
+  attacker = subprocess.Popen(
+      [*two_hosts['b'], sys.executable, '-S', '-c', _SILENT, str(server.port),
+       '20'], stdout=subprocess.PIPE, text=True)
+  try:
+    assert attacker.stdout.readline().strip() == 'holding'
+    answers = _clients(two_hosts, [['10.9.1.1', server.port, False]] * 5,
+                       client_env)
+  finally:
+    attacker.kill()
+    attacker.wait()
+    stderr = server.stop()
+  assert [a for a, _ in answers] == ['hello'] * 5, (answers, stderr)
+  assert max(seconds for _, seconds in answers) < 1.0, answers
+  assert 'refused a connection from 10.9.1.2 (a short proof)' in stderr, stderr
+
+
+_GRPC_SERVER = r"""
+import sys, time
+from concurrent import futures
+import grpc
+handler = grpc.method_handlers_generic_handler('t', {
+    'Echo': grpc.unary_unary_rpc_method_handler(lambda request, _: request)})
+server = grpc.server(futures.ThreadPoolExecutor(2), handlers=[handler])
+port = server.add_insecure_port('[::]:%s' % sys.argv[1])
+server.start()
+print(port, flush=True)
+time.sleep(600)
+"""
+
+# Calls Echo at argv[1] every 0.2 s for argv[2] seconds on one channel;
+# prints what each call got ('ok' or the status code's name).
+_GRPC_CLIENT = r"""
+import json, sys, time
+import grpc
+channel = grpc.insecure_channel(sys.argv[1])
+echo = channel.unary_unary('/t/Echo')
+answers, end = [], time.time() + float(sys.argv[2])
+while time.time() < end:
+  try:
+    answers.append('ok' if echo(b'x', timeout=2) == b'x' else 'wrong')
+  except grpc.RpcError as e:
+    answers.append(e.code().name)
+  time.sleep(0.2)
+print(json.dumps(answers), flush=True)
+"""
+
+
+def test_grpc_calls_across_hosts_need_the_key_and_reconnect_after_the_server_restarts(
+    two_hosts, keyed_shim, tmp_path):
+  # grpcio's own core (non-blocking connect, epoll, its accept loop) with
+  # the shim on both sides: answered with the key, and again once a server
+  # restarted on the same port is back; never without it.
+  key = _key(str(tmp_path))
+  server_env = _shim_env(keyed_shim, str(tmp_path), '10.9.1.1',
+                         ['10.9.1.1', '10.9.1.2'], key)
+  client_env = _shim_env(keyed_shim, str(tmp_path), '10.9.1.2',
+                         ['10.9.1.1', '10.9.1.2'], key)
+
+  def serve(port):
+    process = subprocess.Popen(
+        [*two_hosts['a'], sys.executable, '-c', _GRPC_SERVER, str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=server_env)
+    return process, int(process.stdout.readline())
+
+  def calls(seconds, env):
+    return subprocess.Popen(
+        [*two_hosts['b'], sys.executable, '-c', _GRPC_CLIENT,
+         f'10.9.1.1:{port}', str(seconds)], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=env)
+
+  server, port = serve(0)
+  try:
+    keyed = calls(12, client_env)
+    plain = calls(3, dict(os.environ))
+    plain_answers = json.loads(plain.communicate(timeout=60)[0])
+    time.sleep(1)
+    server.kill()
+    server.communicate(timeout=30)
+    time.sleep(2)
+    server, _ = serve(port)  # Restarted, on its port.
+    keyed_answers = json.loads(keyed.communicate(timeout=60)[0])
+  finally:
+    server.kill()
+    stderr = server.communicate(timeout=30)[1]
+  assert plain_answers and 'ok' not in plain_answers, plain_answers
+  assert keyed_answers[0] == 'ok', (keyed_answers, stderr[-2000:])
+  # Down for a while, then answered again on a new connection.
+  assert keyed_answers.count('ok') < len(keyed_answers), keyed_answers
+  assert keyed_answers[-1] == 'ok', (keyed_answers, stderr[-2000:])

@@ -57,11 +57,31 @@
  * Without ACME_LAUNCH_HOSTS_FILE accept is not screened on a cluster
  * address (the launcher always sets it).
  *
+ * A listed host is a machine, not a user: any user logged in there would
+ * get in. So a run on a cluster also names its key (ACME_LAUNCH_RUN_KEY_FILE:
+ * 32 random bytes, this user's, mode 0600; read once at load) and every
+ * connection between two of its hosts proves it (handshake.c: the client's
+ * hello, a MAC of the time, a fresh nonce and the listener's address and
+ * port; the server's reply, a MAC over the client's nonce and its own). On
+ * the server, accept() reads the hello of a connection from another listed
+ * host only when it has arrived (the listener defers accepting until data
+ * comes: TCP_DEFER_ACCEPT, set by listen()), never waiting for it: without
+ * a whole, valid, fresh, unseen hello the connection is closed unanswered;
+ * with one, the reply is sent and the connection handed to the server. On
+ * the client, connect() to a listed host other than this one waits, even
+ * for a non-blocking socket (gRPC's), until the connection is made and the
+ * server has proved the key, within HANDSHAKE_WAIT_MS, and returns the
+ * outcome itself: 0 (gRPC takes a connect that succeeded at once), or -1
+ * with ECONNREFUSED for a server without the key, so gRPC never writes a
+ * byte to a stand-in. Peers on this host keep the check by user. A key
+ * file named but unusable is said once on stderr and every wildcard bind
+ * then fails, so the node cannot serve without it.
+ *
  * ACME_LAUNCH_LOOPBACK_DEBUG=1 prints each rewrite and each refusal to
  * stderr; ACME_LAUNCH_LOOPBACK_LOOKUP=proc looks peers up in /proc only
  * (the tests check both ways).
  * Build: cc -shared -fPIC -O2 -o acme_launch_loopback.so loopback_bind.c \
- *        hmac_sha256.c -ldl
+ *        handshake.c hmac_sha256.c -ldl -pthread
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -72,6 +92,9 @@
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,15 +102,22 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "handshake.h"
 
 typedef int (*bind_fn)(int, const struct sockaddr *, socklen_t);
 typedef int (*accept_fn)(int, struct sockaddr *, socklen_t *);
 typedef int (*accept4_fn)(int, struct sockaddr *, socklen_t *, int);
+typedef int (*connect_fn)(int, const struct sockaddr *, socklen_t);
+typedef int (*listen_fn)(int, int);
 
 static bind_fn real_bind;
 static accept_fn real_accept;
 static accept4_fn real_accept4;
+static connect_fn real_connect;
+static listen_fn real_listen;
 static int debug;
 static in_addr_t target_v4;  /* Network order: loopback or the bind address. */
 static int target_invalid;   /* ACME_LAUNCH_BIND_ADDRESS set but unreadable. */
@@ -102,11 +132,35 @@ int acme_launch_loopback_active = 1;
  * 2, those and connections from the run's other hosts (a cluster address
  * with ACME_LAUNCH_HOSTS_FILE); 0, not at all. */
 int acme_launch_peer_check = 1;
+/* 1 when connections between the run's hosts carry the run key's proof
+ * (a cluster address with ACME_LAUNCH_RUN_KEY_FILE, read at load); -1 when
+ * that file was named but refused. */
+int acme_launch_run_key = 0;
+
+/* A named key file that cannot be used: said once, on stderr (the node's
+ * log), and every wildcard bind then fails, so the node stops. */
+static void load_run_key(void) {
+  const char *path = getenv("ACME_LAUNCH_RUN_KEY_FILE");
+  if (path == NULL || path[0] == '\0' || hosts_file == NULL) return;
+  const char *why = acme_handshake_load_key(path);
+  if (why != NULL) {
+    fprintf(stderr, "acme-launch: error: the run key file %s cannot be "
+            "used: %s\n", path, why);
+    acme_launch_run_key = -1;
+    target_invalid = 1;
+    return;
+  }
+  acme_launch_run_key = 1;
+  pthread_atfork(acme_handshake_lock, acme_handshake_unlock,
+                 acme_handshake_unlock);
+}
 
 __attribute__((constructor)) static void init(void) {
   real_bind = (bind_fn)dlsym(RTLD_NEXT, "bind");
   real_accept = (accept_fn)dlsym(RTLD_NEXT, "accept");
   real_accept4 = (accept4_fn)dlsym(RTLD_NEXT, "accept4");
+  real_connect = (connect_fn)dlsym(RTLD_NEXT, "connect");
+  real_listen = (listen_fn)dlsym(RTLD_NEXT, "listen");
   run_uid = geteuid();
   const char *value = getenv("ACME_LAUNCH_LOOPBACK_DEBUG");
   debug = value != NULL && value[0] == '1';
@@ -124,6 +178,7 @@ __attribute__((constructor)) static void init(void) {
       target_v4 = parsed.s_addr;
     else
       target_invalid = 1;
+    load_run_key();
   }
 }
 
@@ -408,9 +463,45 @@ static int listed_host(uint32_t address) {
   return found;
 }
 
+/* The handshake's name for a listener: family, address, port (network
+ * order), an IPv4 one (or v4-mapped) as IPv4. */
+static void server_id(const struct endpoint *e,
+                      uint8_t id[ACME_SERVER_ID_SIZE]) {
+  id[0] = e->family == AF_INET ? 4 : 6;
+  memcpy(id + 1, e->addr, 16);
+  memcpy(id + 17, &e->port, 2);
+}
+
+/* On the server: 1 when connection `fd`, just accepted on `local`, holds
+ * the client's whole hello, and it proves the run's key (the reply is then
+ * sent). The hello is read only when it has arrived (the listener defers
+ * accepting until data comes, see listen): a connection without it now is
+ * refused at once, never waited for. */
+static int proven_by_peer(int fd, const struct endpoint *local,
+                          const char **how) {
+  uint8_t hello[ACME_HELLO_SIZE], reply[ACME_REPLY_SIZE], id[ACME_SERVER_ID_SIZE];
+  ssize_t got;
+  do {
+    got = recv(fd, hello, sizeof hello, MSG_DONTWAIT);
+  } while (got < 0 && errno == EINTR);
+  if (got != (ssize_t)sizeof hello) {
+    *how = got <= 0 ? "no proof sent" : "a short proof";
+    return 0;
+  }
+  server_id(local, id);
+  const char *why = acme_handshake_check_hello(id, hello, reply);
+  if (why != NULL) {
+    *how = why;
+    return 0;
+  }
+  *how = "could not send the reply";
+  return send(fd, reply, sizeof reply, MSG_DONTWAIT | MSG_NOSIGNAL) ==
+         (ssize_t)sizeof reply;
+}
+
 /* On a cluster address: 1 when the TCP peer is on this host and of the
  * run's user, or on another host of the run (listed in hosts_file). */
-static int cluster_peer_allowed(const struct sockaddr_storage *local,
+static int cluster_peer_allowed(int fd, const struct sockaddr_storage *local,
                                 const struct sockaddr_storage *peer,
                                 long *seen, const char **how) {
   struct endpoint l = endpoint_of(local), p = endpoint_of(peer);
@@ -421,7 +512,8 @@ static int cluster_peer_allowed(const struct sockaddr_storage *local,
   if (on_this_host) return tcp_peer_is_ours(local, peer, seen, how);
   *how = "not a host of the run";
   *seen = -2;  /* Another host: its user is not known here. */
-  return p.family == AF_INET && listed_host(p.addr[0]);
+  if (p.family != AF_INET || !listed_host(p.addr[0])) return 0;
+  return acme_launch_run_key != 1 || proven_by_peer(fd, &l, how);
 }
 
 /* 1 when connection `fd` comes from a socket of the run's user. */
@@ -445,7 +537,7 @@ static int peer_is_ours(int fd, long *seen, const char **how) {
       peer.ss_family != local.ss_family)
     return 0;  /* Reset by the peer already: nobody to answer. */
   if (acme_launch_peer_check == 2)
-    return cluster_peer_allowed(&local, &peer, seen, how);
+    return cluster_peer_allowed(fd, &local, &peer, seen, how);
   return tcp_peer_is_ours(&local, &peer, seen, how);
 }
 
@@ -521,4 +613,181 @@ int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags) {
     }
   }
   return screened_accept(fd, addr, len, flags, 0);
+}
+
+/* The client's side of the run key handshake (handshake.c): connect() to a
+ * listener on another of the run's hosts completes only once the server
+ * has proved the run's key, so gRPC never sees a connection to a stand-in.
+ * A non-blocking connect (gRPC's) is waited for here, with the handshake,
+ * within HANDSHAKE_WAIT_MS, and returns its real outcome: 0, connected and
+ * proven; -1 with the connect's own errno, ETIMEDOUT, or ECONNREFUSED for
+ * a server without the key. */
+#define HANDSHAKE_WAIT_MS 3000
+#define DEFER_ACCEPT_SECONDS 5
+
+static long ms_left(const struct timespec *deadline) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (deadline->tv_sec - t.tv_sec) * 1000 +
+         (deadline->tv_nsec - t.tv_nsec) / 1000000;
+}
+
+/* 1 when `fd` is ready for `events` (or failed: the next call says) before
+ * the deadline, 0 at the deadline, -1 on error. */
+static int wait_ready(int fd, short events, const struct timespec *deadline) {
+  for (;;) {
+    long left = ms_left(deadline);
+    if (left <= 0) return 0;
+    struct pollfd p = {fd, events, 0};
+    int r = poll(&p, 1, (int)left);
+    if (r > 0) return 1;
+    if (r < 0 && errno != EINTR) return -1;
+  }
+}
+
+/* Sends (`out`) or receives exactly `len` bytes by the deadline, whatever
+ * the socket's blocking mode; 0 when done. Never reads past `len`: what
+ * follows belongs to gRPC. */
+static int transfer(int fd, uint8_t *buf, size_t len, int out,
+                    const struct timespec *deadline) {
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = out ? send(fd, buf + done, len - done,
+                           MSG_DONTWAIT | MSG_NOSIGNAL)
+                    : recv(fd, buf + done, len - done, MSG_DONTWAIT);
+    if (n > 0) {
+      done += (size_t)n;
+    } else if (n == 0) {
+      return -1;  /* Closed by the server. */
+    } else if (errno != EINTR) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+      if (wait_ready(fd, out ? POLLOUT : POLLIN, deadline) != 1) return -1;
+    }
+  }
+  return 0;
+}
+
+/* 1 when a connect of `fd` to `addr` must prove the run's key: a TCP
+ * connection to another of the run's hosts (listed in hosts_file), its
+ * address and port in *server. */
+static int needs_proof(int fd, const struct sockaddr *addr, socklen_t len,
+                       struct endpoint *server) {
+  if (acme_launch_run_key != 1 || addr == NULL) return 0;
+  struct sockaddr_storage copy;
+  memset(&copy, 0, sizeof copy);
+  if (addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in))
+    memcpy(&copy, addr, sizeof(struct sockaddr_in));
+  else if (addr->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6))
+    memcpy(&copy, addr, sizeof(struct sockaddr_in6));
+  else
+    return 0;
+  *server = endpoint_of(&copy);
+  int type = 0;
+  socklen_t size = sizeof type;
+  if (server->family != AF_INET || server->addr[0] == target_v4 ||
+      (ntohl(server->addr[0]) >> 24) == 127 ||
+      getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &size) != 0 ||
+      type != SOCK_STREAM)
+    return 0;  /* This host (screened by user there), or not TCP. */
+  return listed_host(server->addr[0]);
+}
+
+/* The hello sent and the server's reply checked on connected `fd`; NULL
+ * when the server proved the key, else why not. */
+static const char *prove_to_server(int fd, const struct endpoint *server,
+                                   const struct timespec *deadline) {
+  uint8_t id[ACME_SERVER_ID_SIZE], hello[ACME_HELLO_SIZE],
+      nonce[ACME_NONCE_SIZE], reply[ACME_REPLY_SIZE];
+  server_id(server, id);
+  if (acme_handshake_hello(id, hello, nonce) != 0) return "no random bytes";
+  if (transfer(fd, hello, sizeof hello, 1, deadline) != 0)
+    return "the hello could not be sent";
+  if (transfer(fd, reply, sizeof reply, 0, deadline) != 0)
+    return "no reply from the server";
+  if (!acme_handshake_check_reply(id, nonce, reply))
+    return "the server does not hold the run key";
+  return NULL;
+}
+
+/* Connects `fd` and waits until it is connected (or failed) by the
+ * deadline: 0, or -1 with errno. */
+static int connected_by(int fd, const struct sockaddr *addr, socklen_t len,
+                        const struct timespec *deadline) {
+  if (real_connect(fd, addr, len) == 0) return 0;
+  if (errno != EINPROGRESS) return -1;
+  int ready = wait_ready(fd, POLLOUT, deadline);
+  if (ready != 1) {
+    errno = ready == 0 ? ETIMEDOUT : errno;
+    return -1;
+  }
+  int error = 0;
+  socklen_t size = sizeof error;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0) return -1;
+  if (error != 0) {
+    errno = error;
+    return -1;
+  }
+  return 0;
+}
+
+int connect(int fd, const struct sockaddr *addr, socklen_t len) {
+  if (real_connect == NULL) {
+    real_connect = (connect_fn)dlsym(RTLD_NEXT, "connect");
+    if (real_connect == NULL) {
+      errno = ENOSYS;
+      return -1;
+    }
+  }
+  struct endpoint server;
+  if (!needs_proof(fd, addr, len, &server)) return real_connect(fd, addr, len);
+  int saved = errno;
+  struct timespec deadline;
+  clock_gettime(CLOCK_MONOTONIC, &deadline);
+  deadline.tv_sec += HANDSHAKE_WAIT_MS / 1000;
+  deadline.tv_nsec += (HANDSHAKE_WAIT_MS % 1000) * 1000000L;
+  if (deadline.tv_nsec >= 1000000000L) {
+    deadline.tv_sec += 1;
+    deadline.tv_nsec -= 1000000000L;
+  }
+  if (connected_by(fd, addr, len, &deadline) != 0) return -1;
+  const char *why = prove_to_server(fd, &server, &deadline);
+  if (why != NULL) {
+    if (debug) {
+      char text[INET_ADDRSTRLEN] = "?";
+      inet_ntop(AF_INET, server.addr, text, sizeof text);
+      fprintf(stderr, "acme-launch loopback: fd %d refused the server %s "
+              "port %u (%s)\n", fd, text, ntohs(server.port), why);
+    }
+    shutdown(fd, SHUT_RDWR);
+    errno = ECONNREFUSED;
+    return -1;
+  }
+  errno = saved;
+  return 0;
+}
+
+/* A listener of a run with a key accepts a connection only once data has
+ * come (TCP_DEFER_ACCEPT): a client of another host sends its hello at
+ * once, so accept finds it there, and one that sends nothing stays out of
+ * the queue until the kernel gives up on it, then is refused unread. */
+int listen(int fd, int backlog) {
+  if (real_listen == NULL) {
+    real_listen = (listen_fn)dlsym(RTLD_NEXT, "listen");
+    if (real_listen == NULL) {
+      errno = ENOSYS;
+      return -1;
+    }
+  }
+  if (acme_launch_run_key == 1) {
+    int type = 0, seconds = DEFER_ACCEPT_SECONDS;
+    socklen_t size = sizeof type;
+    struct sockaddr_storage local;
+    socklen_t local_len = sizeof local;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &size) == 0 &&
+        type == SOCK_STREAM &&
+        getsockname(fd, (struct sockaddr *)&local, &local_len) == 0 &&
+        (local.ss_family == AF_INET || local.ss_family == AF_INET6))
+      setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &seconds, sizeof seconds);
+  }
+  return real_listen(fd, backlog);
 }
