@@ -213,6 +213,40 @@ def write_hosts(path: str, addresses) -> None:
   os.replace(tmp_path, path)
 
 
+def run_key_path(run_dir: str) -> str:
+  """Where a run keeps its key: in its own directory, so that --resume of
+  that run (and only of it) uses it again."""
+  return os.path.join(run_dir, '.run_key')
+
+
+def write_run_key(path: str, key: bytes) -> None:
+  """`key` at `path` (a node's copy, on its host), replaced whole, mode 0600,
+  never through a link."""
+  tmp_path = f'{path}.{os.getpid()}.tmp'
+  fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+               0o600)
+  try:
+    os.write(fd, key)
+  finally:
+    os.close(fd)
+  os.replace(tmp_path, path)
+
+
+def run_key_of(run_dir: str) -> bytes:
+  """The run's key: the one in its directory (a resumed run's), else a
+  fresh random one made there; ValueError when the file there cannot be
+  used (its one line names it)."""
+  path = run_key_path(run_dir)
+  try:
+    make_run_key(path)
+  except FileExistsError:
+    pass  # Also a link there: refused by read_run_key.
+  except OSError as e:
+    raise ValueError(f'the run key file {path} cannot be made: '
+                     f'{e.strerror}') from None
+  return read_run_key(path)
+
+
 def make_run_key(path: str) -> None:
   """A fresh random run key at `path`, made exclusively (never through a
   link, never over another file), readable by this user only."""

@@ -470,3 +470,112 @@ def test_grpc_calls_across_hosts_need_the_key_and_reconnect_after_the_server_res
   # Down for a while, then answered again on a new connection.
   assert keyed_answers.count('ok') < len(keyed_answers), keyed_answers
   assert keyed_answers[-1] == 'ok', (keyed_answers, stderr[-2000:])
+
+
+# --- The key file (run/loopback.py; the shim reads it by the same rules) --
+
+def test_a_run_gets_a_fresh_private_key_and_its_resume_the_same_one(tmp_path):
+  first, second = tmp_path / 'first', tmp_path / 'second'
+  first.mkdir()
+  second.mkdir()
+  key = loopback.run_key_of(str(first))
+  path = loopback.run_key_path(str(first))
+  assert len(key) == loopback.RUN_KEY_SIZE
+  assert os.stat(path).st_mode & 0o777 == 0o600
+  assert loopback.run_key_of(str(first)) == key          # --resume.
+  assert loopback.run_key_of(str(second)) != key         # Another run.
+
+
+def _planted(tmp_path, how):
+  """A run directory whose key file is wrong in the way `how` says."""
+  run_dir = tmp_path / how
+  run_dir.mkdir()
+  path = loopback.run_key_path(str(run_dir))
+  if how == 'link':
+    loopback.make_run_key(str(tmp_path / 'elsewhere'))
+    os.symlink(tmp_path / 'elsewhere', path)
+  elif how == 'folder':
+    os.mkdir(path)
+  else:
+    loopback.make_run_key(path)
+    if how == 'readable_by_others':
+      os.chmod(path, 0o644)
+    elif how == 'short':
+      os.truncate(path, 16)
+    elif how == 'another_users':
+      os.chown(path, other_user.NOBODY, other_user.NOBODY)
+  return str(run_dir), path
+
+
+@pytest.mark.parametrize('how,why', [
+    ('readable_by_others', 'others can read or change it (chmod 600)'),
+    ('short', 'it is not 32 bytes'),
+    ('link', 'it is a link'),
+    ('folder', 'it is not a regular file'),
+    ('another_users', 'it belongs to another user')])
+def test_a_key_file_that_cannot_be_used_is_refused_naming_it(tmp_path, how, why):
+  if how == 'another_users' and os.geteuid() != 0:
+    pytest.skip('chown needs root')
+  run_dir, path = _planted(tmp_path, how)
+  with pytest.raises(ValueError) as raised:
+    loopback.run_key_of(run_dir)
+  assert str(raised.value) == f'the run key file {path} cannot be used: {why}'
+
+
+@pytest.mark.parametrize('how', ['readable_by_others', 'short', 'missing'])
+def test_a_node_whose_key_file_cannot_be_used_says_so_and_cannot_serve(
+    keyed_shim, tmp_path, how):
+  # The shim's own check, at load in the node process: the same line as
+  # the launcher's, and no wildcard bind (so no server) without the key.
+  if how == 'missing':
+    path = str(tmp_path / 'nothing-here')
+  else:
+    _, path = _planted(tmp_path, how)
+  why = {'readable_by_others': 'others can read or change it (chmod 600)',
+         'short': 'it is not 32 bytes', 'missing': 'it does not exist'}[how]
+  hosts = str(tmp_path / 'hosts')
+  loopback.write_hosts(hosts, [])
+  probe = "import socket; socket.socket().bind(('0.0.0.0', 0))"
+  result = subprocess.run(
+      [sys.executable, '-S', '-c', probe], capture_output=True, text=True,
+      timeout=60, check=False,
+      env=dict(os.environ, LD_PRELOAD=keyed_shim, **{
+          loopback.BIND_ADDRESS_ENV: '127.0.0.1',
+          loopback.HOSTS_FILE_ENV: hosts, loopback.RUN_KEY_ENV: path}))
+  assert result.returncode != 0
+  lines = result.stderr.splitlines()
+  assert lines[0] == f'acme-launch: error: the run key file {path} cannot be used: {why}'
+  assert 'Cannot assign requested address' in result.stderr
+
+
+_PRINT_ENV = ('import json, os, sys; print(json.dumps([dict(os.environ), '
+              'sys.argv]))')
+
+
+def test_a_ray_hosts_node_gets_the_key_as_a_private_file_named_in_its_environment(
+    tmp_path):
+  from acme_launch.run.ray import host as ray_host
+  key = os.urandom(loopback.RUN_KEY_SIZE)
+  log = tmp_path / 'actor_0.log'
+  host = ray_host.NodeHost('actor/0')
+  try:
+    host.allow_hosts(['10.0.0.1', '10.0.0.2'], key)
+    host.start([sys.executable, '-c', _PRINT_ENV], {},
+               str(tmp_path / 'job.pkl'), b'', str(log))
+    deadline = time.time() + 60
+    while host.poll() is None and time.time() < deadline:
+      time.sleep(0.1)
+    assert host.poll() == 0, log.read_text()
+    env, argv = json.loads(log.read_text().strip().splitlines()[-1])
+    path = env[loopback.RUN_KEY_ENV]
+    assert loopback.read_run_key(path) == key  # Its user's alone, 0600.
+    assert os.stat(os.path.dirname(path)).st_mode & 0o777 == 0o700
+    # The path only: the key is in no variable, argument or log line.
+    text = json.dumps([env, argv]) + log.read_text()
+    for form in (key.hex(), key.decode('latin1'), str(key)):
+      assert form not in text
+    host.allow_hosts(['10.0.0.1'], key)   # A node moved: the same key.
+    assert loopback.read_run_key(path) == key
+  finally:
+    host.kill()
+  assert not os.path.exists(path)

@@ -158,11 +158,13 @@ class NodeHost:
                       f'address {ip})')
     return shared, ''
 
-  def allow_hosts(self, addresses: List[str]) -> str:
+  def allow_hosts(self, addresses: List[str], run_key: bytes = b'') -> str:
     """The node's servers accept connections from `addresses` (the run's
     hosts) and from this host's processes of this user, nothing else: the
     shim reads this list, the file returned, at each connection from
-    another host."""
+    another host. With `run_key`, each of those connections, both ways,
+    must prove it (the shim's handshake): kept beside the list, in the
+    same private folder, mode 0600; the node is told its path only."""
     from acme_launch import safe_dirs
     from acme_launch.run import loopback
     if not self._hosts_file or not os.path.isdir(
@@ -170,7 +172,12 @@ class NodeHost:
       self._hosts_file = os.path.join(safe_dirs.private_temp_folder(
           'acme-launch-hosts-', 'folder of the run\'s hosts'), 'hosts')
     loopback.write_hosts(self._hosts_file, addresses)
+    if run_key:
+      loopback.write_run_key(self._key_file(), run_key)
     return self._hosts_file
+
+  def _key_file(self) -> str:
+    return os.path.join(os.path.dirname(self._hosts_file), 'run_key')
 
   def make_mirror(self, files: Dict[str, bytes]) -> str:
     """This node's mirror of the run directory (made once), with `files`
@@ -229,6 +236,8 @@ class NodeHost:
     if not self._hosts_file:
       raise RuntimeError('allow_hosts() was not called before start()')
     env[loopback.HOSTS_FILE_ENV] = self._hosts_file
+    if os.path.exists(self._key_file()):
+      env[loopback.RUN_KEY_ENV] = self._key_file()
     # Removed by kill with what the node left there (run/local_mp/
     # children.py's private_temp_dir says why).
     env['TMPDIR'] = self._folder

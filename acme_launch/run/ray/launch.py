@@ -12,7 +12,9 @@ local_mp runs, on its host. This module is the launcher's side:
      its NodeEnv's bind_address to the shim, so each server listens there and
      nowhere else; tell every actor the run's hosts, the only other machines
      its node's servers accept connections from (the shim's hosts file,
-     rewritten before a node moved to another host starts there);
+     rewritten before a node moved to another host starts there), and the
+     run's key (RUN_DIR/.run_key, run/loopback.py), which every connection
+     between two hosts must prove (the shim's handshake);
   4. turn the program into per-node commands exactly as local_mp does
      (core.node_commands), ship Launchpad's pickled program to each
      actor as bytes, and start the nodes;
@@ -50,6 +52,7 @@ from acme_launch.run.ray import moves
 from acme_launch.run.ray.moves import NodeStart
 from acme_launch.plan import resources
 from acme_launch.run import core
+from acme_launch.run import loopback
 from acme_launch import layout
 from acme_launch.plan import topology
 
@@ -110,6 +113,7 @@ class RaySupervisor(core.SupervisorCore):
     self._mover = moves.Mover(self, self._demands,
                               self._restarts.max_restarts)
     self._echo_stop = threading.Event()
+    self._run_key = b''  # loopback.run_key_of, read as the run starts.
 
   # Launch --------------------------------------------------------------------
 
@@ -117,6 +121,10 @@ class RaySupervisor(core.SupervisorCore):
                   plan: resources.ResourcePlan) -> core.Outcome:
     """Runs the program; LaunchError (exit 2) if it cannot be placed."""
     start = self._start_time = time.time()
+    try:  # Before any actor exists: a bad key file is one line, exit 2.
+      self._run_key = loopback.run_key_of(self._run_dir)
+    except ValueError as e:
+      raise errors.LaunchError(str(e)) from None
     with self._signals_handled():
       try:
         self._place(built)
@@ -248,7 +256,8 @@ class RaySupervisor(core.SupervisorCore):
     nodes = [n for n in self._where
              if n == settling or n not in self._mover.moving]
     hosts = sorted({self._where[n]['ip'] for n in nodes})
-    refs = [self._actors[n].allow_hosts.remote(hosts) for n in nodes]
+    refs = [self._actors[n].allow_hosts.remote(hosts, self._run_key)
+            for n in nodes]
     ready, late = ray.wait(refs, num_returns=len(refs),
                            timeout=CALL_TIMEOUT_SECONDS)
     for ref in ready:

@@ -95,6 +95,26 @@ def test_ray_dry_run_prints_a_host_for_each_node_and_starts_nothing(
   assert not cluster.run_processes()
 
 
+def test_a_run_key_file_others_can_read_is_one_line_exit_2_and_starts_nothing(
+    cluster, tmp_path):
+  # A run directory whose key (run/loopback.py) was left readable by others:
+  # refused before any node's Ray actor exists, the key file named.
+  from acme_launch.run import loopback
+  run_dir = tmp_path / 'exposed_key'
+  run_dir.mkdir(mode=0o700)
+  key_path = loopback.run_key_path(str(run_dir))
+  loopback.make_run_key(key_path)
+  os.chmod(key_path, 0o644)
+  launcher = launch(cluster, *PLACEMENT, run_dir=str(run_dir))
+  _, stderr = launcher.communicate(timeout=120)
+  assert launcher.returncode == 2, stderr[-2000:]
+  lines = [l for l in stderr.splitlines() if l.startswith('acme-launch: error:')]
+  assert lines == [f'acme-launch: error: the run key file {key_path} cannot '
+                   'be used: others can read or change it (chmod 600)'], (
+                       stderr[-2000:])
+  assert not cluster.run_processes()
+
+
 # The checks behind those lines, on made-up hosts (no cluster needed) ----------
 
 
