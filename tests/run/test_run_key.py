@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from acme_launch.run import loopback
 from acme_launch.testing import cluster
+from acme_launch.testing import two_hosts as two_hosts_lib
 from tests import other_user
 
 # RFC 4231, section 4: (key, data, HMAC-SHA-256); case 5's is truncated to
@@ -136,31 +137,13 @@ print(json.dumps(answers))
 
 @pytest.fixture(scope='module')
 def two_hosts():
-  """Hosts a (10.9.1.1) and b (10.9.1.2): two network namespaces joined by
-  a veth pair; b also holds 10.9.1.3, a host of the network not in the run."""
+  """Hosts a (10.9.1.1) and b (10.9.1.2; 10.9.1.3 there is no host of the
+  run): acme_launch/testing/two_hosts.py."""
   why = other_user.why_not() or cluster.why_not_available()
   if why:
     pytest.skip(why)
-  tag = f'aclkey{os.getpid() % 100000}'
-  names = {'a': f'{tag}a', 'b': f'{tag}b'}
-  for ns in names.values():
-    subprocess.run(['ip', 'netns', 'add', ns], check=True)
-  try:
-    subprocess.run(['ip', 'link', 'add', f'{tag}x', 'netns', names['a'], 'type',
-                    'veth', 'peer', 'name', f'{tag}y', 'netns', names['b']],
-                   check=True)
-    for host, device, addresses in (('a', 'x', ['10.9.1.1']),
-                                    ('b', 'y', ['10.9.1.2', '10.9.1.3'])):
-      run = ['ip', 'netns', 'exec', names[host], 'ip']
-      for address in addresses:
-        subprocess.run([*run, 'addr', 'add', f'{address}/24', 'dev',
-                        tag + device], check=True)
-      subprocess.run([*run, 'link', 'set', tag + device, 'up'], check=True)
-      subprocess.run([*run, 'link', 'set', 'lo', 'up'], check=True)
-    yield {h: ['ip', 'netns', 'exec', ns] for h, ns in names.items()}
-  finally:
-    for ns in names.values():
-      subprocess.run(['ip', 'netns', 'del', ns], check=False)
+  with two_hosts_lib.two_hosts() as hosts:
+    yield hosts
 
 
 @pytest.fixture(scope='module')

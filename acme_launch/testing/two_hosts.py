@@ -1,0 +1,41 @@
+"""Two hosts of one run on this machine, for the run key's tests and
+bench/connect.py: network namespaces a (10.9.1.1) and b (10.9.1.2, also
+10.9.1.3: an address of the network that is not one of the run's hosts),
+joined by a veth pair. Lighter than testing/cluster.py's Ray cluster: no
+Ray, no bridge. Needs root (CAP_NET_ADMIN).
+"""
+
+import contextlib
+import os
+import subprocess
+from typing import Dict, Iterator, List
+
+SERVER, CLIENT, OUTSIDER = '10.9.1.1', '10.9.1.2', '10.9.1.3'
+
+
+def _ip(namespace: str, *argv: str) -> None:
+  subprocess.run(['ip', 'netns', 'exec', namespace, 'ip', *argv], check=True)
+
+
+@contextlib.contextmanager
+def two_hosts() -> Iterator[Dict[str, List[str]]]:
+  """{'a': prefix, 'b': prefix}: a command's argv prefix to run it there."""
+  tag = f'aclkey{os.getpid() % 100000}'
+  names = {'a': f'{tag}a', 'b': f'{tag}b'}
+  try:
+    for ns in names.values():
+      subprocess.run(['ip', 'netns', 'add', ns], check=True)
+    subprocess.run(['ip', 'link', 'add', f'{tag}x', 'netns', names['a'], 'type',
+                    'veth', 'peer', 'name', f'{tag}y', 'netns', names['b']],
+                   check=True)
+    for host, device, addresses in (('a', 'x', [SERVER]),
+                                    ('b', 'y', [CLIENT, OUTSIDER])):
+      for address in addresses:
+        _ip(names[host], 'addr', 'add', f'{address}/24', 'dev', tag + device)
+      _ip(names[host], 'link', 'set', tag + device, 'up')
+      _ip(names[host], 'link', 'set', 'lo', 'up')
+    yield {h: ['ip', 'netns', 'exec', ns] for h, ns in names.items()}
+  finally:
+    for ns in names.values():
+      subprocess.run(['ip', 'netns', 'del', ns], check=False,
+                     capture_output=True)
