@@ -7,13 +7,13 @@ that imports acme, and first thing in every node process (node/entry.py).
 
 from acme_launch.paths import ROOT
 
-__all__ = ['ROOT', 'dry_run', 'launch']
+__all__ = ['ROOT', 'dry_run', 'evaluate_run', 'launch']
 
 
 def __getattr__(name):
-  """`acme_launch.launch` and `acme_launch.dry_run` (api.py), imported on first
-  use so that `import acme_launch` stays free of side effects."""
-  if name in ('launch', 'dry_run'):
+  """`acme_launch.launch`, `dry_run` and `evaluate_run` (api.py), imported
+  on first use so that `import acme_launch` stays free of side effects."""
+  if name in ('launch', 'dry_run', 'evaluate_run'):
     from acme_launch import api
     return getattr(api, name)
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

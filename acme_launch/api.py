@@ -119,3 +119,26 @@ def launch(config=None, *, config_name: str = '',
   summary: Optional[Dict[str, Any]] = layout.read_json(
       layout.summary_path(run_dir))
   return {**(summary or {}), 'exit_code': code, 'run_dir': run_dir}
+
+
+def evaluate_run(run_dir: str, *, episodes: int = 0, checkpoint: str = '',
+                 sample: bool = False, seed: Optional[int] = None,
+                 config=None, video: bool = False, video_episodes: int = 0,
+                 echo=print) -> Dict[str, Any]:
+  """`python -m acme_launch.evaluate RUN_DIR` (acme_launch/evaluate.py):
+  plays the run's policy from its newest learner checkpoint (or
+  `checkpoint`) for `episodes` episodes (default the config's
+  final_eval_episodes), with the final evaluation's seeds unless `seed`;
+  `config`: the run's config changed (another task with the same spaces,
+  another setting; `acme_launch.use.restore.read_run(run_dir).config` is
+  the saved one). Prints with `echo`; returns the figures it wrote under
+  RUN_DIR/evaluations/ (with their `path`). LaunchError: bad input,
+  nothing written."""
+  from acme_launch.use import evaluate
+  if video:
+    from acme_launch.use import video as video_lib
+    video_lib.choose_gl()  # Before MuJoCo is imported, where it is not yet.
+  return evaluate.evaluate(evaluate.Request(
+      run_dir=run_dir, episodes=episodes, checkpoint=checkpoint,
+      sample=sample, seed=seed, config=config, video=video,
+      video_episodes=video_episodes), echo)

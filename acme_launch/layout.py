@@ -134,6 +134,12 @@ def final_eval_path(run_dir: str) -> str:
   return os.path.join(run_dir, 'final_eval.json')
 
 
+def evaluations_dir(run_dir: str) -> str:
+  """`python -m acme_launch.evaluate`'s figures and videos, one new file
+  (and folder) per evaluation: no node of the run writes here."""
+  return os.path.join(run_dir, 'evaluations')
+
+
 def write_json_atomic(path: str, data: Any) -> None:
   """Writes JSON through a temp file, fsync and rename: readers never see
   half, and a crash leaves the old file or the new one (durable.write_json)."""

@@ -99,8 +99,12 @@ def read_state(prefix: str):
   import tensorflow as tf
   from acme_launch.program import checkpointing
   try:
-    state = pickle.loads(tf.train.load_checkpoint(prefix).get_tensor(
-        _PY_STATE))
+    reader = tf.train.load_checkpoint(prefix)
+    # Every tensor read, as a resume does (run/resume.py): a shard cut
+    # short raises here even when the state's own shard is whole.
+    tensors = {name: reader.get_tensor(name)
+               for name in reader.get_variable_to_shape_map()}
+    state = pickle.loads(tensors[_PY_STATE])
   except Exception as e:  # TF's reader raises many types for damage.
     raise errors.LaunchError(
         f'learner checkpoint {prefix} does not read (cut short or not a '

@@ -41,11 +41,9 @@ def _distinct(state):
   return state._replace(**fields)
 
 
-@pytest.mark.parametrize('config_name', CONFIGS,
-                         ids=lambda name: os.path.basename(name))
-def test_saved_state_gives_what_the_learner_serves_its_actors(
-    config_name, monkeypatch):
-  monkeypatch.syspath_prepend(EXAMPLES)
+def make_learner(config_name: str):
+  """(config, adapter, environment spec, learner) of a config: the agent's
+  real learner, made by its builder (no replay: it is never stepped)."""
   config = registry.load(config_name)
   adapter = agents.load(config.agent)
   spec = specs.make_environment_spec(
@@ -56,6 +54,15 @@ def test_saved_state_gives_what_the_learner_serves_its_actors(
   learner = builder.make_learner(
       jax.random.PRNGKey(0), adapter.make_networks(config, spec), iter(()),
       None, counting.Counter())
+  return config, adapter, spec, learner
+
+
+@pytest.mark.parametrize('config_name', CONFIGS,
+                         ids=lambda name: os.path.basename(name))
+def test_saved_state_gives_what_the_learner_serves_its_actors(
+    config_name, monkeypatch):
+  monkeypatch.syspath_prepend(EXAMPLES)
+  _, adapter, _, learner = make_learner(config_name)
   state = _distinct(learner.save())
   learner.restore(state)
   served = learner.get_variables([adapter.actor_variables])[0]

@@ -1,0 +1,196 @@
+"""Episodes filmed as they play: frames from the task, H.264 mp4 files.
+
+`python -m acme_launch.evaluate RUN_DIR --video` wraps the episodes'
+environments in `Filmed`, which takes a frame after every reset and step
+and hands it straight to the encoder, so no episode is ever held in
+memory. The encoder is ffmpeg's libx264 through imageio-ffmpeg, whose
+wheel brings its own ffmpeg binary (no system ffmpeg), writing yuv420p, the
+pixel format browsers play, at even frame sizes (frames are padded by a
+pixel where needed: yuv420p halves the chroma resolution).
+
+The frames come from the task itself: MuJoCo (gym, Gymnasium) and
+dm_control render off-screen through OpenGL, Atari's screen is ALE's RGB
+frame, MinAtar's grid is drawn in a colour per channel. Off-screen OpenGL
+is EGL where the machine has it, else OSMesa (software); the choice
+(`MUJOCO_GL`, `PYOPENGL_PLATFORM`) must be made before MuJoCo is first
+imported, so `choose_gl` runs first thing. A machine with neither gets one
+line naming the Debian packages, and the episodes play without video.
+Filming reads the simulator's state and never changes it: the episodes'
+returns are the same with and without it.
+"""
+
+import ctypes
+import ctypes.util
+import os
+import sys
+from typing import Callable, Optional
+
+import numpy as np
+
+GL_LIBRARIES = {'egl': ('EGL',), 'osmesa': ('OSMesa',)}
+DEBIAN_PACKAGES = 'libegl1 libegl-mesa0 (EGL) or libosmesa6 (OSMesa)'
+NO_GL = ('no off-screen OpenGL here (neither EGL nor OSMesa loads): install '
+         f'the Debian packages {DEBIAN_PACKAGES}, e.g. sudo apt-get install '
+         'libegl1 libegl-mesa0; the episodes play without video')
+SIZE = 480                          # MuJoCo and dm_control frames, square.
+MINATAR_CELL = 32                   # Pixels per MinAtar grid cell.
+_MINATAR_COLOURS = np.array([       # One per channel, then the background.
+    (230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200),
+    (245, 130, 48), (145, 30, 180), (70, 240, 240), (240, 50, 230),
+    (210, 245, 60), (250, 190, 212)], np.uint8)
+_BACKGROUND = np.array((20, 20, 20), np.uint8)
+
+
+def _loads(name: str) -> bool:
+  path = ctypes.util.find_library(name)
+  if not path:
+    return False
+  try:
+    ctypes.CDLL(path)
+  except OSError:
+    return False
+  return True
+
+
+def choose_gl() -> Optional[str]:
+  """MUJOCO_GL for off-screen rendering ('egl', else 'osmesa'), set for
+  MuJoCo, dm_control and PyOpenGL unless the user set it; None when the
+  machine has neither. Call it before MuJoCo is imported."""
+  chosen = os.environ.get('MUJOCO_GL')
+  if not chosen:
+    chosen = next((gl for gl, names in GL_LIBRARIES.items()
+                   if all(_loads(n) for n in names)), None)
+    if chosen is None:
+      return None
+    if 'mujoco' not in sys.modules:
+      os.environ['MUJOCO_GL'] = chosen
+  os.environ.setdefault('PYOPENGL_PLATFORM', chosen)
+  return chosen
+
+
+def _inner_objects(environment):
+  """The environment and every object it wraps, outermost first."""
+  seen, queue = set(), [environment]
+  while queue:
+    item = queue.pop(0)
+    if item is None or id(item) in seen:
+      continue
+    seen.add(id(item))
+    yield item
+    for attribute in ('_environment', 'environment', 'env', '_env', '_game',
+                      '_ale', 'ale', 'unwrapped'):
+      try:
+        queue.append(getattr(item, attribute, None))
+      except Exception:  # A property that raises: not a wrapper.
+        continue
+
+
+def _pad_even(frame: np.ndarray) -> np.ndarray:
+  frame = np.asarray(frame, np.uint8)
+  height, width = frame.shape[:2]
+  return np.pad(frame, ((0, height % 2), (0, width % 2), (0, 0)), mode='edge')
+
+
+def _minatar(game) -> Callable[[], np.ndarray]:
+  def frame():
+    state = np.asarray(game.state(), bool)       # (10, 10, channels)
+    image = np.broadcast_to(_BACKGROUND, state.shape[:2] + (3,)).copy()
+    for channel in range(state.shape[-1]):
+      image[state[..., channel]] = _MINATAR_COLOURS[channel %
+                                                    len(_MINATAR_COLOURS)]
+    return np.kron(image, np.ones((MINATAR_CELL, MINATAR_CELL, 1), np.uint8))
+  return frame
+
+
+def frame_source(environment) -> Optional[Callable[[], np.ndarray]]:
+  """A function returning the task's current frame (H x W x 3 uint8), or
+  None when the task is none of those filmed here."""
+  for item in _inner_objects(environment):
+    if hasattr(item, 'getScreenRGB'):                   # ALE (Atari).
+      return item.getScreenRGB
+    if hasattr(item, 'physics') and hasattr(item.physics, 'render'):
+      physics = item.physics                            # dm_control.
+      return lambda: physics.render(SIZE, SIZE, camera_id=0)
+    if hasattr(item, 'state') and hasattr(item, 'minimal_action_set'):
+      return _minatar(item)                             # MinAtar.
+    if item is not getattr(item, 'unwrapped', None):
+      continue  # A gym wrapper: it forwards the base's attributes.
+    renderer = getattr(item, 'mujoco_renderer', None)   # Gymnasium MuJoCo.
+    if renderer is not None:
+      return lambda: renderer.render('rgb_array')
+    if hasattr(item, 'model') and hasattr(item, 'data') and hasattr(
+        item, 'render'):                                # gym 0.25 MuJoCo.
+      return lambda env=item: env.render(mode='rgb_array', width=SIZE,
+                                         height=SIZE)
+  return None
+
+
+def frames_per_second(environment) -> float:
+  """The task's own rate where it says it, else 30."""
+  for item in _inner_objects(environment):
+    metadata = getattr(item, 'metadata', None)
+    if isinstance(metadata, dict):
+      fps = metadata.get('render_fps') or metadata.get('video.frames_per_second')
+      if fps:
+        return float(fps)
+    control = getattr(item, 'control_timestep', None)
+    if callable(control):
+      return 1.0 / float(control())
+  return 30.0
+
+
+class Mp4:
+  """An H.264 mp4 written a frame at a time (ffmpeg reads them from a pipe)."""
+
+  def __init__(self, path: str, fps: float):
+    import imageio.v2 as imageio
+    self.path = path
+    self.frames = 0
+    self._writer = imageio.get_writer(
+        path, format='FFMPEG', mode='I', fps=fps, codec='libx264',
+        pixelformat='yuv420p', macro_block_size=1, quality=7,
+        ffmpeg_log_level='error')
+
+  def add(self, frame: np.ndarray) -> None:
+    self._writer.append_data(_pad_even(frame))
+    self.frames += 1
+
+  def close(self) -> None:
+    self._writer.close()
+
+
+def _wrapper_base():
+  from acme_launch import compat  # noqa: F401  JAX aliases; before acme
+  from acme import wrappers
+  return wrappers.EnvironmentWrapper
+
+
+def filmed(environment, frame: Callable[[], np.ndarray], path: str,
+           fps: float):
+  """`environment` filming its next episode to `path`: a frame after the
+  reset and after every step; when the episode ends the file and the
+  environment are closed (it plays one episode)."""
+
+  class Filmed(_wrapper_base()):
+    """One episode filmed; the environment itself unchanged."""
+
+    def __init__(self):
+      super().__init__(environment)
+      self.video = Mp4(path, fps)
+
+    def _film(self, timestep):
+      self.video.add(frame())
+      if timestep.last():
+        self.video.close()
+        # Its renderer's GL context freed now, while the GL library is
+        # loaded: freed at exit, EGL's context raises in its finalizer.
+        self._environment.close()
+      return timestep
+
+    def reset(self):
+      return self._film(self._environment.reset())
+
+    def step(self, action):
+      return self._film(self._environment.step(action))
+
+  return Filmed()
