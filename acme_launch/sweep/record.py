@@ -309,8 +309,8 @@ def _format_population(table: Dict[str, Any], width: int) -> List[str]:
   lines.extend(format_intervals(table['settings'], width))
   lines.append('no interval over a population: members that copy one '
                'another are not independent runs')
-  lines.extend(table.get('notes', []))
   lines.extend(_failed_lines(table))
+  lines.extend(table.get('notes', []))
   return lines
 
 
@@ -319,12 +319,15 @@ def _failed_lines(table: Dict[str, Any]) -> List[str]:
   evaluation's return: left out of every figure, shown apart."""
   lines = []
   for r in table['points']:
-    if r['point'] not in table['failed'] or r['last_return'] is None:
+    if r['point'] not in table['failed']:
       continue
-    steps = r['last_return_actor_steps']
+    if r['last_return'] is None:
+      steps, what = r['actor_steps'], 'no evaluation, at'
+    else:
+      steps = r['last_return_actor_steps']
+      what = f'last return {r["last_return"]:.1f} at'
     lines.append(f'{r["point"]} did not reach its budget ({r["exit_reason"]}):'
-                 f' last return {r["last_return"]:.1f} at '
-                 f'{"-" if steps is None else f"{steps:,}"} of '
+                 f' {what} {"-" if steps is None else f"{steps:,}"} of '
                  f'{r["max_actor_steps"]:,} actor steps')
   return [''] + lines if lines else []
 
@@ -378,8 +381,8 @@ def format_table(table: Dict[str, Any]) -> str:
     lines.append(f'{s["setting"]:<{width}}  {seeds:<16} {figure}')
   lines.append('')
   lines.extend(format_intervals(table['settings'], width))
-  lines.extend(table.get('notes', []))
   lines.extend(_failed_lines(table))
+  lines.extend(table.get('notes', []))
   stopped = [r for r in table['points'] if r.get('stopped_early')]
   if stopped:
     lines.append('')

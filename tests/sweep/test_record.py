@@ -138,6 +138,7 @@ def test_a_point_short_of_its_budget_is_failed_with_its_last_return_apart(
   assert row['final_return'] is None and not row['budget_reached']
   assert (row['last_return'], row['last_return_actor_steps']) == (-50.0, 120)
   assert '5050.0 +- 50.0 (2 of 3 points)' in text
+  assert table['points'][1]['last_return'] == 2550.0  # Its mid-run one.
   assert (f'{names[2]} did not reach its budget (node_failed): last return '
           '-50.0 at 120 of 1,000 actor steps') in text.splitlines()
 

@@ -204,6 +204,12 @@ def test_a_failed_point_is_retried_then_leaves_the_other_to_finish_and_exits_1(
   assert 'was killed by signal 9' in tail
   table = read_json(os.path.join(sweep_dir, 'sweep_summary.json'))
   assert table['failed'] == ['seed=1']
+  # Its mid-run return is no final one: shown apart, out of the figures.
+  row = {r['point']: r for r in table['points']}['seed=1']
+  assert row['final_return'] is None
+  assert row['last_return'] == failed['last_eval_return']
+  assert table['settings'][0]['runs'] == 1
+  assert 'seed=1 did not reach its budget (node_failed): ' in stdout
 
 
 @needs_two_cores
