@@ -23,48 +23,23 @@ import os
 import subprocess
 import sys
 import tempfile
-from typing import List
+from typing import Dict, List
 
 from acme_launch.run import loopback
 from acme_launch.testing import two_hosts
 
-_SERVER = r'''
-import select, socket
-listener = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-listener.bind(('::', 0))
-listener.listen(64)
-listener.setblocking(False)
-print(listener.getsockname()[1], flush=True)
-while True:
-  select.select([listener], [], [])
-  try:
-    conn, _ = listener.accept()
-  except BlockingIOError:
-    continue
-  conn.sendall(b'x')
-  conn.close()
-'''
-
+# Connections closed with a reset: no TIME_WAIT rows piling up. Warm-up,
+# then the best of 5 timed passes (timeit's repeat).
 _CLIENT = r'''
-import socket, struct, sys, time
+import socket, struct, sys, timeit
 address, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-reset = struct.pack('ii', 1, 0)
-def once():
-  s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-  s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, reset)
-  s.connect((address, port))
-  assert s.recv(1) == b'x'
-  s.close()
-for _ in range(min(n, 50)):
-  once()
-passes = []
-for _ in range(5):
-  start = time.perf_counter()
-  for _ in range(n):
-    once()
-  passes.append((time.perf_counter() - start) / n * 1e6)
-print(min(passes))
+def answered_once():
+  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
+    s.connect((address, port))
+    assert s.recv(1) == b'x'
+timeit.timeit(answered_once, number=min(n, 50))
+print(min(timeit.repeat(answered_once, number=n, repeat=5)) / n * 1e6)
 '''
 ARMS = ('hosts', 'key')
 
@@ -83,11 +58,12 @@ def measure(hosts, arm: str, shim: str, folder: str, connections: int) -> float:
   """Microseconds per connection, connect to first byte, in one arm."""
   key = os.path.join(folder, 'key') if arm == 'key' else ''
   server = subprocess.Popen(
-      [*hosts['a'], sys.executable, '-S', '-c', _SERVER],
+      [*hosts['a'], sys.executable, '-S', '-c', two_hosts.ANSWERING_SERVER,
+       '0', 'x'],
       stdout=subprocess.PIPE, text=True,
       env=_env(shim, folder, two_hosts.SERVER, key))
   try:
-    port = server.stdout.readline().strip()
+    port = server.stdout.readline().split()[1]
     result = subprocess.run(
         [*hosts['b'], sys.executable, '-S', '-c', _CLIENT, two_hosts.SERVER,
          port, str(connections)], capture_output=True, text=True, check=True,
@@ -98,20 +74,26 @@ def measure(hosts, arm: str, shim: str, folder: str, connections: int) -> float:
   return float(result.stdout.split()[-1])
 
 
+def _figures(connections: int, rounds: int) -> Dict[str, List[float]]:
+  """Microseconds per connection of each arm, a figure per round."""
+  shim = loopback.ensure()
+  figures: Dict[str, List[float]] = {arm: [] for arm in ARMS}
+  with tempfile.TemporaryDirectory() as folder, two_hosts.two_hosts() as hosts:
+    loopback.make_run_key(os.path.join(folder, 'key'))
+    for _ in range(rounds):
+      for arm in ARMS:
+        figures[arm].append(measure(hosts, arm, shim, folder, connections))
+  return figures
+
+
 def main(argv: List[str]) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('--connections', type=int, default=300)
-  parser.add_argument('--rounds', type=int, default=3)
+  for flag, default in (('--connections', 300), ('--rounds', 3)):
+    parser.add_argument(flag, type=int, default=default)
   parser.add_argument('--out', default=os.path.join(
       os.path.dirname(os.path.abspath(__file__)), 'out'))
   args = parser.parse_args(argv)
-  shim = loopback.ensure()
-  figures = {arm: [] for arm in ARMS}
-  with tempfile.TemporaryDirectory() as folder, two_hosts.two_hosts() as hosts:
-    loopback.make_run_key(os.path.join(folder, 'key'))
-    for _ in range(args.rounds):
-      for arm in ARMS:
-        figures[arm].append(measure(hosts, arm, shim, folder, args.connections))
+  figures = _figures(args.connections, args.rounds)
   print(f'connect to first answer between two network namespaces, '
         f'microseconds each (best of 5 passes of {args.connections}, '
         f'{args.rounds} rounds)')

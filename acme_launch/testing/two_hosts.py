@@ -39,3 +39,29 @@ def two_hosts() -> Iterator[Dict[str, List[str]]]:
     for ns in names.values():
       subprocess.run(['ip', 'netns', 'del', ns], check=False,
                      capture_output=True)
+
+
+# A server for a host (run with the shim preloaded): a dual-stack wildcard
+# listener on port argv[1] (0: any), as gRPC's servers bind it (the shim
+# puts it on its cluster address), non-blocking as gRPC's (a refusal reads
+# as an empty queue); prints its address and port, then answers every
+# connection it is handed with argv[2] and closes it.
+ANSWERING_SERVER = r'''
+import select, socket, sys
+listener = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+listener.bind(('::', int(sys.argv[1])))
+listener.listen(64)
+listener.setblocking(False)
+print(*listener.getsockname()[:2], flush=True)
+answer = sys.argv[2].encode()
+while True:
+  select.select([listener], [], [])
+  try:
+    conn, _ = listener.accept()
+  except BlockingIOError:
+    continue
+  conn.sendall(answer)
+  conn.close()
+'''

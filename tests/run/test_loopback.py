@@ -19,6 +19,7 @@ import sys
 import pytest
 
 from acme_launch.run import loopback
+from acme_launch.testing import two_hosts
 from tests import other_user
 from tests.conftest import REPO_ROOT
 
@@ -175,24 +176,6 @@ def test_only_connections_of_the_servers_user_are_answered(shim, scratch,
   assert not any('; /proc' in l for l in said) or lookup.startswith('/'), said
 
 
-_HOST_SERVER = r'''
-import select, socket, sys
-listener = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-listener.bind(('::', 0))  # The shim puts it on the bind address.
-listener.listen(16)
-listener.setblocking(False)  # As gRPC's: a refusal reads as an empty queue.
-print(listener.getsockname()[0], listener.getsockname()[1], flush=True)
-while True:
-  select.select([listener], [], [])
-  try:
-    conn, _ = listener.accept()
-  except BlockingIOError:
-    continue
-  conn.sendall(b'hello')
-  conn.close()
-'''
-
 _HOST_CLIENT = r'''
 import json, socket, sys
 port, sources = int(sys.argv[1]), sys.argv[2].split(',')
@@ -236,7 +219,8 @@ def test_a_cluster_address_answers_the_runs_hosts_and_its_own_user_only(
   hosts = str(tmp_path / 'hosts')
   loopback.write_hosts(hosts, ['10.9.0.2'])
   server = subprocess.Popen(
-      [*host_addresses, sys.executable, '-S', '-c', _HOST_SERVER],
+      [*host_addresses, sys.executable, '-S', '-c',
+       two_hosts.ANSWERING_SERVER, '0', 'hello'],
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
       env=dict(os.environ, LD_PRELOAD=shim, ACME_LAUNCH_LOOPBACK_DEBUG='1',
                **{loopback.BIND_ADDRESS_ENV: '10.9.0.1',

@@ -84,25 +84,6 @@ def test_the_shims_compare_tells_equal_from_unequal(shim):
 
 # --- The handshake between two hosts (network namespaces, root) ---------
 
-_SERVER = r'''
-import select, socket, sys
-listener = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-listener.bind(('::', int(sys.argv[1])))  # The shim puts it on its address.
-listener.listen(64)
-listener.setblocking(False)  # As gRPC's: a refusal reads as an empty queue.
-print(listener.getsockname()[1], flush=True)
-while True:
-  select.select([listener], [], [])
-  try:
-    conn, _ = listener.accept()
-  except BlockingIOError:
-    continue
-  conn.sendall(b'hello')
-  conn.close()
-'''
-
 # Connects to each (address, port) of argv[1] (JSON), blocking or not, and
 # says what came back: 'hello', 'closed' or the error's name; and in how
 # many seconds.
@@ -175,10 +156,11 @@ class _KeyedServer:
 
   def __init__(self, hosts, shim, folder, key, port=0):
     self.process = subprocess.Popen(
-        [*hosts['a'], sys.executable, '-S', '-c', _SERVER, str(port)],
+        [*hosts['a'], sys.executable, '-S', '-c', two_hosts_lib.ANSWERING_SERVER,
+         str(port), 'hello'],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=_shim_env(shim, folder, '10.9.1.1', ['10.9.1.1', '10.9.1.2'], key))
-    self.port = int(self.process.stdout.readline())
+    self.port = int(self.process.stdout.readline().split()[1])
     self.stderr = ''
 
   def stop(self) -> str:
