@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import time
 import pytest
 
 from acme_launch.testing.launcher import LiveOutput
+from tests import other_user
 from tests.conftest import (REPO_ROOT, actor_steps, killed_on_exit,
                             node_records, read_json, wait_for)
 from tests.run.ray.test_ray_cluster import (HOST_OF, ON_HOST_A, PLACEMENT,
@@ -297,14 +299,34 @@ def test_ray_actor_killed_on_another_host_is_restarted_there_and_killed_past_max
   wait_for(lambda: not cluster.run_processes(), 20, 'no process of the run left')
 
 
-def _intruder(cluster, host, target_ip, ports, sentinel):
+def _intruder(cluster, host, target_ip, ports, sentinel, uid=0, base='',
+              env=None):
   """tests/intruder.py from `host`'s namespace against `ports` at
-  `target_ip`, in the background (as root: the run's own user)."""
+  `target_ip`, in the background: as root (the run's own user), with `env`
+  if given, or as `uid` (its home in `base`)."""
   argv = [sys.executable, '-m', 'tests.intruder', f'--host={target_ip}',
           '--ports=' + ','.join(map(str, ports)), f'--sentinel={sentinel}']
+  if uid:
+    argv = other_user.command(uid, argv, base)
+    env = other_user.environment(other_user.home_of(uid, base))
   return subprocess.Popen(cluster.in_host(host, argv), cwd=REPO_ROOT,
-                          env=cluster.env, stdout=subprocess.PIPE,
+                          env=env or cluster.env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
+
+
+def _environ(pid):
+  with open(f'/proc/{pid}/environ', 'rb') as f:
+    return dict(item.decode().split('=', 1)
+                for item in f.read().split(b'\0') if item)
+
+
+def _as_the_node(cluster, pid):
+  """The environment of a client that is one of node `pid`'s own: its
+  shim, its host's address, the run's hosts and the run's key."""
+  node = _environ(pid)
+  names = ('LD_PRELOAD', 'ACME_LAUNCH_BIND_ADDRESS', 'ACME_LAUNCH_HOSTS_FILE',
+           'ACME_LAUNCH_RUN_KEY_FILE')
+  return dict(cluster.env, **{name: node[name] for name in names})
 
 
 def _found(intruder):
@@ -337,7 +359,7 @@ def _hosts_file_of(pid):
 
 
 def test_ray_host_lost_its_actor_comes_back_on_the_other_host_only_the_runs_hosts_get_in_and_with_both_hosts_lost_it_waits_for_the_first_back(
-    cluster, tmp_path):
+    cluster, tmp_path, request):
   # One actor, on whichever of b and c Ray picks, held at its step 250
   # (tests/faulty_env.py) until `gate` exists: each check below sees the
   # run live. Host x is another machine of the cluster network, host d a
@@ -374,8 +396,20 @@ def test_ray_host_lost_its_actor_comes_back_on_the_other_host_only_the_runs_host
                    for node in ('learner/0', 'replay/0', 'counter/0')
                    for address in records[node]['server_addresses'])
     sentinel = {h: str(tmp_path / f'decoded-from-{h}') for h in 'adx'}
-    # The same attempts from hosts x and d and, as a control, from host a.
+    # The same attempts from hosts x and d and, as a control, from host a;
+    # and from the actor's own host (one of the run's): as another user
+    # (uid 65534), as the run's user without the run's key, and, the
+    # control, with it (as the actor's node process itself would dial).
+    base = other_user.shared_folder()
+    request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
+    for who in ('nobody', 'no_key', 'key'):
+      sentinel[who] = os.path.join(base, f'decoded-for-{who}')
     tries = {h: _intruder(cluster, h, head, ports, sentinel[h]) for h in 'adx'}
+    tries['nobody'] = _intruder(cluster, lost, head, ports, sentinel['nobody'],
+                                uid=other_user.NOBODY, base=base)
+    tries['no_key'] = _intruder(cluster, lost, head, ports, sentinel['no_key'])
+    tries['key'] = _intruder(cluster, lost, head, ports, sentinel['key'],
+                             env=_as_the_node(cluster, first['pid']))
     found = {h: _found(intruder) for h, intruder in tries.items()}
     assert sorted(_hosts_file_of(records['learner/0']['pid'])) == sorted(
         [head, cluster.ips[lost]])
@@ -416,20 +450,22 @@ def test_ray_host_lost_its_actor_comes_back_on_the_other_host_only_the_runs_host
         cluster.start_ray(host)  # Back for the tests after this one.
   stdout = out.text()
   assert launcher.returncode == 0, stderr[-3000:] + stdout[-3000:]
-  # Hosts x and d: not one byte, call or decoded object from any server.
-  for host in 'xd':
+  # Hosts x and d, and on the actor's host another user or the run's user
+  # without the run's key: not one byte, call or decoded object from any
+  # server. With the key, from there: every answer, the attack's included.
+  for host in ('x', 'd', 'nobody', 'no_key'):
     for port, answers in found[host].items():
       assert answers == {'raw': False, 'methods': None, 'get_variables': False,
                          'get_counts': False, 'server_info': False}, (
                              host, port, answers)
     assert not os.path.exists(sentinel[host])
   # Host a, the run's user: every server answers, the attack itself works.
-  insider = found['a']
-  assert all(answers['raw'] for answers in insider.values()), insider
-  assert any(answers['get_variables'] for answers in insider.values()), insider
-  assert any(answers['get_counts'] for answers in insider.values()), insider
-  assert any(answers['server_info'] for answers in insider.values()), insider
-  assert os.path.exists(sentinel['a'])
+  for who in ('a', 'key'):
+    insider = found[who]
+    assert all(answers['raw'] for answers in insider.values()), (who, insider)
+    for call in ('get_variables', 'get_counts', 'server_info'):
+      assert any(answers[call] for answers in insider.values()), (who, insider)
+    assert os.path.exists(sentinel[who]), who
   # After the move the lost host is off the list and the new one on it.
   assert sorted(moved_hosts) == sorted([head, cluster.ips[other]])
   assert from_lost.stdout.split() == ['0'], (from_lost.stdout, from_lost.stderr)
