@@ -493,6 +493,36 @@ def test_ray_host_lost_its_actor_comes_back_on_the_other_host_only_the_runs_host
   wait_for(lambda: not cluster.run_processes(), 20, 'no process of the run left')
 
 
+def test_ray_learner_on_another_host_than_its_replay_samples_through_the_run_key_and_the_run_reaches_its_budget(
+    cluster, tmp_path):
+  # The learner's dataset (Reverb's TF ops, its own copy of gRPC) and its
+  # Courier clients dial replay and counter on host a from host c, the
+  # actor from host b: every one of those connections proves the run's key.
+  run_dir = str(tmp_path / 'runs' / 'learner_apart')
+  placement = [f'--config.resources.{group}.{field}={value}'
+               for group, host in (('replay', 'a'), ('counter', 'a'),
+                                   ('evaluator', 'a'), ('learner', 'c'),
+                                   ('actor', 'b'))
+               for field, value in (('ray_cpus', 0.5),
+                                    ('ray_resources', f'host_{host}:1'))]
+  launcher = launch(cluster, *placement, '--config.num_actors=1',
+                    run_dir=run_dir, budget=1500)
+  with killed_on_exit(launcher):
+    _, stderr = launcher.communicate(timeout=400)
+  assert launcher.returncode == 0, stderr[-3000:]
+  summary = read_json(os.path.join(run_dir, 'summary.json'))
+  assert summary['exit_reason'] == 'budget_reached'
+  assert summary['learner_steps'] > 0
+  records = node_records(run_dir)
+  assert records['learner/0']['bind_address'] == cluster.ips['c']
+  assert records['replay/0']['bind_address'] == cluster.ips['a']
+  # The key by its path only, a file of its host's private folder.
+  key_file = records['learner/0']['env']['ACME_LAUNCH_RUN_KEY_FILE']
+  assert os.path.basename(key_file) == 'run_key', key_file
+  assert os.path.dirname(os.path.dirname(key_file)) == cluster.host_temp('c')
+  wait_for(lambda: not cluster.run_processes(), 20, 'no process of the run left')
+
+
 def test_unreachable_ray_address_is_one_line_exit_2_within_10_seconds(
     cluster, tmp_path):
   nobody = f'{cluster.subnet}.250:6379'  # In the cluster's subnet, no host.
