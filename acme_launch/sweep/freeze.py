@@ -70,18 +70,20 @@ def _signal(pids: Sequence[int], signum: int) -> None:
 
 def stop(root: int) -> List[int]:
   """Stops `root`'s whole tree; its pids, each stopped (or ended) when
-  this returns."""
+  this returns. The tree is read again only once those signalled are in
+  state T: a signalled process may still fork until the stop lands, and
+  a child forked then is found by the next read."""
   stopped: List[int] = []
+  deadline = time.time() + STOP_WAIT_SECONDS
   while True:
     more = [p for p in tree(root) if p not in stopped]
     if not more:
       break
     _signal(more, signal.SIGSTOP)
     stopped += more
-  deadline = time.time() + STOP_WAIT_SECONDS
-  while time.time() < deadline and any(
-      _state(p) not in ('T', 'Z', 'X', '') for p in stopped):
-    time.sleep(0.01)
+    while time.time() < deadline and any(
+        _state(p) not in ('T', 'Z', 'X', '') for p in more):
+      time.sleep(0.01)
   return stopped
 
 

@@ -92,3 +92,45 @@ def test_a_tree_that_ended_is_stopped_and_thawed_without_error(launcher):
   popen.wait()
   freeze.cont(freeze.stop(popen.pid))
   freeze.move(pids, (0,), (0,))
+
+
+# Forks without pause: each child lives a moment, the parent reaps it.
+FORKER = r'''
+import os, time
+while True:
+  if os.fork() == 0:
+    if os.fork() == 0:  # A grandchild too, forked as soon as its parent.
+      time.sleep(0.2)
+    time.sleep(0.2)
+    os._exit(0)
+  while True:
+    try:
+      if os.waitpid(-1, os.WNOHANG)[0] == 0:
+        break
+    except ChildProcessError:
+      break
+'''
+
+
+def test_a_tree_that_forks_in_a_loop_is_stopped_whole(tmp_path):
+  script = tmp_path / 'forker.py'
+  script.write_text(FORKER)
+  popen = subprocess.Popen([sys.executable, str(script)])
+  try:
+    wait_for(lambda: len(freeze.tree(popen.pid)) > 3, 30, 'children forked')
+    for _ in range(30):
+      pids = freeze.stop(popen.pid)
+      # Every process under the launcher now, not only those it signalled,
+      # is stopped: a child forked as the stop went out was found.
+      running = [p for p in freeze.tree(popen.pid)
+                 if freeze._state(p) not in ('T', 'Z', 'X', '')]
+      assert not running, (running, pids)
+      freeze.cont(pids)
+      time.sleep(0.005)
+  finally:
+    for pid in freeze.tree(popen.pid):
+      try:
+        os.kill(pid, 9)
+      except ProcessLookupError:
+        pass
+    popen.wait()
