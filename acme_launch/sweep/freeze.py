@@ -6,8 +6,9 @@ sessions of their own) get SIGSTOP, so nothing of it runs and nothing it
 holds is lost: its replay, its learner, the compiled JAX functions. The
 slot's cores go to the next member. After the comparison it gets SIGCONT,
 on the slot it takes then: each of its threads is moved from the cores of
-its old slot to those of its new one, core for core (a node pinned to the
-second core of its slot stays on the second core of the new one).
+its old slot to those of its new one, place for place (a node pinned to
+the second core of its slot goes to the second core of the new one; with
+slots of uneven size, to the core as far along it).
 
 The tree is read from /proc (each process's parent), the launcher first:
 stopped, it starts no new node while the rest are found.
@@ -16,7 +17,7 @@ stopped, it starts no new node while the rest are found.
 import os
 import signal
 import time
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Set
 
 STOP_WAIT_SECONDS = 5.0
 
@@ -93,11 +94,21 @@ def cont(pids: Sequence[int]) -> None:
   _signal(list(reversed(pids)), signal.SIGCONT)
 
 
+def moved(cores: Set[int], old: Sequence[int],
+          new: Sequence[int]) -> Set[int]:
+  """A thread's cores once moved from the slot `old` to `new`: the whole
+  old slot becomes the whole new one; a core of it, the core in the same
+  place along the new slot (slots may differ in size: 16 cores in 3 slots
+  are 5, 5 and 6); a core outside `old` stays."""
+  if set(old) <= cores:
+    return (cores - set(old)) | set(new)
+  place = {c: new[i * len(new) // len(old)] for i, c in enumerate(old)}
+  return {place.get(c, c) for c in cores}
+
+
 def move(pids: Sequence[int], old: Sequence[int], new: Sequence[int]) -> None:
-  """Each thread of `pids` from the cores `old` to `new`, core for core
-  (both a slot's cores, as many); a core outside `old` stays."""
-  to = dict(zip(old, new))
-  if all(a == b for a, b in to.items()):
+  """Each thread of `pids` from the cores `old` to `new` (moved)."""
+  if tuple(old) == tuple(new):
     return
   for pid in pids:
     try:
@@ -107,6 +118,6 @@ def move(pids: Sequence[int], old: Sequence[int], new: Sequence[int]) -> None:
     for tid in map(int, threads):
       try:
         cores = os.sched_getaffinity(tid)
-        os.sched_setaffinity(tid, {to.get(c, c) for c in cores})
+        os.sched_setaffinity(tid, moved(cores, old, new))
       except OSError:
         pass  # The thread ended.

@@ -134,3 +134,22 @@ def test_a_tree_that_forks_in_a_loop_is_stopped_whole(tmp_path):
       except ProcessLookupError:
         pass
     popen.wait()
+
+
+def test_a_move_between_uneven_slots_keeps_every_thread_in_its_new_slot():
+  from acme_launch.sweep import slots
+  cut = slots.make_slots(3, range(16), (), False)
+  assert sorted(len(s.cores) for s in cut) == [5, 5, 6]
+  for old in cut:
+    for new in cut:
+      # The whole old slot becomes the whole new one.
+      assert freeze.moved(set(old.cores), old.cores, new.cores) == set(
+          new.cores)
+      for i, core in enumerate(old.cores):
+        # A thread pinned to one core lands on one core of the new slot,
+        # in the same place along it.
+        to = freeze.moved({core}, old.cores, new.cores)
+        assert len(to) == 1 and to <= set(new.cores), (old, new, core, to)
+        assert to == {new.cores[i * len(new.cores) // len(old.cores)]}
+  # A core outside the old slot stays.
+  assert freeze.moved({99}, (0, 1), (2, 3)) == {99}
