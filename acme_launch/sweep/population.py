@@ -150,8 +150,14 @@ def boundaries(interval: int, budget: int) -> List[int]:
   return list(range(interval, budget, interval))
 
 
-def segment_end(steps: int, interval: int, budget: int) -> int:
-  """The step at which a member that has `steps` stops next."""
+def segment_end(steps: int, interval: int, budget: int,
+                compared: Optional[int] = None) -> int:
+  """The step at which a member that has `steps` stops next. With
+  `compared` (the last boundary the population was compared at), a member
+  that already reached the boundary after it (before a --resume) stops
+  there again: it is compared on the score it had there."""
+  if compared is not None:
+    steps = min(steps, compared)
   return min(budget, (steps // interval + 1) * interval)
 
 

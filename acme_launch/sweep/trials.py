@@ -524,7 +524,7 @@ class MemberTrial(PointTrial):
                            'at': float(staged['at'])}
     steps = member_steps(self._run_dir)
     self._segment_end = (budget if context.through else population.segment_end(
-        steps, context.interval_steps, budget))
+        steps, context.interval_steps, budget, read_synced(context.control)))
     self._reported = read_synced(context.control)
     self._resumed, where = where_flags(context.sweep_dir, self._name)
     self._signals_passed = 0

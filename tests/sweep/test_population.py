@@ -66,6 +66,18 @@ def test_segments_end_at_the_next_boundary_or_the_budget():
   assert population.segment_end(4000, 2000, 5000) == 5000
 
 
+def test_a_resumed_member_past_a_boundary_not_compared_stops_there():
+  # It reached 4,000 before a Ctrl-C; the population was compared at
+  # 2,000 only: it trains no further and is compared at 4,000 on its
+  # 4,000 score, not at 4,000 on a 6,000 one.
+  assert population.segment_end(4000, 2000, 9000, compared=2000) == 4000
+  assert population.segment_end(4100, 2000, 9000, compared=2000) == 4000
+  assert population.segment_end(2100, 2000, 9000, compared=0) == 2000
+  # Compared at its last boundary: the next segment, as before.
+  assert population.segment_end(4000, 2000, 9000, compared=4000) == 6000
+  assert population.segment_end(2100, 2000, 9000, compared=2000) == 4000
+
+
 def test_tunes_perturbations_stay_inside_the_ranges():
   from ray.tune.schedulers.pbt import _explore
   settings = _settings()
