@@ -309,6 +309,8 @@ def evaluate(request: Request, echo: Callable[[str], None] = print
     raise
   videos = sorted(os.path.join(stem, n) for n in os.listdir(stem)) if (
       os.path.isdir(stem)) else []
+  if request.video and not videos:  # Nothing filmed: no empty folder.
+    os.rmdir(stem)
   result = {
       'run_dir': os.path.abspath(request.run_dir),
       'checkpoint': prepared.restored.checkpoint,

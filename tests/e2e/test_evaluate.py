@@ -130,3 +130,29 @@ def test_a_folder_that_is_no_run_is_one_line_exit_2(tmp_path, capsys):
   [line] = capsys.readouterr().err.strip().splitlines()
   assert 'is not a run directory' in line
   assert os.listdir(tmp_path) == []
+
+
+def test_video_films_mujoco_off_screen_and_the_returns_stay_the_same(
+    run_dir):
+  """--video as a user runs it: the GL choice is made before MuJoCo is
+  imported, in a process of its own. The first episode filmed (30 steps:
+  31 frames, H.264 yuv420p, 480 x 480), both played as without video."""
+  from tests.use.test_video import video_stream
+  short = ('--episodes=2', '--config.env_max_episode_steps=30')
+  assert _main(run_dir, *short) == 0
+  [plain] = os.listdir(os.path.join(run_dir, 'evaluations'))
+  result = subprocess.run(
+      [sys.executable, '-m', 'acme_launch.evaluate', run_dir, *short,
+       '--video', '--video_episodes=1'], cwd=REPO_ROOT, capture_output=True,
+      text=True, timeout=300, env=checkout_on_path(user_env()), check=False)
+  assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+  [filmed] = [n for n in os.listdir(os.path.join(run_dir, 'evaluations'))
+              if n.endswith('.json') and n != plain]
+  filmed = read_json(os.path.join(run_dir, 'evaluations', filmed))
+  assert filmed['returns'] == read_json(
+      os.path.join(run_dir, 'evaluations', plain))['returns']
+  [path] = filmed['videos']
+  assert path.endswith('episode_0.mp4') and f'video              {path}' in (
+      result.stdout)
+  assert video_stream(path) == ('h264', 'yuv420p', 480, 480, 31)
+  assert 'Traceback' not in result.stderr, result.stderr[-2000:]
