@@ -238,7 +238,10 @@ def model_card(m: Dict[str, Any], evaluation) -> str:
            f'A policy trained by acme-launch: agent `{m["agent"]}` on '
            f'`{m["env_name"]}` (backend {m["env_backend"]}), taken from the '
            f'learner checkpoint `{os.path.basename(m["checkpoint"])}` of '
-           f'`{m["run_dir"]}` at {m["learner_steps"]} learner steps.', '',
+           f'`{m["run_dir"]}`' + (
+               f' at {m["learner_steps"]} learner steps.'
+               if m['learner_steps'] is not None
+               else ' (its state does not count learner steps).'), '',
            f'Made by `{m["command"]}` on {m["exported"]}.', '', '## Evaluation',
            '']
   if evaluation is None:
@@ -246,7 +249,7 @@ def model_card(m: Dict[str, Any], evaluation) -> str:
   else:
     iqm = evaluation.get('return_iqm')
     lines.append(f'{len(evaluation.get("returns", []))} episodes: mean return '
-                 f'{evaluation.get("return_mean")}' + (
+                 f'{evaluation.get("return_mean", float("nan")):.2f}' + (
                      f', IQM {iqm["value"]:.2f} (95% interval {iqm["low"]:.2f}'
                      f' to {iqm["high"]:.2f})' if iqm else '') +
                  f' ({evaluation["path"]}).')

@@ -55,6 +55,8 @@ def test_every_format_acts_as_the_evaluator(tmp_path, monkeypatch,
   monkeypatch.syspath_prepend(EXAMPLES)
   run_dir = _run_dir(tmp_path, config_name)
   out_dir = str(tmp_path / 'policy')
+  if config_name == 'smoke':  # The card gives the run's evaluation.
+    evaluate.evaluate(evaluate.Request(run_dir, episodes=10), lambda *a: None)
   m = export.export(run_dir, out_dir, command='test')
   assert m['formats']['jax_export'] == m['formats']['saved_model'] == 'ok'
   # R2D2's ONNX model is not made yet (tf2onnx 1.16.1 fails on its step's
@@ -62,6 +64,8 @@ def test_every_format_acts_as_the_evaluator(tmp_path, monkeypatch,
   assert (m['formats']['onnx'] == 'ok') == (config_name == 'smoke')
   card = open(os.path.join(out_dir, 'README.md')).read()
   assert ('onnx: written' in card) == (m['formats']['onnx'] == 'ok')
+  assert ('10 episodes: mean return' in card and 'IQM' in card) == (
+      config_name == 'smoke')
   policy, params = _evaluator(run_dir)
   loaded = policy_lib.load(out_dir)
   served = tf.saved_model.load(os.path.join(out_dir, export.SAVED_MODEL)
