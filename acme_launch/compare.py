@@ -4,7 +4,8 @@
     python -m acme_launch.compare --a RUN_DIR [RUN_DIR ...] --b RUN_DIR [...]
 
 Two run groups' final returns (each run's final evaluation mean, else its
-last evaluation, as the sweep table reads them): per group the IQM, median
+last evaluation, as the sweep table reads them, of the runs that reached
+their budget): per group the IQM, median
 and mean with 95% bootstrap intervals, then the probability of improvement
 P(A > B), the chance that a run of A ends above a run of B, with its 95%
 interval (Agarwal et al. 2021; acme_launch/stats). An interval that holds
@@ -16,7 +17,10 @@ seed and the --field ones aside, are named, since a difference there may be
 what made the difference.
 
 A run whose summary is missing or unreadable is named in one line and left
-out; a group left with no run is the one line of bad input (exit 2).
+out, and so is a run that did not reach its budget (a failed node's
+mid-run return is no final one: its last return is shown in its line, as
+under the sweep table); a group left with no run is the one line of bad
+input (exit 2).
 """
 
 import argparse
@@ -44,19 +48,35 @@ def _flat(config: Dict[str, Any], prefix: str = '') -> Dict[str, Any]:
   return flat
 
 
-def run_returns(run_dirs: Sequence[str], notes: List[str]) -> List[float]:
-  """The final returns of the runs that have one; a note for each not."""
+def run_returns(run_dirs: Sequence[str], notes: List[str],
+                budgets: Sequence[int] = ()) -> List[float]:
+  """The final returns of the runs that reached their budget (`budgets`,
+  else each summary's own); a note for each not, with its last return."""
   finals = []
-  for run_dir in run_dirs:
+  for run_dir, budget in itertools.zip_longest(run_dirs, budgets[:len(run_dirs)]):
     summary, problem = sweep_record.read_point_summary(run_dir, run_dir)
     if not os.path.isdir(run_dir):
       problem = f'{run_dir}: no such run directory'
     value = sweep_record.final_return(summary)
     if problem or value is None:
       notes.append(problem or f'{run_dir}: no evaluation in its summary.json')
+    elif not sweep_record.reached_budget(summary, budget or 0):
+      notes.append(_short_line(run_dir, summary, budget))
     else:
       finals.append(float(value))
   return finals
+
+
+def _short_line(run_dir: str, summary: Dict[str, Any], budget) -> str:
+  """A run that did not reach its budget: out of the figures, its last
+  evaluation's return apart (a mid-run return is no final one)."""
+  budget = budget or summary.get('max_actor_steps')
+  return sweep_record.failed_line({
+      'point': run_dir, 'exit_reason': summary.get('exit_reason'),
+      'last_return': summary.get('last_eval_return'),
+      'last_return_actor_steps': summary.get('last_eval_actor_steps'),
+      'actor_steps': summary.get('actor_steps'),
+      'max_actor_steps': None if budget is None else int(budget)})
 
 
 def differing_fields(groups: Dict[str, Sequence[str]],
@@ -91,14 +111,17 @@ def sweep_groups(sweep_dir: str, fields: Sequence[str],
     raise errors.LaunchError(
         f'{sweep_dir} sweeps {", ".join(record["fields"])}, not '
         f'{", ".join(unknown)}')
-  grouped: Dict[str, List[str]] = {}
+  grouped: Dict[str, List[Tuple[str, int]]] = {}
   for point in record['points']:
     key = ','.join(f'{f}={point["fields"][f]}' for f in fields)
-    grouped.setdefault(key, []).append(os.path.join(sweep_dir, point['name']))
+    run_dir = os.path.join(sweep_dir, point['name'])
+    if os.path.isdir(run_dir):  # Started points.
+      grouped.setdefault(key, []).append(
+          (run_dir, int(point['max_actor_steps'])))
   groups = []
-  for key, run_dirs in grouped.items():
-    present = [d for d in run_dirs if os.path.isdir(d)]  # Started points.
-    groups.append((key, run_returns(present, notes)))
+  for key, runs in grouped.items():
+    groups.append((key, run_returns([d for d, _ in runs], notes,
+                                    [b for _, b in runs])))
   pooled = [f for f in record['fields'] if f not in fields and f != SEED_FIELD]
   return groups, pooled
 

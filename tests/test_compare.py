@@ -107,3 +107,29 @@ def test_a_sweep_of_more_fields_names_those_pooled(tmp_path, capsys):
   rows = {l.split()[0]: l.split()[1:4] for l in out.splitlines()[1:5]}
   assert rows[f'{LR}=0.001,ppo.entropy_cost=0.005'] == ['1', 'IQM', '5,200.0;']
   assert rows[f'{LR}=0.0003,ppo.entropy_cost=0.0'] == ['1', 'IQM', '4,000.0;']
+
+
+def test_a_run_short_of_its_budget_is_left_out_with_its_last_return(
+    tmp_path, capsys):
+  sweep_dir = str(tmp_path / 'sweep')
+  names = sweep_dirs.write_sweep(sweep_dir, {'0.001': [5000, 5100, 5200],
+                                             '0.0003': [4000, 4100]})
+  # A node failed at 120 of 1,000 steps, its last evaluation -50.
+  path = layout.summary_path(os.path.join(sweep_dir, names[2]))
+  layout.write_json_atomic(path, {
+      **layout.read_json(path), 'exit_reason': 'node_failed',
+      'actor_steps': 120, 'max_actor_steps': 1000,
+      'final_eval_return_mean': None,
+      'last_eval_return': -50.0, 'last_eval_actor_steps': 120})
+  code, out, _ = _run([sweep_dir, f'--field={LR}'], capsys)
+  assert code == 0
+  assert f'{LR}=0.001      2  IQM 5,050.0 [5,000.0, 5,100.0]' in out
+  assert out.splitlines()[-1] == (
+      f'{os.path.join(sweep_dir, names[2])} did not reach its budget '
+      '(node_failed): last return -50.0 at 120 of 1,000 actor steps')
+  code, out, _ = _run(['--a', *(os.path.join(sweep_dir, n) for n in names[:3]),
+                       '--b', *(os.path.join(sweep_dir, n) for n in names[3:])],
+                      capsys)
+  assert 'A         2  IQM 5,050.0' in out
+  assert ('did not reach its budget (node_failed): last return -50.0 at 120 '
+          'of 1,000 actor steps') in out

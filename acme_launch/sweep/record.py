@@ -317,19 +317,23 @@ def _format_population(table: Dict[str, Any], width: int) -> List[str]:
 def _failed_lines(table: Dict[str, Any]) -> List[str]:
   """A line per point that did not reach its budget, with its last
   evaluation's return: left out of every figure, shown apart."""
-  lines = []
-  for r in table['points']:
-    if r['point'] not in table['failed']:
-      continue
-    if r['last_return'] is None:
-      steps, what = r['actor_steps'], 'no evaluation, at'
-    else:
-      steps = r['last_return_actor_steps']
-      what = f'last return {r["last_return"]:.1f} at'
-    lines.append(f'{r["point"]} did not reach its budget ({r["exit_reason"]}):'
-                 f' {what} {"-" if steps is None else f"{steps:,}"} of '
-                 f'{r["max_actor_steps"]:,} actor steps')
+  lines = [failed_line(r) for r in table['points']
+           if r['point'] in table['failed']]
   return [''] + lines if lines else []
+
+
+def failed_line(r: Dict[str, Any]) -> str:
+  """The line of a run that did not reach its budget (`r`: its row of the
+  table), with its last evaluation's return (also compare.py's)."""
+  if r['last_return'] is None:
+    steps, what = r['actor_steps'], 'no evaluation, at'
+  else:
+    steps = r['last_return_actor_steps']
+    what = f'last return {r["last_return"]:.1f} at'
+  budget = r['max_actor_steps']
+  return (f'{r["point"]} did not reach its budget ({r["exit_reason"]}):'
+          f' {what} {"-" if steps is None else f"{steps:,}"} of '
+          f'{"-" if budget is None else f"{budget:,}"} actor steps')
 
 
 def _number(value: Optional[float], spec: str = '.1f') -> str:
