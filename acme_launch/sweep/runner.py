@@ -407,8 +407,10 @@ def _fit(options: SweepOptions, record: Dict[str, Any],
       space = settings['space']
       # A resumed population's members go on with the values they had.
       entries = {e['name']: e for e in record['points']}
-      first = {name: entries[name].get('values') or
-               population.member_values(dict(p.fields), space)
+      first = {name: trials.first_values(
+          os.path.join(options.sweep_dir, name),
+          entries[name].get('values') or
+          population.member_values(dict(p.fields), space))
                for name, p in points.items()}
       param_space['values'] = tune.sample_from(
           lambda spec: first[spec.config.point])

@@ -398,6 +398,14 @@ def staged_exploit(run_dir: str) -> Optional[Dict[str, Any]]:
   return layout.read_json(os.path.join(exploit_dir(run_dir), 'exploit.json'))
 
 
+def first_values(run_dir: str, recorded: Dict[str, Any]) -> Dict[str, Any]:
+  """A resumed member's values as Tune is to hold them: those of an
+  exploit staged for it and not applied yet (its next start applies it),
+  else those recorded."""
+  staged = staged_exploit(run_dir)
+  return dict(staged['values']) if staged is not None else recorded
+
+
 def apply_staged_exploit(run_dir: str) -> Optional[Dict[str, Any]]:
   """The staged learner replaces the member's own (its program does not
   run); the exploit, or None if none was staged."""

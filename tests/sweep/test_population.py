@@ -157,3 +157,21 @@ def test_a_value_brought_back_into_its_range_stays_there_when_rounded():
   assert clipped == {'ppo.learning_rate': 0.00123456, 'ppo.num_epochs': 4}
   assert population.clip({'ppo.learning_rate': 0.000123456789},
                          space) == {'ppo.learning_rate': 0.0001235}
+
+
+def test_a_resumed_members_values_are_those_of_an_exploit_staged_for_it(
+    tmp_path):
+  from acme_launch.sweep import trials
+  run_dir, donor = tmp_path / 'member', tmp_path / 'donor_checkpoint'
+  (donor / 'learner').mkdir(parents=True)
+  (donor / 'learner' / 'ckpt-1.index').write_text('')
+  recorded = {'learning_rate': 0.001}
+  # Nothing staged: the values the record holds.
+  assert trials.first_values(str(run_dir), recorded) == recorded
+  run_dir.mkdir()
+  trials.stage_exploit(str(run_dir), str(donor), 'donor', 2000,
+                       {'learning_rate': 0.0012}, recorded)
+  # Staged before the stop, applied at the member's next start: Tune's
+  # copy of its values (which a later copy from it perturbs) is those.
+  assert trials.first_values(str(run_dir), recorded) == {
+      'learning_rate': 0.0012}
