@@ -16,6 +16,9 @@ A sweep directory (one with sweep.json) gets three (into SWEEP_DIR/plots):
                         final return is above each score, 95% band shaded
                         (rliable's performance profile): a setting whose
                         curve lies above another's did better at every score
+For a population the two give its members' points and profile alone, no
+interval and no band: the bootstrap resamples runs as independent, and
+members copy one another's learners (as the sweep table says).
 The figures come from acme_launch/stats, as the sweep table's.
 """
 
@@ -144,20 +147,22 @@ def plot_population(sweep_dir: str, record, out_path: str) -> bool:
 
 
 def _finished_settings(sweep_dir: str):
-  """(name, final returns) of each setting with any; the table's notes."""
+  """(name, final returns, the table's estimates) of each setting with
+  any; the table's notes; whether it is a population's."""
   table = sweep_record.summarize(sweep_dir, sweep_record.read_record(sweep_dir))
-  return [(s['setting'], s['returns']) for s in table['settings']
-          if s['returns']], table['notes']
+  return ([(s['setting'], s['returns'], s['final_return_intervals'])
+           for s in table['settings'] if s['returns']], table['notes'],
+          'population' in table)
 
 
 def plot_sweep_intervals(settings, sweep_dir: str, out_path: str) -> None:
   """A row per setting and a panel per estimator: the point and its 95%
-  interval as a bar (a point alone where one run gives none)."""
+  interval as a bar (a point alone where the table gives none: one run,
+  or a population's members)."""
   names = ('iqm', 'median', 'mean')
   figure, panels = plt.subplots(1, 3, figsize=(10, 1.2 + 0.5 * len(settings)),
                                 sharey=True)
-  for row, (_, returns) in enumerate(settings):
-    estimates = stats.interval_estimates(returns)
+  for row, (_, _, estimates) in enumerate(settings):
     for panel, name in zip(panels, names):
       e = estimates[name]
       color = f'C{row % 10}'
@@ -170,7 +175,7 @@ def plot_sweep_intervals(settings, sweep_dir: str, out_path: str) -> None:
     panel.set_xlabel('final return')
     panel.grid(alpha=0.3, axis='x')
   panels[0].set_yticks(range(len(settings)))
-  panels[0].set_yticklabels([f'{s} ({len(r)} runs)' for s, r in settings])
+  panels[0].set_yticklabels([f'{s} ({len(r)} runs)' for s, r, _ in settings])
   panels[0].invert_yaxis()
   figure.suptitle(f'{os.path.basename(os.path.normpath(sweep_dir))}: '
                   '95% stratified bootstrap intervals')
@@ -179,18 +184,20 @@ def plot_sweep_intervals(settings, sweep_dir: str, out_path: str) -> None:
   plt.close(figure)
 
 
-def plot_performance_profile(settings, sweep_dir: str, out_path: str) -> None:
-  """Per setting, the fraction of runs above each score, 95% band shaded."""
+def plot_performance_profile(settings, sweep_dir: str, out_path: str,
+                             band: bool = True) -> None:
+  """Per setting, the fraction of runs above each score, 95% band shaded
+  (with `band`: not over a population's members, which copy one another)."""
   import numpy as np
-  every = np.concatenate([np.asarray(r, float) for _, r in settings])
+  every = np.concatenate([np.asarray(r, float) for _, r, _ in settings])
   margin = 0.05 * (every.max() - every.min() or abs(every.max()) or 1.0)
   thresholds = np.linspace(every.min() - margin, every.max() + margin, 101)
   figure, axes = plt.subplots(figsize=(7, 4))
-  for setting, returns in settings:
+  for setting, returns, _ in settings:
     profile, low, high = stats.performance_profile(returns, thresholds)
     (line,) = axes.plot(thresholds, profile,
                         label=f'{setting} ({len(returns)} runs)')
-    if len(returns) > 1:
+    if band and len(returns) > 1:
       axes.fill_between(thresholds, low, high, alpha=0.2,
                         color=line.get_color())
   axes.set_ylim(-0.02, 1.02)
@@ -203,15 +210,19 @@ def _plot_sweep_dir(sweep_dir: str, out: str) -> int:
   written = []
   if plot_sweep(sweep_dir, os.path.join(out, 'eval_return.png')):
     written.append(os.path.join(out, 'eval_return.png'))
-  settings, notes = _finished_settings(sweep_dir)
+  settings, notes, population = _finished_settings(sweep_dir)
+  if population:
+    notes.append('no interval or band over a population: members that copy '
+                 'one another are not independent runs')
   for note in notes:
     print(f'acme-launch plot: {note}', file=sys.stderr)
   if settings:
     written.append(os.path.join(out, 'final_return_intervals.png'))
     plot_sweep_intervals(settings, sweep_dir, written[-1])
     written.append(os.path.join(out, 'performance_profile.png'))
-    plot_performance_profile(settings, sweep_dir, written[-1])
-    if all(len(r) < 2 for _, r in settings):
+    plot_performance_profile(settings, sweep_dir, written[-1],
+                             band=not population)
+    if not population and all(len(r) < 2 for _, r, _ in settings):
       print('acme-launch plot: fewer than two runs per setting: no interval '
             'can be given, points only', file=sys.stderr)
   if not written:

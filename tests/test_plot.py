@@ -3,7 +3,9 @@ estimates per setting and the performance profile, from a sweep's files."""
 
 import os
 
+from acme_launch import layout
 from acme_launch import plot
+from acme_launch.sweep import record as sweep_record
 from acme_launch.testing import sweep_dirs
 
 PNG = b'\x89PNG\r\n\x1a\n'
@@ -53,3 +55,40 @@ def test_a_sweep_with_nothing_finished_is_one_line_and_exit_2(tmp_path, capsys):
   assert capsys.readouterr().err == (
       f'acme-launch plot: error: no point of {sweep_dir} has an evaluation '
       'yet\n')
+
+
+def _drawn(monkeypatch):
+  """The figures the plots make, kept open as they are written."""
+  figures = []
+  monkeypatch.setattr(plot.plt, 'close', figures.append)
+  return figures
+
+
+def test_a_population_gets_no_interval_or_band_over_its_members(
+    tmp_path, capsys, monkeypatch):
+  sweep_dir = str(tmp_path / 'sweep')
+  sweep_dirs.write_sweep(sweep_dir, {'0.001': [10.0, 20.0, 30.0, 40.0]})
+  record = sweep_record.read_record(sweep_dir)
+  record['scheduler'] = {'name': 'pbt'}
+  for entry in record['points']:
+    entry['values'] = {'ppo.learning_rate': 0.001}
+  layout.write_json_atomic(sweep_record.record_path(sweep_dir), record)
+  figures = _drawn(monkeypatch)
+  assert plot.main([sweep_dir]) == 0
+  assert ('acme-launch plot: no interval or band over a population: members '
+          'that copy one another are not independent runs'
+          in capsys.readouterr().err.splitlines())
+  _, intervals, profile = figures
+  assert not [p for a in intervals.axes for p in a.patches]  # No bars.
+  assert not profile.axes[0].collections  # No band.
+  assert len(profile.axes[0].lines) == 1
+
+
+def test_a_plain_sweep_keeps_its_intervals_and_band(tmp_path, monkeypatch):
+  sweep_dir = str(tmp_path / 'sweep')
+  sweep_dirs.write_sweep(sweep_dir, {'0.001': [10.0, 20.0, 30.0, 40.0]})
+  figures = _drawn(monkeypatch)
+  assert plot.main([sweep_dir]) == 0
+  _, intervals, profile = figures
+  assert len([p for a in intervals.axes for p in a.patches]) == 3
+  assert len(profile.axes[0].collections) == 1
