@@ -253,7 +253,9 @@ def _reporter_class():
           'exploits', []).append({
               'actor_steps': at_steps, 'member': member, 'copied': donor,
               'member_return': scores[0], 'copied_return': scores[1],
-              'copied_steps': donor_steps, 'before': before, 'after': after})
+              'copied_steps': donor_steps, 'before': before, 'after': after,
+              'learner_copied': os.path.isdir(os.path.join(checkpoint,
+                                                           'learner'))})
       launch = self._running.pop(member, None)
       if launch is not None:  # Running through: Tune stops it now.
         launch.update(ended=time.time(), exit_reason='copies ' + donor)

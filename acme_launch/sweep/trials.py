@@ -380,15 +380,21 @@ def stage_exploit(run_dir: str, checkpoint: str, donor: str, at_steps: int,
                   values: Dict[str, Any], before: Dict[str, Any]) -> None:
   """Stages the learner of `checkpoint` (a Tune checkpoint folder that
   MemberTrial.save_checkpoint wrote) for the member of `run_dir`, with the
-  values it goes on with and those it had (kept if the copy is dropped)."""
+  values it goes on with and those it had (kept if the copy is dropped).
+  A donor with no learner saved yet (on a Ray cluster its program's save
+  may not reach this host) gives its values only, `learner_copied` false:
+  this runs in Tune's scheduler callback, where a raise ends the sweep."""
   staged = exploit_dir(run_dir)
   part = staged + '.part'
   shutil.rmtree(part, ignore_errors=True)
-  shutil.copytree(os.path.join(checkpoint, 'learner'),
-                  os.path.join(part, 'learner'))
+  learner = os.path.join(checkpoint, 'learner')
+  copied = os.path.isdir(learner)
+  if copied:
+    shutil.copytree(learner, os.path.join(part, 'learner'))
+  os.makedirs(part, exist_ok=True)
   layout.write_json_atomic(os.path.join(part, 'exploit.json'), {
       'point': donor, 'actor_steps': at_steps, 'values': values,
-      'before': before, 'at': time.time()})
+      'before': before, 'at': time.time(), 'learner_copied': copied})
   shutil.rmtree(staged, ignore_errors=True)
   os.rename(part, staged)
 

@@ -175,3 +175,20 @@ def test_a_resumed_members_values_are_those_of_an_exploit_staged_for_it(
   # copy of its values (which a later copy from it perturbs) is those.
   assert trials.first_values(str(run_dir), recorded) == {
       'learning_rate': 0.0012}
+
+
+def test_an_exploit_from_a_member_with_no_learner_save_yet_does_not_raise(
+    tmp_path):
+  # Tune's scheduler callback stages it: a raise there aborts the sweep.
+  from acme_launch.sweep import trials
+  run_dir, donor = tmp_path / 'member', tmp_path / 'donor_checkpoint'
+  own = run_dir / 'checkpoints' / 'learner'
+  own.mkdir(parents=True)
+  (own / 'ckpt-1.index').write_text('own')
+  donor.mkdir()  # Its member.json only: no learner saved yet.
+  trials.stage_exploit(str(run_dir), str(donor), 'donor', 2000,
+                       {'learning_rate': 0.0012}, {'learning_rate': 0.001})
+  staged = trials.apply_staged_exploit(str(run_dir))
+  assert staged['values'] == {'learning_rate': 0.0012}
+  assert staged['learner_copied'] is False
+  assert (own / 'ckpt-1.index').read_text() == 'own'  # Kept, not lost.
