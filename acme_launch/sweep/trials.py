@@ -658,8 +658,12 @@ class MemberTrial(PointTrial):
   def save_checkpoint(self, checkpoint_dir: str) -> None:
     """The member's learner checkpoint: as its program left it at the end
     of its last segment, or, while its program runs (or is frozen: thawed
-    for the save), a save made now."""
-    if self._popen is not None and self._popen.poll() is None:
+    for the save), a save made now. On a Ray cluster, its latest periodic
+    save: the learner's host may not see a request, and this runs in
+    Tune's driver, which a wait would hold up."""
+    on_cluster = self._slot is not None and bool(self._slot.cluster)
+    if (self._popen is not None and self._popen.poll() is None and
+        not on_cluster):
       if self._frozen is not None:
         freeze_lib.cont(self._frozen)
         try:

@@ -192,3 +192,31 @@ def test_an_exploit_from_a_member_with_no_learner_save_yet_does_not_raise(
   assert staged['values'] == {'learning_rate': 0.0012}
   assert staged['learner_copied'] is False
   assert (own / 'ckpt-1.index').read_text() == 'own'  # Kept, not lost.
+
+
+def test_a_copy_from_a_member_on_a_ray_cluster_does_not_wait_for_a_save(
+    tmp_path):
+  # Its learner runs on another host, which may not share this one's file
+  # system: a save request there is never seen, and the copy runs in
+  # Tune's driver. It copies the latest periodic save at once.
+  import subprocess
+  import time
+  from acme_launch.sweep import slots
+  from acme_launch.sweep import trials
+  member = object.__new__(trials.MemberTrial)  # Its copy only: no program.
+  member._run_dir = str(tmp_path / 'member')
+  member._name, member._values, member._frozen = 'member', {}, None
+  member._slot = slots.Slot(0, (0,), (), '127.0.0.1:6379')
+  learner = tmp_path / 'member' / 'checkpoints' / 'learner'
+  learner.mkdir(parents=True)
+  (learner / 'ckpt-1.index').write_text('periodic')
+  member._popen = subprocess.Popen(['sleep', '30'])
+  try:
+    started = time.time()
+    member.save_checkpoint(str(tmp_path / 'copy'))
+    assert time.time() - started < 5
+  finally:
+    member._popen.kill()
+    member._popen.wait()
+  assert (tmp_path / 'copy' / 'learner' / 'ckpt-1.index').read_text() == (
+      'periodic')
