@@ -23,7 +23,6 @@ The figures come from acme_launch/stats, as the sweep table's.
 """
 
 import argparse
-import csv
 import os
 import sys
 from typing import Dict, List
@@ -37,10 +36,14 @@ from acme_launch.stats import library as stats
 from acme_launch.sweep import record as sweep_record
 
 
-def _read_csv(path: str) -> List[Dict[str, float]]:
-  with open(path, newline='') as f:
-    return [{k: float(v) for k, v in row.items() if v not in ('', None)}
-            for row in csv.DictReader(f)]
+def _read_csv(run_dir: str, name: str) -> List[Dict[str, float]]:
+  """metrics/NAME's whole rows; a line for rows a kill cut (skipped, as
+  wherever evaluations are read)."""
+  rows, torn = summary_lib.read_csv_rows(os.path.join(run_dir, 'metrics', name))
+  if torn:
+    print(f'acme-launch plot: {summary_lib.torn_line(name, torn)}',
+          file=sys.stderr)
+  return rows
 
 
 def _save(figure, axes, xlabel: str, ylabel: str, directory: str,
@@ -69,7 +72,7 @@ def plot_eval_return(run_dir: str, out_path: str) -> None:
 
 
 def plot_steps_per_second(run_dir: str, out_path: str) -> None:
-  rows = _read_csv(os.path.join(run_dir, 'metrics', 'progress.csv'))
+  rows = _read_csv(run_dir, 'progress.csv')
   times, rates = [], []
   for before, after in zip(rows, rows[1:]):
     elapsed = after['wall_time'] - before['wall_time']

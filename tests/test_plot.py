@@ -92,3 +92,17 @@ def test_a_plain_sweep_keeps_its_intervals_and_band(tmp_path, monkeypatch):
   _, intervals, profile = figures
   assert len([p for a in intervals.axes for p in a.patches]) == 3
   assert len(profile.axes[0].collections) == 1
+
+
+def test_a_run_with_a_progress_row_torn_by_a_kill_is_drawn(tmp_path, capsys):
+  run_dir = str(tmp_path / 'run')
+  sweep_dirs.write_run(run_dir, 100.0)
+  # A kill cut the third row; the resumed counter went on on a new line.
+  with open(os.path.join(run_dir, 'metrics', 'progress.csv'), 'w') as f:
+    f.write('actor_steps,wall_time\n0,0.0\n100,1.0\n2\n300,3.0\n400,4.0\n')
+  assert plot.main([run_dir]) == 0
+  out, err = capsys.readouterr()
+  assert out.split()[-1] == os.path.join(run_dir, 'plots',
+                                         'steps_per_second.png')
+  assert err == ('acme-launch plot: 1 torn row of metrics/progress.csv '
+                 'skipped (cut by a kill)\n')

@@ -23,18 +23,35 @@ def read_evaluations(run_dir: str) -> Tuple[List[Dict[str, float]],
   row is one of the wrong length or with a field that is no number."""
   rows, torn = [], {}
   for path in sorted(glob.glob(os.path.join(run_dir, 'metrics', 'evaluator_*.csv'))):
-    with open(path, newline='') as f:
-      reader = csv.reader(f)
-      header = next(reader, [])
-      for fields in reader:
-        row = _row(header, fields) if fields else {}
-        if row is None:
-          name = os.path.basename(path)
-          torn[name] = torn.get(name, 0) + 1
-        elif row:
-          rows.append(row)
+    whole, skipped = read_csv_rows(path)
+    rows.extend(whole)
+    if skipped:
+      torn[os.path.basename(path)] = skipped
   rows.sort(key=lambda r: (r.get('actor_steps', 0), r.get('wall_time', 0)))
   return rows, torn
+
+
+def read_csv_rows(path: str) -> Tuple[List[Dict[str, float]], int]:
+  """(a metrics CSV's whole rows, in file order, as numbers by column; how
+  many were skipped as torn: of the wrong length or with a field that is no
+  number). Also plot.py's reader of progress.csv."""
+  rows, torn = [], 0
+  with open(path, newline='') as f:
+    reader = csv.reader(f)
+    header = next(reader, [])
+    for fields in reader:
+      row = _row(header, fields) if fields else {}
+      if row is None:
+        torn += 1
+      elif row:
+        rows.append(row)
+  return rows, torn
+
+
+def torn_line(name: str, torn: int) -> str:
+  """What a reader says of metrics/NAME's `torn` rows skipped."""
+  return (f'{torn} torn row{"s" if torn > 1 else ""} of metrics/{name} '
+          'skipped (cut by a kill)')
 
 
 def _row(header: List[str], fields: List[str]) -> Optional[Dict[str, float]]:

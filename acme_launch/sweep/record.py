@@ -166,8 +166,8 @@ def _torn_notes(run_dir: str, name: str) -> List[str]:
   """A line per metrics file of the point with rows torn by a kill (left
   out of its evaluations, run/summary.py)."""
   torn = summary_lib.read_evaluations(run_dir)[1]
-  return [f'{name}: {n} torn row{"s" if n > 1 else ""} of metrics/{file} '
-          'skipped (cut by a kill)' for file, n in sorted(torn.items())]
+  return [f'{name}: {summary_lib.torn_line(file, n)}'
+          for file, n in sorted(torn.items())]
 
 
 def _exit_reason(summary: Dict[str, Any], reached: bool, stopped,
