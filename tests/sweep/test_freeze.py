@@ -41,6 +41,15 @@ def _count(path):
     return 0
 
 
+def _kill_tree(popen):
+  for pid in freeze.tree(popen.pid):
+    try:
+      os.kill(pid, 9)
+    except ProcessLookupError:
+      pass
+  popen.wait()
+
+
 @pytest.fixture
 def launcher(tmp_path):
   script = tmp_path / 'counter.py'
@@ -53,12 +62,7 @@ def launcher(tmp_path):
              'both processes counting')
     yield popen, parent, child
   finally:
-    for pid in freeze.tree(popen.pid):
-      try:
-        os.kill(pid, 9)
-      except ProcessLookupError:
-        pass
-    popen.wait()
+    _kill_tree(popen)
 
 
 def test_the_whole_tree_stops_keeps_its_state_moves_and_goes_on(launcher):
@@ -128,12 +132,7 @@ def test_a_tree_that_forks_in_a_loop_is_stopped_whole(tmp_path):
       freeze.cont(pids)
       time.sleep(0.005)
   finally:
-    for pid in freeze.tree(popen.pid):
-      try:
-        os.kill(pid, 9)
-      except ProcessLookupError:
-        pass
-    popen.wait()
+    _kill_tree(popen)
 
 
 def test_a_move_between_uneven_slots_keeps_every_thread_in_its_new_slot():
