@@ -256,7 +256,11 @@ def main(argv: List[str]) -> int:
   out = args.out or os.path.join(args.run_dir, 'plots')
   os.makedirs(out, exist_ok=True)
   written = []
-  if summary_lib.evaluation_rows(args.run_dir):
+  rows, torn = summary_lib.read_evaluations(args.run_dir)
+  for name, count in sorted(torn.items()):
+    print(f'acme-launch plot: {summary_lib.torn_line(name, count)}',
+          file=sys.stderr)
+  if rows:
     written.append(os.path.join(out, 'eval_return.png'))
     plot_eval_return(args.run_dir, written[-1])
   written.append(os.path.join(out, 'steps_per_second.png'))

@@ -100,9 +100,14 @@ def test_a_run_with_a_progress_row_torn_by_a_kill_is_drawn(tmp_path, capsys):
   # A kill cut the third row; the resumed counter went on on a new line.
   with open(os.path.join(run_dir, 'metrics', 'progress.csv'), 'w') as f:
     f.write('actor_steps,wall_time\n0,0.0\n100,1.0\n2\n300,3.0\n400,4.0\n')
+  with open(os.path.join(run_dir, 'metrics', 'evaluator_0.csv'), 'a') as f:
+    f.write('50,x\n')
   assert plot.main([run_dir]) == 0
   out, err = capsys.readouterr()
-  assert out.split()[-1] == os.path.join(run_dir, 'plots',
-                                         'steps_per_second.png')
-  assert err == ('acme-launch plot: 1 torn row of metrics/progress.csv '
-                 'skipped (cut by a kill)\n')
+  assert out.split() == [os.path.join(run_dir, 'plots', n) for n in
+                         ('eval_return.png', 'steps_per_second.png')]
+  assert err.splitlines() == [
+      'acme-launch plot: 1 torn row of metrics/evaluator_0.csv skipped (cut '
+      'by a kill)',
+      'acme-launch plot: 1 torn row of metrics/progress.csv skipped (cut by a '
+      'kill)']
