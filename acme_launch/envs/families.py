@@ -49,7 +49,12 @@ def make_gymnasium(name: str, seed: int, max_episode_steps: int):
 
 def dmc_suite():
   # Physics only: no OpenGL context (and no GLFW warning without a display).
-  os.environ.setdefault('MUJOCO_GL', 'disable')
+  # dm_control reads MUJOCO_GL once, at import: set for that import only, so
+  # that a process started from this one later (a filmed evaluation) still
+  # makes its own renderer choice.
+  unset = 'MUJOCO_GL' not in os.environ
+  if unset:
+    os.environ['MUJOCO_GL'] = 'disable'
   # dm_control logs its renderer choice at INFO on import: not for the user.
   verbosity = logging.get_verbosity()
   logging.set_verbosity(logging.WARNING)
@@ -57,6 +62,8 @@ def dmc_suite():
     from dm_control import suite
   finally:
     logging.set_verbosity(verbosity)
+    if unset:
+      os.environ.pop('MUJOCO_GL', None)
   return suite
 
 

@@ -3,6 +3,8 @@ stepped in this process (real runs of them: tests/e2e/envs/)."""
 
 from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
+import os
+
 import dm_env
 import numpy as np
 import pytest
@@ -189,3 +191,13 @@ def test_gymnasium_adapter_speaks_dm_env():
   # Same seed, same first observation: the adapter seeds the first reset.
   again = environments.make_environment('gymnasium:Hopper-v5', seed=3).reset()
   np.testing.assert_array_equal(first.observation, again.observation)
+
+
+def test_a_dm_control_task_leaves_the_process_rendering_choice_alone(
+    monkeypatch):
+  """Physics-only dm_control sets MUJOCO_GL=disable for its own import
+  only: a filmed evaluation started from this process afterwards (its
+  child inherits os.environ) still gets an off-screen renderer."""
+  monkeypatch.delenv('MUJOCO_GL', raising=False)
+  environments.make_environment('dmc:cartpole-swingup', seed=0)
+  assert 'MUJOCO_GL' not in os.environ
