@@ -100,6 +100,10 @@ def _report_run(taken: Taken, fork_server: list,
     print(f'acme-launch: warning: {launch.exposed_reason}; '
           '--allow_exposed_listeners: Reverb and Courier servers listen on '
           'every network interface', file=sys.stderr)
+  if launch_type == 'ray' and supervision.run_key == 'off':
+    print('acme-launch: warning: --run_key=off: connections between the '
+          'run\'s hosts prove nothing; any user of those hosts reaches its '
+          'nodes', file=sys.stderr)
   for warning in resume.warnings:
     print(f'acme-launch: warning: {warning}', file=sys.stderr)
   restored_steps = int(resume.counts.get('actor_steps', 0))
@@ -229,7 +233,7 @@ def _run_once(taken: Taken, fork_server: list, built, reporter,
     runner = ray_launch.RaySupervisor(
         launch.run_dir, launch.cluster,
         allow_public_address=supervision.allow_public_cluster_address,
-        **common)
+        run_key=supervision.run_key, **common)
     return runner.run_cluster(built, launch.plan)
   if launch.launch_type != 'local_mp':  # local_mt, test_mt
     from acme_launch.run import threads
@@ -244,7 +248,8 @@ def _run_once(taken: Taken, fork_server: list, built, reporter,
       debug_node=launch.debug_node, pdb=launch.pdb,
       node_log_max_bytes=supervision.node_log_max_bytes,
       node_start=supervision.node_start,
-      disk_guard_bytes=supervision.disk_guard_bytes, **common)
+      disk_guard_bytes=supervision.disk_guard_bytes,
+      run_key=supervision.run_key, **common)
   return runner.run_multiprocess(built, launch.plan)
 
 

@@ -116,6 +116,7 @@ class Supervision:
   node_log_max_bytes: int = 20 * 2**20
   disk_guard_bytes: int = 64 * 2**20
   allow_public_cluster_address: bool = False
+  run_key: str = 'hosts'            # --run_key: 'hosts', 'all' or 'off'.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,7 +194,8 @@ def _supervision(options: options_lib.Options) -> Supervision:
       auto_resume=options.auto_resume, node_start=options.node_start,
       node_log_max_bytes=int(options.node_log_max_mb * 2**20),
       disk_guard_bytes=int(options.disk_guard_mb * 2**20),
-      allow_public_cluster_address=options.allow_public_cluster_address)
+      allow_public_cluster_address=options.allow_public_cluster_address,
+      run_key=options.run_key)
 
 
 def _check_debugging(launch_type: str, debug_node: str, pdb: bool,
@@ -311,6 +313,13 @@ def decide_early(options: options_lib.Options,
     # Where every node's private temp folder is made: TF's AutoGraph writes
     # source files there that the node then imports.
     safe_dirs.check_shared(tempfile.gettempdir(), 'temp folder')
+  if options.run_key == 'all' and launch_type != 'local_mp':
+    raise errors.LaunchError(
+        f'--run_key=all works with --launch_type=local_mp only (under '
+        f'{launch_type}: ' + ('peers on one host are screened by user, '
+                              'those of other hosts prove the key)'
+                              if launch_type == 'ray' else
+                              'every server is a thread of this process)'))
   if launch_type == 'ray' and connected_cluster is None:
     connected_cluster = connect_cluster(options)
   if options.auto_resume and launch_type not in ('local_mp', 'ray'):
@@ -330,6 +339,10 @@ def decide_early(options: options_lib.Options,
   if not dry_run and launch_type != 'ray':  # On a cluster, each host checks its own shim.
     preload, exposed_reason = _loopback(launch_type,
                                         options.allow_exposed_listeners)
+    if options.run_key == 'all' and not preload:
+      raise errors.LaunchError(
+          '--run_key=all needs the loopback shim in every node, and it is not '
+          f'in effect here{": " + exposed_reason if exposed_reason else ""}')
   inventory, gpu_note = _usable_gpus(options, host)
   plan = resources.plan_resources(
       topology.node_list(config.num_actors, config.num_evaluators,

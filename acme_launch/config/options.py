@@ -154,6 +154,16 @@ def _define(fv: flags.FlagValues,
       'Courier and Reverb servers have no authentication: only on a network '
       'nobody else reaches.',
       flag_values=fv)
+  flags.DEFINE_enum(
+      'run_key', 'hosts', ('hosts', 'all', 'off'),
+      'Which connections between the run\'s nodes prove its key '
+      '(RUN_DIR/.run_key; docs/reliability-and-security.md): hosts, those '
+      'between two hosts of a Ray cluster (peers on one host are screened by '
+      'user); all, also those on loopback (--launch_type=local_mp: a process '
+      'of the run\'s own user without the key is refused too); off, none: on '
+      'a Ray cluster any user of the run\'s hosts then reaches its nodes (a '
+      'warning says so; for measuring what the proof costs).',
+      flag_values=fv)
   flags.DEFINE_multi_string(
       'sweep', [], 'Run one program per point of a grid, packed on this host '
       '(with --launch_type=ray: on the Ray cluster, as many at once as it '
@@ -350,6 +360,7 @@ class Options:
   ray_address: str = ''
   allow_public_cluster_address: bool = False
   allow_open_cluster: bool = False
+  run_key: str = 'hosts'         # 'hosts', 'all' (loopback too) or 'off'.
   sweep: Tuple[str, ...] = ()
   max_concurrent: int = 0
   sweep_samples: int = 0         # 0: a grid.
@@ -419,7 +430,7 @@ _PLAIN_FLAGS = (
     'gpu_inventory', 'debug_node', 'max_node_restarts', 'node_start', 'auto_resume',
     'node_log_max_mb', 'disk_guard_mb', 'allow_exposed_listeners',
     'ray_address', 'allow_public_cluster_address', 'allow_open_cluster',
-    'max_concurrent', 'sweep_scheduler', 'trial_retries')
+    'run_key', 'max_concurrent', 'sweep_scheduler', 'trial_retries')
 
 
 def _is_saved_config_file(path: str) -> bool:

@@ -10,7 +10,9 @@ A node is forked only when that gives the same process as exec would:
   - it sees no GPU (CUDA_VISIBLE_DEVICES empty): a GPU node's JAX and TF
     settings are left to a fresh process;
   - its values of the variables read when TF, JAX and Python start (names
-    starting with IMPORT_TIME_PREFIXES) are the fork server's own.
+    starting with IMPORT_TIME_PREFIXES) are the fork server's own, and so
+    are those the loopback shim reads when it loads (loopback.SHIM_LOAD_ENV:
+    a forked node's shim is its fork server's, loaded once).
   - its command is `python -m acme_launch.node.entry ...`, which the fork
     server runs in the child (the supervisor's tests run other commands).
 Every other node (and --debug_node's) is started by exec as usual.
@@ -39,6 +41,7 @@ from typing import (Callable, Dict, Iterable, List, Mapping, Optional,
 
 from acme_launch import credentials
 from acme_launch.plan import node_env
+from acme_launch.run import loopback
 
 # Variables read at import or interpreter start, not later: JAX copies
 # JAX_* into its config when imported, TF's C++ library reads TF_* (log
@@ -62,7 +65,7 @@ def server_env(node_env_: Mapping[str, str]) -> Dict[str, str]:
   ACME_LAUNCH_* settings and without the credentials that node's pass_env
   kept (credentials.py): each forked node gets its own in its request."""
   return {k: v for k, v in node_env_.items()
-          if not k.startswith(node_env.PREFIX)
+          if (not k.startswith(node_env.PREFIX) or k in loopback.SHIM_LOAD_ENV)
           and not credentials.is_withheld(k, v)}
 
 
@@ -77,7 +80,8 @@ def why_not_forked(env: Mapping[str, str], server: Mapping[str, str],
     return 'its command is not the node entry (python -m acme_launch.node.entry)'
   if env.get('CUDA_VISIBLE_DEVICES', ''):
     return 'it sees a GPU'
-  names = {k for k in (*env, *server) if k.startswith(IMPORT_TIME_PREFIXES)}
+  names = {k for k in (*env, *server)
+           if k.startswith(IMPORT_TIME_PREFIXES) or k in loopback.SHIM_LOAD_ENV}
   differ = sorted(k for k in names if env.get(k) != server.get(k))
   if differ:
     return f'its {", ".join(differ)} differ from the fork server\'s'

@@ -36,6 +36,12 @@ moves), and a connection from any other machine of the cluster network is
 closed unseen; one from this host is screened by its user as on loopback.
 Local runs never carry either variable (`clear_bind_address`).
 
+A local_mp run given --run_key=all also hands each node the run's key by
+its path (RUN_KEY_ENV) and the run's ports (RUN_PORTS_ENV): then a
+connection to one of those ports on loopback proves the key as one between
+hosts does, after the check by user, so a process of the run's own user
+without the key is refused too (run/local_mp/launch.py).
+
 The library is built with the system C compiler into the virtual environment
 (`<sys.prefix>/lib/acme_launch_loopback.so`, or ACME_LAUNCH_LOOPBACK_LIBRARY)
 by scripts/setup.sh, and again by the launcher whenever its source changed.
@@ -81,6 +87,14 @@ HOSTS_FILE_ENV = 'ACME_LAUNCH_HOSTS_FILE'      # Read by the shim at accept.
 # mode 0600. Read by the shim at load, on a cluster address only.
 RUN_KEY_ENV = 'ACME_LAUNCH_RUN_KEY_FILE'
 RUN_KEY_SIZE = 32
+# --run_key=all under local_mp: the run's ports on loopback, comma-separated
+# (read by the shim at load with RUN_KEY_ENV): connections to them prove the
+# key too; without it a local run's shim ignores RUN_KEY_ENV.
+RUN_PORTS_ENV = 'ACME_LAUNCH_RUN_PORTS'
+# What the shim reads once, when it loads: a process forked from one that
+# loaded it (a fork server's node) has its parent's values, whatever its
+# own environment says (run/forkserver.py compares them).
+SHIM_LOAD_ENV = (BIND_ADDRESS_ENV, HOSTS_FILE_ENV, RUN_KEY_ENV, RUN_PORTS_ENV)
 # acme_launch_peer_check's values: how the shim screens accept().
 NOT_SCREENED, BY_USER, BY_USER_AND_HOST = 0, 1, 2
 _REEXEC_ENV = 'ACME_LAUNCH_LOOPBACK_REEXEC'
@@ -379,10 +393,11 @@ def screening_in_this_process() -> bool:
 
 
 def clear_bind_address(env: dict) -> dict:
-  """`env` without a cluster bind address: a local run's processes bind to
-  loopback and screen their peers, whatever the user's environment held."""
-  env.pop(BIND_ADDRESS_ENV, None)
-  env.pop(HOSTS_FILE_ENV, None)
+  """`env` without a cluster bind address nor a run key: a local run's
+  processes bind to loopback and screen their peers by user, whatever the
+  user's environment held."""
+  for name in (BIND_ADDRESS_ENV, HOSTS_FILE_ENV, RUN_KEY_ENV, RUN_PORTS_ENV):
+    env.pop(name, None)
   return env
 
 

@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -437,6 +438,78 @@ def test_grpc_calls_across_hosts_need_the_key_and_reconnect_after_the_server_res
   assert keyed_answers[-1] == 'ok', (keyed_answers, stderr[-2000:])
 
 
+# --- --run_key=all: the proof on loopback too (local_mp) ------------------
+
+def _loopback_env(shim, key, run_ports):
+  """A local_mp node's shim under --run_key=all (run/local_mp/launch.py)."""
+  return dict(os.environ, LD_PRELOAD=shim, ACME_LAUNCH_LOOPBACK_DEBUG='1', **{
+      loopback.RUN_KEY_ENV: key,
+      loopback.RUN_PORTS_ENV: ','.join(map(str, run_ports))})
+
+
+def _local_client(targets, env, argv_prefix=()):
+  return subprocess.Popen(
+      [*argv_prefix, sys.executable, '-S', '-c', _CLIENT, json.dumps(targets)],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def test_under_run_key_all_a_runs_port_on_loopback_answers_only_the_key_even_to_the_runs_own_user(
+    keyed_shim, tmp_path):
+  why = other_user.why_not()
+  if why:
+    pytest.skip(why)
+  key, other_run = _key(str(tmp_path)), _key(str(tmp_path), 'other')
+  with socket.socket() as free:
+    free.bind(('127.0.0.1', 0))
+    port = free.getsockname()[1]
+  server = subprocess.Popen(
+      [sys.executable, '-S', '-c', two_hosts_lib.ANSWERING_SERVER, str(port),
+       'hello'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      env=_loopback_env(keyed_shim, key, [port]))
+  # A local service of the same user that is not the run's (a tracker's):
+  # its port is not listed, so nobody proves anything to it.
+  service = subprocess.Popen(
+      [sys.executable, '-S', '-c', two_hosts_lib.ANSWERING_SERVER, '0',
+       'service'], stdout=subprocess.PIPE, text=True,
+      env=dict(os.environ, LD_PRELOAD=keyed_shim))
+  scratch = other_user.shared_folder()
+  try:
+    assert int(server.stdout.readline().split()[1]) == port
+    service_port = int(service.stdout.readline().split()[1])
+    target = [['127.0.0.1', port, True], ['127.0.0.1', port, False]]
+    clients = {  # At once: each refused one waits out its 5 s.
+        'key': _local_client(target + [['127.0.0.1', service_port, True]],
+                             _loopback_env(keyed_shim, key, [port])),
+        'wrong_key': _local_client(target,
+                                   _loopback_env(keyed_shim, other_run, [port])),
+        'shim_no_key': _local_client(target[:1], dict(
+            os.environ, LD_PRELOAD=keyed_shim)),
+        'plain': _local_client(target[:1], dict(os.environ)),
+        'nobody': _local_client(
+            target[:1], other_user.environment(
+                other_user.home_of(other_user.NOBODY, scratch)),
+            other_user.command(other_user.NOBODY, [], scratch)),
+    }
+    answers = {name: [a for a, _ in json.loads(c.communicate(timeout=60)[0])]
+               for name, c in clients.items()}
+  finally:
+    for process in (server, service):
+      process.kill()
+    stderr = server.communicate(timeout=30)[1]
+    service.communicate(timeout=30)
+    shutil.rmtree(scratch, ignore_errors=True)
+  # The run's own user with the key, blocking and not (gRPC's way), and
+  # the same client at a local service that is not the run's: answered.
+  assert answers['key'] == ['hello', 'hello', 'service'], (answers, stderr)
+  # Another run's key: refused, and the client's connect fails.
+  assert answers['wrong_key'] == ['ConnectionRefusedError'] * 2, answers
+  # The run's user without the key (with the shim or without), and another
+  # user: not one byte; a connection that proves nothing is not even taken.
+  for name in ('shim_no_key', 'plain', 'nobody'):
+    assert answers[name] == ['TimeoutError'], answers
+  assert 'without the run key (wrong proof)' in stderr, stderr
+
+
 # --- The key file (run/loopback.py; the shim reads it by the same rules) --
 
 def test_a_run_gets_a_fresh_private_key_and_its_resume_the_same_one(tmp_path):
@@ -488,10 +561,11 @@ def test_a_key_file_that_cannot_be_used_is_refused_naming_it(tmp_path, how, why)
 
 
 @pytest.mark.parametrize('how', ['readable_by_others', 'short', 'missing'])
-def test_a_node_whose_key_file_cannot_be_used_says_so_and_cannot_serve(
+def test_a_node_whose_key_file_cannot_be_used_says_so_in_one_line_and_exits_2_before_it_runs(
     keyed_shim, tmp_path, how):
-  # The shim's own check, at load in the node process: the same line as
-  # the launcher's, and no wildcard bind (so no server) without the key.
+  # The shim's own check, at load in the node process: the launcher's line,
+  # alone, and exit status 2 before the program runs (so neither a server
+  # nor a client without the key, and a supervisor that sees it fail).
   if how == 'missing':
     path = str(tmp_path / 'nothing-here')
   else:
@@ -500,17 +574,16 @@ def test_a_node_whose_key_file_cannot_be_used_says_so_and_cannot_serve(
          'short': 'it is not 32 bytes', 'missing': 'it does not exist'}[how]
   hosts = str(tmp_path / 'hosts')
   loopback.write_hosts(hosts, [])
-  probe = "import socket; socket.socket().bind(('0.0.0.0', 0))"
+  probe = "print('ran')"
   result = subprocess.run(
       [sys.executable, '-S', '-c', probe], capture_output=True, text=True,
       timeout=60, check=False,
       env=dict(os.environ, LD_PRELOAD=keyed_shim, **{
           loopback.BIND_ADDRESS_ENV: '127.0.0.1',
           loopback.HOSTS_FILE_ENV: hosts, loopback.RUN_KEY_ENV: path}))
-  assert result.returncode != 0
-  lines = result.stderr.splitlines()
-  assert lines[0] == f'acme-launch: error: the run key file {path} cannot be used: {why}'
-  assert 'Cannot assign requested address' in result.stderr
+  assert (result.returncode, result.stdout) == (2, ''), result.stderr
+  assert result.stderr == (f'acme-launch: error: the run key file {path} '
+                           f'cannot be used: {why}\n')
 
 
 _PRINT_ENV = ('import json, os, sys; print(json.dumps([dict(os.environ), '
@@ -544,3 +617,20 @@ def test_a_ray_hosts_node_gets_the_key_as_a_private_file_named_in_its_environmen
   finally:
     host.kill()
   assert not os.path.exists(path)
+
+
+@pytest.mark.parametrize('launch_type', ['local_mt', 'test_mt', 'ray'])
+def test_run_key_all_under_another_launch_type_is_one_line_before_anything_starts(
+    tmp_path, launch_type):
+  from acme_launch import errors, prepare
+  from acme_launch.config import options as options_lib
+  options = options_lib.parse_again([
+      'launch.py', '--config=smoke', f'--launch_type={launch_type}',
+      '--run_key=all', f'--workdir={tmp_path}', '--run_name=r',
+      '--ray_address=192.0.2.1:1'])
+  with pytest.raises(errors.LaunchError) as raised:
+    prepare.decide_early(options)
+  assert str(raised.value).startswith(
+      f'--run_key=all works with --launch_type=local_mp only (under '
+      f'{launch_type}: ')
+  assert not os.listdir(tmp_path)

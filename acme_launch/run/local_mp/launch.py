@@ -13,6 +13,12 @@ handing them to a terminal (gnome-terminal, tmux, xterm, or Launchpad's
     killed by process group on stop.
 How one node's process starts, logs and dies is children.py.
 
+Its servers listen on loopback and answer only the run's user (the shim,
+run/loopback.py). With --run_key=all, every connection to one of the run's
+ports also proves the run's key (RUN_DIR/.run_key, handed to each node by
+its path, with the list of those ports): a process of the same user
+without the key is refused too.
+
 The run ends when the step budget is reached (the counter node's steps limiter calls
 `lp.stop()`, which signals this process with SIGTERM and leaves
 `budget_reached` in progress.json), when a node fails, or when the user stops it.
@@ -24,6 +30,7 @@ import threading
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from acme_launch import errors
 from acme_launch import layout
 from acme_launch import paths
 from acme_launch.plan import node_env
@@ -33,6 +40,7 @@ from acme_launch.program import build as program_lib
 from acme_launch.run import core
 from acme_launch.run import disk_space
 from acme_launch.run import forkserver
+from acme_launch.run import loopback
 from acme_launch.run import ports
 from acme_launch.run import process_env
 from acme_launch.run import progress as progress_lib
@@ -51,7 +59,8 @@ class Supervisor(core.SupervisorCore):
                node_log_max_bytes: int = 20 * 2**20,
                disk_guard_bytes: int = 0, python_path: Sequence[str] = (),
                compilation_cache: str = '', node_start: str = 'fork',
-               early_fork_server: Optional[forkserver.ForkServer] = None):
+               early_fork_server: Optional[forkserver.ForkServer] = None,
+               run_key: str = 'hosts'):
     super().__init__(run_dir, show_output=show_output,
                      max_wall_time=max_wall_time, reporter=reporter,
                      max_node_restarts=max_node_restarts,
@@ -72,19 +81,29 @@ class Supervisor(core.SupervisorCore):
     # Started by the launcher before the program was built: adopted or
     # stopped by _start_fork_server.
     self._early_fork_server = early_fork_server
+    self._key_on_loopback = run_key == 'all'  # --run_key=all.
+    self._key_env: Dict[str, str] = {}  # Its key file and the run's ports.
 
   def run_multiprocess(self, built: program_lib.BuiltProgram,
                        plan: resources.ResourcePlan) -> core.Outcome:
     # Each server's port, held by this process until the run ends (ports.py).
     held = ports.PortHolder()
+    taken: List[int] = []
 
     def bind(unused_name: str, lp_node) -> None:
       for address in lp_node.addresses:
-        address.bind(ports.HeldAddress(f'localhost:{held.take()}'))
+        taken.append(held.take())
+        address.bind(ports.HeldAddress(f'localhost:{taken[-1]}'))
 
     try:
       with core.program_files_in(os.path.join(self._run_dir, '.launchpad')):
         commands = list(core.node_commands(built, plan, bind_addresses=bind))
+      if self._key_on_loopback:
+        try:
+          self._key_env = self._loopback_key_env(taken)
+        except errors.LaunchError:
+          self._stop_fork_server()  # act.py's early one: nothing started.
+          raise
       return self.run_commands(commands)
     finally:
       held.release()
@@ -116,13 +135,26 @@ class Supervisor(core.SupervisorCore):
     outcome.restarts = dict(self._restarts.restarts)
     return outcome
 
+  def _loopback_key_env(self, run_ports: List[int]) -> Dict[str, str]:
+    """--run_key=all: what tells each node's shim to prove the run's key
+    on the run's ports, the key by its path only. LaunchError (exit 2)
+    before any node starts for a key file that cannot be used."""
+    try:
+      loopback.run_key_of(self._run_dir)
+    except ValueError as e:
+      raise errors.LaunchError(str(e)) from None
+    return {loopback.RUN_KEY_ENV: loopback.run_key_path(self._run_dir),
+            loopback.RUN_PORTS_ENV: ','.join(map(str, run_ports))}
+
   def _node_env(self, node: str,
                 env_overrides: Dict[str, str]) -> Dict[str, str]:
-    return process_env.node_process_env(
+    env = process_env.node_process_env(
         node, env_overrides, run_dir=self._run_dir,
         compilation_cache=self._compilation_cache,
         pdb=self._pdb and node == self._debug_node,
         python_path=self._python_path, preload=self._preload)
+    env.update(self._key_env)
+    return env
 
   def _start_fork_server(self, commands) -> None:
     """--node_start=fork: the fork server, with the environment of the

@@ -74,8 +74,16 @@
  * outcome itself: 0 (gRPC takes a connect that succeeded at once), or -1
  * with ECONNREFUSED for a server without the key, so gRPC never writes a
  * byte to a stand-in. Peers on this host keep the check by user. A key
- * file named but unusable is said once on stderr and every wildcard bind
- * then fails, so the node cannot serve without it.
+ * file named but unusable is said in one line on stderr and the process
+ * exits at once with status 2 (load_run_key).
+ *
+ * A local run (no ACME_LAUNCH_BIND_ADDRESS) ignores a key unless it also
+ * names its ports: --run_key=all under local_mp sets ACME_LAUNCH_RUN_PORTS
+ * (comma-separated) with the key, and then every connection to one of
+ * those ports on loopback proves the key as one between hosts does (the
+ * server checks the peer's user first, then the hello), so a process of
+ * the run's own user without the key is refused too. Other loopback ports
+ * (a tracker's local service) keep the check by user alone.
  *
  * ACME_LAUNCH_LOOPBACK_DEBUG=1 prints each rewrite and each refusal to
  * stderr; ACME_LAUNCH_LOOPBACK_LOOKUP=proc looks peers up in /proc only
@@ -125,6 +133,12 @@ static uid_t run_uid;        /* The only user whose connections are accepted. */
 static int use_proc;         /* Look peers up in /proc/net/tcp* only. */
 static int diag_found_one;   /* sock_diag has found a socket in this process. */
 static const char *hosts_file; /* The run's hosts, on a cluster address. */
+/* --run_key=all under local_mp: the run's ports on loopback
+ * (ACME_LAUNCH_RUN_PORTS, comma-separated), whose connections prove the key
+ * too; any other loopback port (a tracker's local service) is left as is. */
+#define MAX_RUN_PORTS 4096
+static uint16_t run_ports[MAX_RUN_PORTS];  /* Network order. */
+static size_t run_port_count;
 
 /* Found by the Python side to tell that the shim is loaded in a process. */
 int acme_launch_loopback_active = 1;
@@ -133,26 +147,47 @@ int acme_launch_loopback_active = 1;
  * with ACME_LAUNCH_HOSTS_FILE); 0, not at all. */
 int acme_launch_peer_check = 1;
 /* 1 when connections between the run's hosts carry the run key's proof
- * (a cluster address with ACME_LAUNCH_RUN_KEY_FILE, read at load); -1 when
- * that file was named but refused. */
+ * (a cluster address with ACME_LAUNCH_RUN_KEY_FILE, read at load). */
 int acme_launch_run_key = 0;
 
-/* A named key file that cannot be used: said once, on stderr (the node's
- * log), and every wildcard bind then fails, so the node stops. */
+/* A named key file that cannot be used: said in one line on stderr (the
+ * node's log), the launcher's own words, and the process ends there with
+ * exit status 2, before the program runs: a node without its key neither
+ * serves nor dials the run's other hosts, and its supervisor sees it fail
+ * at once (restarted as any failed node, or the run stops naming it). */
 static void load_run_key(void) {
   const char *path = getenv("ACME_LAUNCH_RUN_KEY_FILE");
-  if (path == NULL || path[0] == '\0' || hosts_file == NULL) return;
+  if (path == NULL || path[0] == '\0' ||
+      (hosts_file == NULL && run_port_count == 0))
+    return;  /* Neither a cluster's hosts nor the run's loopback ports. */
   const char *why = acme_handshake_load_key(path);
   if (why != NULL) {
     fprintf(stderr, "acme-launch: error: the run key file %s cannot be "
             "used: %s\n", path, why);
-    acme_launch_run_key = -1;
-    target_invalid = 1;
-    return;
+    fflush(stderr);
+    _exit(2);
   }
   acme_launch_run_key = 1;
   pthread_atfork(acme_handshake_lock, acme_handshake_unlock,
                  acme_handshake_unlock);
+}
+
+/* run_ports from `list` ("PORT,PORT,..."); what is not a port is skipped. */
+static void load_run_ports(const char *list) {
+  while (*list != '\0' && run_port_count < MAX_RUN_PORTS) {
+    char *end;
+    unsigned long port = strtoul(list, &end, 10);
+    if (end != list && port > 0 && port < 65536)
+      run_ports[run_port_count++] = htons((uint16_t)port);
+    list = *end != '\0' ? end + 1 : end;
+  }
+}
+
+/* 1 when `port` (network order) is one of the run's loopback ports. */
+static int is_run_port(uint16_t port) {
+  for (size_t i = 0; i < run_port_count; ++i)
+    if (run_ports[i] == port) return 1;
+  return 0;
 }
 
 __attribute__((constructor)) static void init(void) {
@@ -178,8 +213,11 @@ __attribute__((constructor)) static void init(void) {
       target_v4 = parsed.s_addr;
     else
       target_invalid = 1;
-    load_run_key();
+  } else {
+    const char *ports = getenv("ACME_LAUNCH_RUN_PORTS");
+    if (ports != NULL) load_run_ports(ports);
   }
+  load_run_key();
 }
 
 static void report(int fd, const struct sockaddr *before,
@@ -499,6 +537,20 @@ static int proven_by_peer(int fd, const struct endpoint *local,
          (ssize_t)sizeof reply;
 }
 
+/* 1 when `e` is a loopback address (IPv4 127/8, ::1, ::ffff:127.x). */
+static int on_loopback(const struct endpoint *e) {
+  if (e->family == AF_INET6)
+    return IN6_IS_ADDR_LOOPBACK((const struct in6_addr *)e->addr);
+  return (ntohl(e->addr[0]) >> 24) == 127;
+}
+
+/* 1 when a connection to `server` on loopback must prove the run's key:
+ * --run_key=all under local_mp, and one of the run's ports. */
+static int loopback_proof(const struct endpoint *server) {
+  return acme_launch_run_key == 1 && hosts_file == NULL &&
+         on_loopback(server) && is_run_port(server->port);
+}
+
 /* On a cluster address: 1 when the TCP peer is on this host and of the
  * run's user, or on another host of the run (listed in hosts_file). */
 static int cluster_peer_allowed(int fd, const struct sockaddr_storage *local,
@@ -538,7 +590,9 @@ static int peer_is_ours(int fd, long *seen, const char **how) {
     return 0;  /* Reset by the peer already: nobody to answer. */
   if (acme_launch_peer_check == 2)
     return cluster_peer_allowed(fd, &local, &peer, seen, how);
-  return tcp_peer_is_ours(&local, &peer, seen, how);
+  if (!tcp_peer_is_ours(&local, &peer, seen, how)) return 0;
+  struct endpoint l = endpoint_of(&local);
+  return !loopback_proof(&l) || proven_by_peer(fd, &l, how);
 }
 
 /* Refuses connection `fd` of `listener`: closes it, says so when asked. */
@@ -553,6 +607,9 @@ static void refuse(int listener, int fd, long seen, const char *how) {
     }
     fprintf(stderr, "acme-launch loopback: fd %d refused a connection from "
             "%s (%s)\n", listener, text, how);
+  } else if (debug && seen == (long)run_uid) {
+    fprintf(stderr, "acme-launch loopback: fd %d refused a connection from "
+            "uid %ld without the run key (%s)\n", listener, seen, how);
   } else if (debug) {
     fprintf(stderr, "acme-launch loopback: fd %d refused a connection from "
             "uid %ld (not uid %ld; %s)\n", listener, seen, (long)run_uid, how);
@@ -668,8 +725,9 @@ static int transfer(int fd, uint8_t *buf, size_t len, int out,
 }
 
 /* 1 when a connect of `fd` to `addr` must prove the run's key: a TCP
- * connection to another of the run's hosts (listed in hosts_file), its
- * address and port in *server. */
+ * connection to another of the run's hosts (listed in hosts_file), or,
+ * under --run_key=all, to one of the run's ports on loopback; its address
+ * and port in *server. */
 static int needs_proof(int fd, const struct sockaddr *addr, socklen_t len,
                        struct endpoint *server) {
   if (acme_launch_run_key != 1 || addr == NULL) return 0;
@@ -684,11 +742,13 @@ static int needs_proof(int fd, const struct sockaddr *addr, socklen_t len,
   *server = endpoint_of(&copy);
   int type = 0;
   socklen_t size = sizeof type;
-  if (server->family != AF_INET || server->addr[0] == target_v4 ||
-      (ntohl(server->addr[0]) >> 24) == 127 ||
-      getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &size) != 0 ||
+  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &size) != 0 ||
       type != SOCK_STREAM)
-    return 0;  /* This host (screened by user there), or not TCP. */
+    return 0;  /* Not TCP. */
+  if (hosts_file == NULL) return loopback_proof(server);
+  if (server->family != AF_INET || server->addr[0] == target_v4 ||
+      on_loopback(server))
+    return 0;  /* This host: screened by user there. */
   return listed_host(server->addr[0]);
 }
 
@@ -753,8 +813,8 @@ int connect(int fd, const struct sockaddr *addr, socklen_t len) {
   const char *why = prove_to_server(fd, &server, &deadline);
   if (why != NULL) {
     if (debug) {
-      char text[INET_ADDRSTRLEN] = "?";
-      inet_ntop(AF_INET, server.addr, text, sizeof text);
+      char text[INET6_ADDRSTRLEN] = "?";
+      inet_ntop(server.family, server.addr, text, sizeof text);
       fprintf(stderr, "acme-launch loopback: fd %d refused the server %s "
               "port %u (%s)\n", fd, text, ntohs(server.port), why);
     }

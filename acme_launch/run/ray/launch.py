@@ -14,7 +14,8 @@ local_mp runs, on its host. This module is the launcher's side:
      its node's servers accept connections from (the shim's hosts file,
      rewritten before a node moved to another host starts there), and the
      run's key (RUN_DIR/.run_key, run/loopback.py), which every connection
-     between two hosts must prove (the shim's handshake);
+     between two hosts must prove (the shim's handshake; none under
+     --run_key=off, which the driver warns of);
   4. turn the program into per-node commands exactly as local_mp does
      (core.node_commands), ship Launchpad's pickled program to each
      actor as bytes, and start the nodes;
@@ -98,7 +99,8 @@ class RaySupervisor(core.SupervisorCore):
   """
 
   def __init__(self, run_dir: str, cluster: ray_cluster.Cluster,
-               allow_public_address: bool = False, **kwargs):
+               allow_public_address: bool = False, run_key: str = 'hosts',
+               **kwargs):
     super().__init__(run_dir, **kwargs)
     self._cluster = cluster
     self._allow_public = allow_public_address
@@ -114,6 +116,7 @@ class RaySupervisor(core.SupervisorCore):
                               self._restarts.max_restarts)
     self._echo_stop = threading.Event()
     self._run_key = b''  # loopback.run_key_of, read as the run starts.
+    self._key_off = run_key == 'off'  # --run_key=off: no proof (a warning).
 
   # Launch --------------------------------------------------------------------
 
@@ -122,7 +125,8 @@ class RaySupervisor(core.SupervisorCore):
     """Runs the program; LaunchError (exit 2) if it cannot be placed."""
     start = self._start_time = time.time()
     try:  # Before any actor exists: a bad key file is one line, exit 2.
-      self._run_key = loopback.run_key_of(self._run_dir)
+      if not self._key_off:
+        self._run_key = loopback.run_key_of(self._run_dir)
     except ValueError as e:
       raise errors.LaunchError(str(e)) from None
     with self._signals_handled():

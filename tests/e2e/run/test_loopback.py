@@ -14,6 +14,11 @@ server_info) and must get no answer and leave no sentinel; then the same as
 the run's own user must get every answer, the sentinel included (the attack
 is real, and the servers kept listening after the refusals). The run is then
 released and must reach its budget. The shim alone: tests/run/test_loopback.py.
+
+The local_mp case with the launcher as root runs with --run_key=all: there
+the run's own user without the run's key gets nothing either, and with it
+(the shim preloaded, the node's key file and the run's ports, as a node
+has them) every answer.
 """
 
 import json
@@ -28,7 +33,8 @@ import pytest
 from acme_launch.run import loopback
 from acme_launch.testing.launcher import launch_command
 from tests import faulty_env, other_user
-from tests.conftest import REPO_ROOT, actor_steps, read_json, user_env, wait_for
+from tests.conftest import (REPO_ROOT, actor_steps, node_records, read_json,
+                            user_env, wait_for)
 
 TASK = '--config.env_name=tests.faulty_env:RaisingHalfCheetah-v4'
 BUDGET = 1000   # Past the hold; the learner has trained by then.
@@ -53,15 +59,16 @@ def _listening_ports(pid: int):
   return ports
 
 
-def _intrude(uid: int, ports, sentinel: str, base: str) -> dict:
-  """tests/intruder.py as `uid` against `ports`: what answered."""
+def _intrude(uid: int, ports, sentinel: str, base: str, extra=None) -> dict:
+  """tests/intruder.py as `uid` against `ports`: what answered. `extra`:
+  variables added to the environment (root's only)."""
   argv = [sys.executable, '-m', 'tests.intruder',
           '--ports=' + ','.join(map(str, sorted(ports))), f'--sentinel={sentinel}']
   if uid:
     argv = other_user.command(uid, argv, base)
     env = other_user.environment(other_user.home_of(uid, base))
   else:
-    env = user_env()
+    env = user_env(extra)
   result = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=180, env=env, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
@@ -70,13 +77,13 @@ def _intrude(uid: int, ports, sentinel: str, base: str) -> dict:
   return found['ports']
 
 
-@pytest.mark.parametrize('launch_type,launcher_uid', [
-    ('local_mp', 0), ('local_mt', 0),
-    ('local_mp', other_user.ORDINARY), ('local_mt', other_user.ORDINARY)],
-    ids=['local_mp-root', 'local_mt-root', 'local_mp-ordinary',
+@pytest.mark.parametrize('launch_type,launcher_uid,run_key', [
+    ('local_mp', 0, 'all'), ('local_mt', 0, ''),
+    ('local_mp', other_user.ORDINARY, ''), ('local_mt', other_user.ORDINARY, '')],
+    ids=['local_mp-root-run_key_all', 'local_mt-root', 'local_mp-ordinary',
          'local_mt-ordinary'])
 def test_another_user_gets_no_answer_from_any_node_while_the_run_reaches_its_budget(
-    request, launch_type, launcher_uid):
+    request, launch_type, launcher_uid, run_key):
   why = other_user.why_not()
   if why:
     pytest.skip(why)
@@ -90,10 +97,12 @@ def test_another_user_gets_no_answer_from_any_node_while_the_run_reaches_its_bud
   gate = os.path.join(workdir, 'go')
   sentinel = {uid: os.path.join(workdir, f'decoded-for-uid-{uid}')
               for uid in (other_user.NOBODY, launcher_uid)}
+  no_key_sentinel = os.path.join(workdir, 'decoded-without-the-key')
   run_dir = os.path.join(workdir, 'run')
   argv = launch_command('--config=smoke', f'--launch_type={launch_type}', TASK,
                         f'--config.max_actor_steps={BUDGET}',
-                        f'--workdir={workdir}', '--run_name=run')
+                        f'--workdir={workdir}', '--run_name=run',
+                        *([f'--run_key={run_key}'] if run_key else []))
   hold = {faulty_env.HOLD_AT_ENV: str(HOLD_AT_STEP),
           faulty_env.HOLD_UNTIL_ENV: gate}
   if launcher_uid:
@@ -113,7 +122,14 @@ def test_another_user_gets_no_answer_from_any_node_while_the_run_reaches_its_bud
     ports = wait_for(every_node_listening, 240, 'the held run to listen')
     intruder = _intrude(other_user.NOBODY, ports, sentinel[other_user.NOBODY],
                         base)
-    owner = _intrude(launcher_uid, ports, sentinel[launcher_uid], base)
+    keyed = {}
+    if run_key:  # The run's user without the key, then with a node's.
+      no_key = _intrude(launcher_uid, ports, no_key_sentinel, base)
+      node = node_records(run_dir)['learner/0']['env']
+      keyed = {'LD_PRELOAD': loopback.library_path(),
+               **{name: node[name] for name in (loopback.RUN_KEY_ENV,
+                                                loopback.RUN_PORTS_ENV)}}
+    owner = _intrude(launcher_uid, ports, sentinel[launcher_uid], base, keyed)
     held = launcher.poll() is None and actor_steps(run_dir) < BUDGET
     open(gate, 'w').close()
     _, stderr = launcher.communicate(timeout=300)
@@ -129,6 +145,15 @@ def test_another_user_gets_no_answer_from_any_node_while_the_run_reaches_its_bud
     assert found == {'raw': False, 'methods': None, 'get_variables': False,
                      'get_counts': False, 'server_info': False}, (port, found)
   assert not os.path.exists(sentinel[other_user.NOBODY])
+  if run_key:
+    # The run's own user without the key: nothing either, from any port;
+    # every port listened on is one of the run's, each proving the key.
+    for port, found in no_key.items():
+      assert found == {'raw': False, 'methods': None, 'get_variables': False,
+                       'get_counts': False, 'server_info': False}, (port, found)
+    assert not os.path.exists(no_key_sentinel)
+    assert keyed[loopback.RUN_KEY_ENV] == loopback.run_key_path(run_dir)
+    assert set(ports) <= set(map(int, keyed[loopback.RUN_PORTS_ENV].split(',')))
   # The run's user, after the refusals: every server answers.
   assert all(found['raw'] for found in owner.values()), owner
   methods = [found['methods'] for found in owner.values() if found['methods']]

@@ -19,6 +19,7 @@ import time
 
 import pytest
 
+from acme_launch import layout
 from acme_launch.testing.launcher import LiveOutput
 from tests import other_user
 from tests.conftest import (REPO_ROOT, actor_steps, killed_on_exit,
@@ -247,16 +248,17 @@ def test_ray_launcher_killed_with_sigkill_leaves_no_process_on_any_host(
            'no node process or NodeHost actor left on any host')
 
 
-def test_ray_actor_killed_on_another_host_is_restarted_there_and_killed_past_max_node_restarts_stops_the_run_naming_it(
+def test_ray_actor_killed_on_another_host_is_restarted_there_and_past_max_node_restarts_a_start_without_its_key_stops_the_run_naming_it(
     cluster, tmp_path):
   # Both actors are held at their step 200 (tests/faulty_env.py) until
   # `gate` exists, so the run cannot get far before the restarted actor is
-  # seen, however slow its start. One restart allowed: the second kill of
-  # actor/1 stops the run (restarts.RestartPolicy: the check that stops a
-  # node of --max_node_restarts=0 at its first death).
+  # seen, however slow its start. Two restarts allowed: the first after a
+  # kill; the second finds its host's copy of the run key readable by
+  # others and fails at start (the shim's one line, exit 2), which is past
+  # its restarts: the run stops naming it (restarts.RestartPolicy).
   run_dir = str(tmp_path / 'runs' / 'restarted')
   gate = str(tmp_path / 'go')
-  launcher = launch(cluster, *PLACEMENT, '--max_node_restarts=1',
+  launcher = launch(cluster, *PLACEMENT, '--max_node_restarts=2',
                     '--config.env_name=tests.faulty_env:RaisingHalfCheetah-v4',
                     '--config.resources.actor.extra_env='
                     f'ACME_TEST_HOLD_AT_STEP=200,ACME_TEST_HOLD_UNTIL={gate}',
@@ -278,7 +280,7 @@ def test_ray_actor_killed_on_another_host_is_restarted_there_and_killed_past_max
     assert record['pid'] != victim and record['pid'] in cluster.pids('c')
     assert record['env']['ACME_LAUNCH_NODE_RESTART'] == '1'
     assert record['ray_node_id'] == first['ray_node_id']
-    wait_for(lambda: out.has('restarting it (1 of at most 1)'), 10,
+    wait_for(lambda: out.has('restarting it (1 of at most 2)'), 10,
              'the restart line')
     # The run goes on: released, the actors' counts keep arriving.
     open(gate, 'w').close()
@@ -286,16 +288,27 @@ def test_ray_actor_killed_on_another_host_is_restarted_there_and_killed_past_max
     wait_for(lambda: actor_steps(run_dir) >= before + 400 or
              launcher.poll() is not None, 240, 'steps after the restart')
     assert launcher.poll() is None, out.wait(30)[-3000:]
-    # Killed again, past its restarts: the run stops, naming it.
+    # Its host's copy of the key made readable by others, then killed: its
+    # second restart fails at start, past its restarts.
+    key_file = record['env']['ACME_LAUNCH_RUN_KEY_FILE']
+    os.chmod(key_file, 0o644)
     os.kill(record['pid'], signal.SIGKILL)
     start = time.time()
     stderr = out.wait(90)
     assert time.time() - start < 30
+  line = (f'acme-launch: error: the run key file {key_file} cannot be used: '
+          'others can read or change it (chmod 600)')
   assert launcher.returncode == 1, stderr[-3000:] + out.text()[-3000:]
   summary = read_json(os.path.join(run_dir, 'summary.json'))
   assert summary['exit_reason'] == 'node_failed'
   assert summary['failed_node'] == 'actor/1'
-  assert summary['node_restarts'] == {'actor/1': 1}
+  assert summary['node_restarts'] == {'actor/1': 2}
+  # The failed start wrote the shim's line alone to its log, after the
+  # launcher's restart line; the launcher shows it, naming the node.
+  with open(layout.log_path(run_dir, 'actor/1')) as f:
+    after = f.read().rsplit('restarting it (2 of at most 2)', 1)[1]
+  assert [l for l in after.splitlines() if l.strip()] == [line], after
+  assert line in stderr + out.text()
   wait_for(lambda: not cluster.run_processes(), 20, 'no process of the run left')
 
 
