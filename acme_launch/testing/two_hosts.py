@@ -1,7 +1,7 @@
 """Two hosts of one run on this machine, for the run key's tests and
-bench/connect.py: network namespaces a (10.9.1.1) and b (10.9.1.2, also
-10.9.1.3: an address of the network that is not one of the run's hosts),
-joined by a veth pair. Lighter than testing/cluster.py's Ray cluster: no
+bench/connect.py: network namespaces a (10.9.1.1 and fd09::1) and b
+(10.9.1.2 and fd09::2, also 10.9.1.3: an address of the network that is not
+one of the run's hosts), joined by a veth pair. Lighter than testing/cluster.py's Ray cluster: no
 Ray, no bridge. Needs root (CAP_NET_ADMIN).
 """
 
@@ -11,6 +11,7 @@ import subprocess
 from typing import Dict, Iterator, List
 
 SERVER, CLIENT, OUTSIDER = '10.9.1.1', '10.9.1.2', '10.9.1.3'
+SERVER6, CLIENT6 = 'fd09::1', 'fd09::2'   # The same hosts' IPv6 addresses.
 
 
 def _ip(namespace: str, *argv: str) -> None:
@@ -32,6 +33,10 @@ def two_hosts() -> Iterator[Dict[str, List[str]]]:
                                     ('b', 'y', [CLIENT, OUTSIDER])):
       for address in addresses:
         _ip(names[host], 'addr', 'add', f'{address}/24', 'dev', tag + device)
+      # No duplicate address detection: usable at once, not seconds later.
+      _ip(names[host], '-6', 'addr', 'add',
+          f'{SERVER6 if host == "a" else CLIENT6}/64', 'dev', tag + device,
+          'nodad')
       _ip(names[host], 'link', 'set', tag + device, 'up')
       _ip(names[host], 'link', 'set', 'lo', 'up')
     yield {h: ['ip', 'netns', 'exec', ns] for h, ns in names.items()}

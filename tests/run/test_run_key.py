@@ -94,7 +94,8 @@ answers = []
 for address, port, blocking in json.loads(sys.argv[1]):
   start = time.time()
   try:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    family = socket.AF_INET6 if ':' in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
       s.settimeout(5)
       if blocking:
         s.connect((address, port))
@@ -208,6 +209,83 @@ def test_a_client_with_the_run_key_is_answered_across_hosts_and_one_without_is_n
   assert [a for a, _ in after] == ['hello'], after
   assert 'refused a connection from 10.9.1.2 (wrong proof)' in stderr, stderr
   assert 'refused a connection from 10.9.1.2 (a short proof)' in stderr, stderr
+
+
+# Run on a host with the shim on an IPv6 cluster address: where an IPv4
+# wildcard, a dual-stack [::] and an IPv6-only [::] bind land.
+_BINDS = r'''
+import json, socket
+found = {}
+for name, family, address, v6only in (('v4', socket.AF_INET, '0.0.0.0', 0),
+                                      ('dual', socket.AF_INET6, '::', 0),
+                                      ('v6only', socket.AF_INET6, '::', 1)):
+  with socket.socket(family, socket.SOCK_STREAM) as s:
+    if family == socket.AF_INET6:
+      s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, v6only)
+    try:
+      s.bind((address, 0))
+      found[name] = s.getsockname()[0]
+    except OSError as e:
+      found[name] = e.strerror
+print(json.dumps(found))
+'''
+
+
+def test_over_ipv6_cluster_addresses_the_key_is_proven_and_without_it_nothing_answers(
+    two_hosts, keyed_shim, tmp_path):
+  key, other_run = _key(str(tmp_path)), _key(str(tmp_path), 'other')
+  a, b = two_hosts_lib.SERVER6, two_hosts_lib.CLIENT6
+  server_env = _shim_env(keyed_shim, str(tmp_path), a, [a, b], key)
+  binds = json.loads(subprocess.run(
+      [*two_hosts['a'], sys.executable, '-S', '-c', _BINDS], env=server_env,
+      capture_output=True, text=True, timeout=60, check=True).stdout)
+  # Every IPv6 wildcard on the host's IPv6 address; no IPv4 one at all.
+  assert binds == {'v4': 'Cannot assign requested address', 'dual': a,
+                   'v6only': a}, binds
+  server = subprocess.Popen(
+      [*two_hosts['a'], sys.executable, '-S', '-c',
+       two_hosts_lib.ANSWERING_SERVER, '0', 'hello'],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=server_env)
+  try:
+    port = int(server.stdout.readline().split()[1])
+    target = [[a, port, True], [a, port, False]]
+    with_key = _clients(two_hosts, target, _shim_env(
+        keyed_shim, str(tmp_path), b, [a, b], key))
+    wrong_key = _clients(two_hosts, target, _shim_env(
+        keyed_shim, str(tmp_path), b, [a, b], other_run))
+    silent = _clients(two_hosts, target[:1])
+    # Host b left out of a's list (a node moved away): not even the key
+    # gets in from there.
+    loopback.write_hosts(os.path.join(str(tmp_path), f'hosts-{a}'), [a])
+    unlisted = _clients(two_hosts, target[:1], _shim_env(
+        keyed_shim, str(tmp_path), b, [a, b], key))
+  finally:
+    server.kill()
+    stderr = server.communicate(timeout=30)[1]
+  assert [x for x, _ in with_key] == ['hello', 'hello'], (with_key, stderr)
+  assert [x for x, _ in wrong_key] == ['ConnectionRefusedError'] * 2, wrong_key
+  assert silent[0][0] == 'TimeoutError', silent
+  assert unlisted[0][0] != 'hello', unlisted
+  assert f'refused a connection from {b} (wrong proof)' in stderr, stderr
+  assert f'refused a connection from {b} (not a host of the run)' in stderr
+
+
+def test_a_client_dialing_an_ipv4_host_as_v4_mapped_ipv6_proves_the_same_key(
+    two_hosts, keyed_shim, tmp_path):
+  # An AF_INET6 socket to ::ffff:10.9.1.1 reaches the same IPv4 listener:
+  # its hello names the listener as IPv4, as the server sees it.
+  key = _key(str(tmp_path))
+  server = _KeyedServer(two_hosts, keyed_shim, str(tmp_path), key)
+  mapped = [['::ffff:10.9.1.1', server.port, True],
+            ['::ffff:10.9.1.1', server.port, False]]
+  try:
+    with_key = _clients(two_hosts, mapped, _shim_env(
+        keyed_shim, str(tmp_path), '10.9.1.2', ['10.9.1.1', '10.9.1.2'], key))
+    without = _clients(two_hosts, mapped[:1])
+  finally:
+    stderr = server.stop()
+  assert [x for x, _ in with_key] == ['hello', 'hello'], (with_key, stderr)
+  assert without[0][0] == 'TimeoutError', without
 
 
 _STAND_IN = r'''

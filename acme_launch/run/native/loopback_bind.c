@@ -44,10 +44,14 @@
  * from the other hosts, and only there: ACME_LAUNCH_BIND_ADDRESS=A.B.C.D
  * (the host's cluster address, IPv4) replaces 127.0.0.1 above, so 0.0.0.0
  * -> A.B.C.D and a dual-stack [::] -> ::ffff:A.B.C.D; an IPv6-only [::]
- * still becomes [::1]. A value that is not an IPv4 address makes every
- * wildcard bind fail (EADDRNOTAVAIL) rather than listen on all interfaces.
+ * still becomes [::1]. An IPv6 address there (ACME_LAUNCH_BIND_ADDRESS=
+ * fd00::5) takes every IPv6 wildcard bind, dual-stack or not ([::] ->
+ * [fd00::5]), and refuses IPv4 ones (0.0.0.0, ::ffff:0.0.0.0:
+ * EADDRNOTAVAIL): the host has no IPv4 cluster address to put them on. A
+ * value that is no address makes every wildcard bind fail (EADDRNOTAVAIL)
+ * rather than listen on all interfaces.
  * The users of another host cannot be looked up from here, so there accept
- * screens by host: ACME_LAUNCH_HOSTS_FILE names a file of the IPv4
+ * screens by host: ACME_LAUNCH_HOSTS_FILE names a file of the IPv4 or IPv6
  * addresses of the run's hosts, one per line, which the launcher rewrites
  * (by rename) when a node moves to another host. A peer at this host's own
  * address or on loopback is screened by its user as above; a peer on
@@ -128,6 +132,8 @@ static connect_fn real_connect;
 static listen_fn real_listen;
 static int debug;
 static in_addr_t target_v4;  /* Network order: loopback or the bind address. */
+static struct in6_addr target_v6; /* The bind address, when it is IPv6. */
+static int target_is_v6;     /* Then no IPv4 wildcard bind is taken. */
 static int target_invalid;   /* ACME_LAUNCH_BIND_ADDRESS set but unreadable. */
 static uid_t run_uid;        /* The only user whose connections are accepted. */
 static int use_proc;         /* Look peers up in /proc/net/tcp* only. */
@@ -190,6 +196,25 @@ static int is_run_port(uint16_t port) {
   return 0;
 }
 
+/* The cluster bind address `text`: IPv4 (also written ::ffff:a.b.c.d) in
+ * target_v4, IPv6 in target_v6; anything else makes every wildcard bind
+ * fail rather than listen on all interfaces. */
+static void parse_target(const char *text) {
+  struct in_addr v4;
+  struct in6_addr v6;
+  if (inet_pton(AF_INET, text, &v4) == 1) {
+    target_v4 = v4.s_addr;
+  } else if (inet_pton(AF_INET6, text, &v6) == 1 && IN6_IS_ADDR_V4MAPPED(&v6)) {
+    target_v4 = v6.s6_addr32[3];
+  } else if (inet_pton(AF_INET6, text, &v6) == 1 &&
+             !IN6_IS_ADDR_UNSPECIFIED(&v6)) {
+    target_v6 = v6;
+    target_is_v6 = 1;
+  } else {
+    target_invalid = 1;
+  }
+}
+
 __attribute__((constructor)) static void init(void) {
   real_bind = (bind_fn)dlsym(RTLD_NEXT, "bind");
   real_accept = (accept_fn)dlsym(RTLD_NEXT, "accept");
@@ -208,11 +233,7 @@ __attribute__((constructor)) static void init(void) {
     hosts_file = getenv("ACME_LAUNCH_HOSTS_FILE");
     if (hosts_file != NULL && hosts_file[0] == '\0') hosts_file = NULL;
     acme_launch_peer_check = hosts_file != NULL ? 2 : 0;
-    struct in_addr parsed;
-    if (inet_pton(AF_INET, address, &parsed) == 1)
-      target_v4 = parsed.s_addr;
-    else
-      target_invalid = 1;
+    parse_target(address);
   } else {
     const char *ports = getenv("ACME_LAUNCH_RUN_PORTS");
     if (ports != NULL) load_run_ports(ports);
@@ -251,7 +272,7 @@ int bind(int fd, const struct sockaddr *addr, socklen_t len) {
     struct sockaddr_in local;
     memcpy(&local, addr, sizeof local);
     if (local.sin_addr.s_addr != htonl(INADDR_ANY)) return real_bind(fd, addr, len);
-    if (target_invalid) { errno = EADDRNOTAVAIL; return -1; }
+    if (target_invalid || target_is_v6) { errno = EADDRNOTAVAIL; return -1; }
     local.sin_addr.s_addr = target_v4;
     if (debug) report(fd, addr, (struct sockaddr *)&local);
     return real_bind(fd, (struct sockaddr *)&local, sizeof local);
@@ -264,12 +285,17 @@ int bind(int fd, const struct sockaddr *addr, socklen_t len) {
                      local.sin6_addr.s6_addr32[3] == htonl(INADDR_ANY);
     if (!IN6_IS_ADDR_UNSPECIFIED(&local.sin6_addr) && !mapped_any)
       return real_bind(fd, addr, len);
-    if (target_invalid) { errno = EADDRNOTAVAIL; return -1; }
+    if (target_invalid || (target_is_v6 && mapped_any)) {
+      errno = EADDRNOTAVAIL;  /* No IPv4 address to put it on. */
+      return -1;
+    }
     int v6only = 0;
     socklen_t size = sizeof v6only;
-    if (!mapped_any &&
-        getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &size) == 0 &&
-        v6only) {
+    if (target_is_v6) {
+      local.sin6_addr = target_v6;                        /* [<target>] */
+    } else if (!mapped_any &&
+               getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &size) == 0 &&
+               v6only) {
       local.sin6_addr = in6addr_loopback;                 /* [::1] */
     } else {
       memset(&local.sin6_addr, 0, sizeof local.sin6_addr); /* ::ffff:<target> */
@@ -480,9 +506,23 @@ static int tcp_peer_is_ours(const struct sockaddr_storage *local,
   return proc_says_ours(&p, &l, seen);
 }
 
-/* 1 when `address` (network order) is a line of hosts_file. Read anew at
- * each call, not through a link; a file that cannot be read lists nobody. */
-static int listed_host(uint32_t address) {
+/* 1 when `line` (an address of hosts_file) is `e`'s address; IPv4 also
+ * as ::ffff:a.b.c.d. */
+static int is_line_of(const char *line, const struct endpoint *e) {
+  struct in_addr v4;
+  struct in6_addr v6;
+  if (inet_pton(AF_INET, line, &v4) == 1)
+    return e->family == AF_INET && v4.s_addr == e->addr[0];
+  if (inet_pton(AF_INET6, line, &v6) != 1) return 0;
+  if (IN6_IS_ADDR_V4MAPPED(&v6))
+    return e->family == AF_INET && v6.s6_addr32[3] == e->addr[0];
+  return e->family == AF_INET6 && memcmp(&v6, e->addr, 16) == 0;
+}
+
+/* 1 when `e`'s address is a line of hosts_file (IPv4 or IPv6). Read anew
+ * at each call, not through a link; a file that cannot be read lists
+ * nobody. */
+static int listed_host(const struct endpoint *e) {
   int fd = open(hosts_file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return 0;
   FILE *f = fdopen(fd, "re");
@@ -494,8 +534,7 @@ static int listed_host(uint32_t address) {
   int found = 0;
   while (!found && fgets(line, sizeof line, f) != NULL) {
     line[strcspn(line, " \t\r\n#")] = '\0';
-    struct in_addr parsed;
-    found = inet_pton(AF_INET, line, &parsed) == 1 && parsed.s_addr == address;
+    found = is_line_of(line, e);
   }
   fclose(f);
   return found;
@@ -557,14 +596,13 @@ static int cluster_peer_allowed(int fd, const struct sockaddr_storage *local,
                                 const struct sockaddr_storage *peer,
                                 long *seen, const char **how) {
   struct endpoint l = endpoint_of(local), p = endpoint_of(peer);
-  int on_this_host =
-      (p.family == AF_INET6 && IN6_IS_ADDR_LOOPBACK((struct in6_addr *)p.addr)) ||
-      (p.family == AF_INET && (p.addr[0] == l.addr[0] ||
-                               (ntohl(p.addr[0]) >> 24) == 127));
+  int on_this_host = on_loopback(&p) ||
+      (p.family == l.family &&
+       memcmp(p.addr, l.addr, p.family == AF_INET ? 4 : 16) == 0);
   if (on_this_host) return tcp_peer_is_ours(local, peer, seen, how);
   *how = "not a host of the run";
   *seen = -2;  /* Another host: its user is not known here. */
-  if (p.family != AF_INET || !listed_host(p.addr[0])) return 0;
+  if (!listed_host(&p)) return 0;
   return acme_launch_run_key != 1 || proven_by_peer(fd, &l, how);
 }
 
@@ -724,6 +762,12 @@ static int transfer(int fd, uint8_t *buf, size_t len, int out,
   return 0;
 }
 
+/* 1 when `e` is this host's cluster address (the bind address). */
+static int is_this_host(const struct endpoint *e) {
+  if (e->family == AF_INET) return !target_is_v6 && e->addr[0] == target_v4;
+  return target_is_v6 && memcmp(e->addr, &target_v6, 16) == 0;
+}
+
 /* 1 when a connect of `fd` to `addr` must prove the run's key: a TCP
  * connection to another of the run's hosts (listed in hosts_file), or,
  * under --run_key=all, to one of the run's ports on loopback; its address
@@ -746,10 +790,9 @@ static int needs_proof(int fd, const struct sockaddr *addr, socklen_t len,
       type != SOCK_STREAM)
     return 0;  /* Not TCP. */
   if (hosts_file == NULL) return loopback_proof(server);
-  if (server->family != AF_INET || server->addr[0] == target_v4 ||
-      on_loopback(server))
+  if (on_loopback(server) || is_this_host(server))
     return 0;  /* This host: screened by user there. */
-  return listed_host(server->addr[0]);
+  return listed_host(server);
 }
 
 /* The hello sent and the server's reply checked on connected `fd`; NULL
