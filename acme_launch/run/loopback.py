@@ -26,7 +26,8 @@ Why this and not a network namespace of the run:
 docs/reliability-and-security.md ("Threat model").
 
 On a Ray cluster (`--launch_type=ray`) ACME_LAUNCH_BIND_ADDRESS names the
-host's cluster address (IPv4) and wildcard binds land there instead of on
+host's cluster address (IPv4; the shim takes IPv6 too, though the Ray
+launcher uses IPv4 hosts only) and wildcard binds land there instead of on
 loopback: the other hosts reach the node, nothing listens on any other
 interface (acme_launch/run/ray/launch.py sets it per node). The users of
 other hosts cannot be looked up, so there accept screens by host:
@@ -218,7 +219,7 @@ def preload_value(existing: str, path: str) -> str:
 
 
 def write_hosts(path: str, addresses) -> None:
-  """The shim's hosts file at `path`: `addresses` (IPv4), one per line,
+  """The shim's hosts file at `path`: `addresses` (IPv4 or IPv6), one per line,
   replaced at once (a node's shim never reads half a list), private."""
   tmp_path = f'{path}.{os.getpid()}.tmp'
   with open(os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC |
