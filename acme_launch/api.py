@@ -136,7 +136,7 @@ def evaluate_run(run_dir: str, *, episodes: int = 0, checkpoint: str = '',
   nothing written."""
   from acme_launch.use import evaluate
   if video:
-    from acme_launch.use import video as video_lib
+    from acme_launch.envs import video as video_lib
     video_lib.choose_gl()  # Before MuJoCo is imported, where it is not yet.
   return evaluate.evaluate(evaluate.Request(
       run_dir=run_dir, episodes=episodes, checkpoint=checkpoint,

@@ -109,7 +109,7 @@ def main(argv: Optional[List[str]] = None) -> int:
   try:
     request = request_of(argv)
     if request.video:
-      from acme_launch.use import video
+      from acme_launch.envs import video
       video.choose_gl()  # Before MuJoCo is imported.
     from acme_launch.use import evaluate
     evaluate.evaluate(request)

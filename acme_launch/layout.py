@@ -11,6 +11,8 @@
       progress.json   counter totals, rewritten four times a second while running
       summary.json    final figures, written by the launcher at exit
       tracking.json   with --tracking: W&B / MLflow run ids, rows sent
+      videos/         with config.eval_video_every: evaluation episodes
+                      filmed while it trains (<node>-<actor steps>.mp4)
       wandb/, mlruns/ with --tracking: W&B offline runs, MLflow file store
 """
 
@@ -138,6 +140,13 @@ def evaluations_dir(run_dir: str) -> str:
   """`python -m acme_launch.evaluate`'s figures and videos, one new file
   (and folder) per evaluation: no node of the run writes here."""
   return os.path.join(run_dir, 'evaluations')
+
+
+def videos_dir(run_dir: str) -> str:
+  """The evaluator's films of its episodes while the run trains
+  (config.eval_video_every): evaluator_0-<actor steps>.mp4 and
+  final-<actor steps>.mp4, each renamed into place when complete."""
+  return os.path.join(run_dir, 'videos')
 
 
 def write_json_atomic(path: str, data: Any) -> None:

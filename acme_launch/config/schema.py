@@ -59,6 +59,11 @@ def base_config(*, agent: str, env_name: str, max_actor_steps: int,
   config.final_eval_episodes = 10           # At the budget, with the final
                                             # parameters (0: none).
   config.log_every_seconds = 10.0           # Node metric rows at most this often.
+  config.eval_video_every = 0               # K > 0: film the first episode of
+                                            # every K-th evaluation and of the
+                                            # final one into videos/ (0: none).
+  config.eval_video_size = 480              # Their MuJoCo and dm_control
+                                            # frames, square, in pixels.
 
   config.checkpoint = ml_collections.ConfigDict()
   config.checkpoint.interval_minutes = 5.0  # Learner/counter save period.
@@ -107,6 +112,14 @@ def validate(config: ml_collections.ConfigDict) -> None:
     raise errors.LaunchError(
         f'config.inference_wait_ms must be between 0 and '
         f'{MAX_INFERENCE_WAIT_MS:g}, got {wait_ms}')
+  if config.get('eval_video_every', 0) < 0:
+    raise errors.LaunchError(
+        'config.eval_video_every must be 0 (no videos) or more, got '
+        f'{config.eval_video_every}')
+  if not 16 <= config.get('eval_video_size', 480) <= 4096:
+    raise errors.LaunchError(
+        'config.eval_video_size must be between 16 and 4096 pixels, got '
+        f'{config.eval_video_size}')
   if config.num_evaluators < 0:
     raise errors.LaunchError(
         f'config.num_evaluators must be >= 0, got {config.num_evaluators}')

@@ -9,6 +9,7 @@ agent's `Distributed*` class, so every agent shares this one launch path.
 import dataclasses
 import functools
 import json
+import sys
 from typing import Any, Dict, List, Tuple
 
 from acme_launch import compat  # JAX aliases; before acme
@@ -29,6 +30,7 @@ from acme_launch.program import checkpointing
 from acme_launch.program import inference as inference_lib
 from acme_launch.program import recurrent_actor
 from acme_launch import envs as environments
+from acme_launch.envs import video
 from acme_launch import errors
 from acme_launch.config import schema
 from acme_launch.program import evaluation
@@ -273,10 +275,12 @@ def make_program(config: ml_collections.ConfigDict,
   def build_evaluator(index, learner, counter):
     seed = seeds_lib.seed_after_restarts(seeds[f'evaluator/{index}'])
     make_eval_env = lambda s: make_env(seed=s, evaluation=True)
+    video_every = config.get('eval_video_every', 0) if index == 0 else 0
+    make_filmed = filmed_maker(video_every)
     policy = evaluation_policy.make(adapter, config, environment_spec).policy
     if adapter.recurrent:  # Its policy keeps state: one episode at a time.
       during = evaluation.ActorEvaluation(
-          make_eval_env(seed), builder.make_actor(
+          (make_filmed or make_eval_env)(seed), builder.make_actor(
               jax.random.PRNGKey(seed), policy, variable_source=learner),
           config.eval_episodes)
     else:  # All the episodes at once, one batched policy call a step.
@@ -285,7 +289,8 @@ def make_program(config: ml_collections.ConfigDict,
           [environments.node_seed(seed, 'eval', j)
            for j in range(config.eval_episodes)],
           policy, agents.make_variable_client(adapter, config, learner),
-          jax.random.PRNGKey(seed), adapter.policy_returns_extras)
+          jax.random.PRNGKey(seed), adapter.policy_returns_extras,
+          make_first=make_filmed)
     final = None
     if final_evaluation and index == 0:  # One evaluator plays it.
       final_key = jax.random.PRNGKey(
@@ -299,11 +304,25 @@ def make_program(config: ml_collections.ConfigDict,
           final_key, adapter.policy_returns_extras,
           make_actor=functools.partial(builder.make_actor, final_key, policy,
                                        variable_source=learner)
-          if adapter.recurrent else None)
+          if adapter.recurrent else None, make_first=make_filmed)
     return nodes.ScheduledEvaluator(
         during, counter, logger_for(f'evaluator/{index}'),
         config.eval_every_steps, max_actor_steps=config.max_actor_steps,
-        run_dir=run_dir, final_evaluation=final)
+        run_dir=run_dir, final_evaluation=final, video_every=video_every,
+        video_name=topology.file_stem(f'evaluator/{index}'))
+
+  def filmed_maker(video_every: int):
+    """With `video_every`, the maker of an evaluator's first environment:
+    in a camera (envs/video.py), off-screen OpenGL chosen before MuJoCo's
+    import; EnvPool, which does not render, plays it on the gym backend."""
+    if not video_every:
+      return None
+    video.choose_gl()
+    warn = lambda line: print(f'evaluator: {line}', file=sys.stderr,
+                              flush=True)
+    return lambda seed: video.camera(
+        make_env(seed=seed, evaluation=True, backend='gym'), warn,
+        config.get('eval_video_size', video.SIZE))
 
   program = lp.Program(name=f'{config.agent}_{config.env_name}')
   nodes_by_label: Dict[str, List[str]] = {}

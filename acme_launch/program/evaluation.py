@@ -16,9 +16,15 @@ A recurrent agent's policy keeps state per environment, which the batched
 call does not carry: its episodes are played one after another with the
 agent's own actor (`ActorEvaluation` during the run, `play_with_actor` at
 the budget).
+
+With `config.eval_video_every`, the first environment is a camera
+(envs/video.py `Camera`, made by `make_first`): `run(film_to=PATH)` films
+its next episode there and returns the clip under 'clip'. Filming only
+reads the simulator, so the episodes and their returns are those played
+without it.
 """
 
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from acme_launch import compat  # JAX aliases; before acme
 import acme
@@ -91,8 +97,11 @@ class Evaluation:
                seeds: Sequence[int], policy: Callable,
                variable_client: variable_utils.VariableClient, random_key,
                policy_returns_extras: bool,
-               make_actor: Optional[Callable[[], acme.Actor]] = None):
+               make_actor: Optional[Callable[[], acme.Actor]] = None,
+               make_first: Optional[Callable[[int],
+                                             dm_env.Environment]] = None):
     self._make_environment = make_environment
+    self._make_first = make_first or make_environment  # A camera's maker.
     self._policy_returns_extras = policy_returns_extras
     self._seeds = list(seeds)
     # A recurrent agent's `policy` is what its actor takes, not a callable.
@@ -107,11 +116,16 @@ class Evaluation:
   def episodes(self) -> int:
     return len(self._seeds)
 
-  def run(self) -> Dict[str, List[float]]:
-    """The episodes, with the learner's parameters as they are now."""
+  def run(self, film_to: str = '') -> Dict[str, Any]:
+    """The episodes, with the learner's parameters as they are now; with
+    `film_to`, the first one filmed there (its Clip under 'clip', None
+    when it cannot be filmed)."""
     if self._environments is None:
-      self._environments = [self._make_environment(seed)
-                            for seed in self._seeds]
+      self._environments = [self._make_first(self._seeds[0])] + [
+          self._make_environment(seed) for seed in self._seeds[1:]]
+    return filming(self._environments[0], film_to, self._play)
+
+  def _play(self) -> Dict[str, List[float]]:
     if self._make_actor is not None:
       return play_with_actor(self._environments, self._make_actor())
     self._variable_client.update_and_wait()
@@ -119,6 +133,19 @@ class Evaluation:
     return play_episodes(self._environments, self._policy_step,
                          self._variable_client.params, key,
                          self._policy_returns_extras)
+
+
+def filming(environment, film_to: str, play: Callable[[], Dict[str, Any]]
+            ) -> Dict[str, Any]:
+  """`play()`'s result; with `film_to`, `environment`'s next episode filmed
+  there where it is a camera, and its clip (or None) under 'clip'."""
+  camera = getattr(environment, 'film_next', None) and environment
+  if not film_to:
+    return play()
+  if camera:
+    camera.film_next(film_to)
+  result = play()
+  return {**result, 'clip': camera.take() if camera else None}
 
 
 class ActorEvaluation:
@@ -130,11 +157,17 @@ class ActorEvaluation:
                episodes: int):
     self._actor = actor
     self._episodes = episodes
+    self._environment = environment  # A camera with eval_video_every.
     self._loop = acme.EnvironmentLoop(
         environment, actor, counter=None, logger=loggers.NoOpLogger(),
         should_update=True)
 
-  def run(self) -> Dict[str, List[float]]:
+  def run(self, film_to: str = '') -> Dict[str, Any]:
+    """The episodes; with `film_to`, the first filmed there (as
+    Evaluation.run)."""
+    return filming(self._environment, film_to, self._play)
+
+  def _play(self) -> Dict[str, List[float]]:
     self._actor.update(wait=True)
     returns, lengths = [], []
     for _ in range(self._episodes):

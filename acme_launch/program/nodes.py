@@ -20,6 +20,7 @@ import launchpad as lp
 import numpy as np
 import tensorflow as tf
 
+from acme_launch.envs import video
 from acme_launch.program import evaluation as evaluation_lib
 from acme_launch import durable
 from acme_launch import layout
@@ -77,6 +78,19 @@ class MetricsLogger(loggers.Logger):
       for key, value in row.items():
         if isinstance(value, (int, float)) and key != 'wall_time':
           tf.summary.scalar(key, value, step=step)
+    self._summary_writer.flush()
+
+  def write_animation(self, tag: str, gif: bytes, height: int, width: int,
+                      step: int) -> None:
+    """An animated GIF as TensorBoard's image summary (its Images tab
+    plays it), as a raw Summary proto: tf.summary.image takes still
+    frames only."""
+    image = tf.compat.v1.Summary.Image(height=height, width=width,
+                                       colorspace=3, encoded_image_string=gif)
+    summary = tf.compat.v1.Summary(
+        value=[tf.compat.v1.Summary.Value(tag=tag, image=image)])
+    with self._summary_writer.as_default():
+      tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step)
     self._summary_writer.flush()
 
   def close(self) -> None:
@@ -209,12 +223,20 @@ class ScheduledEvaluator(core.Worker):
   `evaluation` (program/evaluation.py). Given a `final_evaluation`, once the
   actors reach `max_actor_steps` it plays that, writes final_eval.json and
   stops the program (the counter's steps limiter leaves the stop to it).
+  With `video_every` K, the first episode of every K-th evaluation (the
+  first included) and of the final one is filmed into videos/ (as
+  `video_name`-STEPS.mp4, final-STEPS.mp4) and its frames, downscaled, go
+  to TensorBoard as an animation.
   """
 
   def __init__(self, evaluation, counter: counting.Counter,
                logger: loggers.Logger, eval_every_steps: int,
                max_actor_steps: int = 0, run_dir: str = '',
-               final_evaluation: Optional[evaluation_lib.Evaluation] = None):
+               final_evaluation: Optional[evaluation_lib.Evaluation] = None,
+               video_every: int = 0, video_name: str = 'evaluator_0'):
+    self._video_every = video_every
+    self._video_name = video_name
+    self._evaluations = 0
     self._max_actor_steps = max_actor_steps
     self._run_dir = layout.on_this_host(run_dir)
     self._final_evaluation = final_evaluation
@@ -244,9 +266,29 @@ class ScheduledEvaluator(core.Worker):
         next_eval_at = ((actor_steps // self._eval_every_steps + 1) *
                         self._eval_every_steps)
 
+  def _film_to(self, name: str, actor_steps: int, now: bool) -> str:
+    if not (self._video_every and now):
+      return ''
+    return os.path.join(layout.videos_dir(self._run_dir),
+                        f'{name}-{actor_steps}.mp4')
+
+  def _hand_off(self, result: dict, tag: str, actor_steps: int) -> None:
+    """A filmed episode's frames to TensorBoard (the mp4 is in videos/,
+    where the launcher's trackers find it)."""
+    clip = result.get('clip')
+    if not clip or not hasattr(self._logger, 'write_animation'):
+      return
+    height, width = clip.thumbnails[0].shape[:2]
+    self._logger.write_animation(
+        tag, video.gif(clip.thumbnails, clip.thumbnail_fps), height, width,
+        actor_steps)
+
   def _evaluate_final(self, actor_steps: int) -> None:
     started = time.time()
-    result = self._final_evaluation.run()
+    result = self._final_evaluation.run(
+        film_to=self._film_to('final', actor_steps, True))
+    seconds = round(time.time() - started, 2)
+    self._hand_off(result, 'video/final', actor_steps)
     returns = np.asarray(result['returns'])
     layout.write_json_atomic(layout.final_eval_path(self._run_dir), {
         'actor_steps': int(actor_steps),
@@ -255,11 +297,15 @@ class ScheduledEvaluator(core.Worker):
         'return_std': float(returns.std()),
         'returns': result['returns'],
         'lengths': result['lengths'],
-        'seconds': round(time.time() - started, 2),
+        'seconds': seconds,
     })
 
   def _evaluate(self, actor_steps: int) -> None:
-    result = self._evaluation.run()
+    result = self._evaluation.run(film_to=self._film_to(
+        self._video_name, actor_steps,
+        self._evaluations % max(self._video_every, 1) == 0))
+    self._evaluations += 1
+    self._hand_off(result, 'video/evaluation', actor_steps)
     returns, lengths = result['returns'], result['lengths']
     counts = self._counter.increment(episodes=len(returns),
                                      steps=int(np.sum(lengths)))

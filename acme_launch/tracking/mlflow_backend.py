@@ -151,6 +151,12 @@ class MlflowBackend:
     for i in range(0, len(metrics), _BATCH):
       self._client.log_batch(self._run_id, metrics=metrics[i:i + _BATCH])
 
+  def log_video(self, path: str, name: str, step: int) -> None:
+    """An evaluation's mp4 as an artifact under videos/ (its name says
+    the node and the actor steps)."""
+    del name, step
+    self._client.log_artifact(self._run_id, path, artifact_path='videos')
+
   def log_summary(self, summary: Dict[str, object]) -> None:
     """Numbers as metrics summary/<key>; the rest as tags summary.<key>."""
     from mlflow import entities

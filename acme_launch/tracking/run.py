@@ -2,16 +2,19 @@
 
 Opened by driver.py once config.json is written, polled from the
 supervisor's loop (every POLL_SECONDS at most), finished after
-summary.json: rows from metrics/*.csv as they grow, then the summary and
-the plots. tracking.json keeps each backend's run id and how far each CSV
+summary.json: rows from metrics/*.csv as they grow, the evaluator's
+videos (videos/*.mp4, config.eval_video_every) once each is complete, then
+the summary and the plots. tracking.json keeps each backend's run id and how far each CSV
 was sent, rewritten after every poll that sent rows, so --resume reopens
 the same tracking runs and sends only what they lack. A backend that
 fails is reported once and dropped; the run itself goes on.
 """
 
+import os
+import re
 import sys
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from acme_launch import credentials
 from acme_launch import durable
@@ -20,6 +23,7 @@ from acme_launch import tracking
 from acme_launch.tracking import follower as follower_lib
 
 POLL_SECONDS = 5.0
+_VIDEO_NAME = re.compile(r'([A-Za-z0-9_]+)-(\d+)\.mp4')
 
 
 def _backend(name: str, choice: tracking.Choice):
@@ -105,13 +109,33 @@ class Tracker:
       self.poll()
 
   def poll(self) -> int:
-    """Sends every new complete row now; returns how many."""
+    """Sends every new complete row (and video) now; returns how many rows."""
     self._last_poll = self._clock()
     rows = self._follower.new_rows()
     if rows:
       self._each('sending rows', lambda b: b.log_rows(rows))
+    videos = self._new_videos()
+    for path, name, step in videos:
+      self._each('sending a video',
+                 lambda b, video=(path, name, step): b.log_video(*video))
+      self._state.setdefault('videos', []).append(os.path.basename(path))
+    if rows or videos:
       self._save()
     return len(rows)
+
+  def _new_videos(self) -> List[Tuple[str, str, int]]:
+    """(path, name, actor steps) of each video not sent yet, in step
+    order: the evaluator writes <name>-<steps>.mp4 under a hidden name
+    and renames it when complete."""
+    folder = layout.videos_dir(self._run_dir)
+    sent = set(self._state.get('videos', ()))
+    found = []
+    for file_name in os.listdir(folder) if os.path.isdir(folder) else ():
+      match = _VIDEO_NAME.fullmatch(file_name)
+      if match and file_name not in sent:
+        found.append((os.path.join(folder, file_name), match.group(1),
+                      int(match.group(2))))
+    return sorted(found, key=lambda video: (video[2], video[1]))
 
   def finish(self, summary: Optional[dict], exit_code: int,
              files: List[str] = ()) -> None:

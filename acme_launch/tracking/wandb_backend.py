@@ -71,6 +71,14 @@ class WandbBackend:
       self._run.log(data, step=self._step)
       self._step += 1
 
+  def log_video(self, path: str, name: str, step: int) -> None:
+    """An evaluation's mp4 as a `wandb.Video` (W&B copies the file),
+    keyed video/<name> at the next W&B step, beside its actor steps."""
+    import wandb
+    self._run.log({f'video/{name}': wandb.Video(path, format='mp4'),
+                   follower.STEP_KEY: step}, step=self._step)
+    self._step += 1
+
   def log_summary(self, summary: Dict[str, object]) -> None:
     self._run.summary.update(
         {k: v for k, v in summary.items() if v is not None})

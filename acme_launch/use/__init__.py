@@ -7,6 +7,6 @@ agent's evaluation policy where the evaluator node makes it
 episode loops (program/evaluation.py), in one process with no Launchpad
 program, Reverb server or ports. Nothing in `program/` imports it, and
 `import acme_launch` imports none of it: `restore` (a run and its
-checkpoint's parameters), `evaluate` (episodes and their summary),
-`video` (mp4 files of them).
+checkpoint's parameters), `evaluate` (episodes, their summary and, with
+envs/video.py, which the evaluator node films with too, their mp4 files).
 """

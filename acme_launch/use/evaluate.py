@@ -252,7 +252,7 @@ def filming(prepared: Prepared, request: Request, stem: str,
   """make_environment(seed, index) for `play` that films the first
   `video_episodes` episodes into STEM/episode_J.mp4; None (and a line
   saying why) when nothing can be filmed here."""
-  from acme_launch.use import video
+  from acme_launch.envs import video
   if video.choose_gl() is None:
     echo(f'video: {video.NO_GL}')
     return None

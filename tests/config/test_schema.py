@@ -57,3 +57,14 @@ def test_a_config_file_on_the_old_name_loads_with_a_warning_naming_the_new_impor
   assert '`from acme_launch.config import schema`' in message
   assert config.max_actor_steps == 300
   schema.validate(config)
+
+
+@pytest.mark.parametrize('field, value', [
+    ('eval_video_every', -1), ('eval_video_size', 8),
+    ('eval_video_size', 10_000)])
+def test_training_videos_out_of_range_are_one_line(field, value):
+  config = registry.load('smoke')
+  config[field] = value
+  with pytest.raises(errors.LaunchError, match=f'config.{field} must be') as e:
+    schema.validate(config)
+  assert '\n' not in str(e.value)

@@ -2,7 +2,8 @@
 
 `trained` is a run to BUDGET_A (its own temp folder beside it) and
 `resumed` a copy of it resumed to BUDGET_B (test_checkpointing.py reads
-their checkpoints). Both run with
+their checkpoints). `trained` films its first and final evaluations' first
+episodes (VIDEO, small frames; test_evaluate.py reads them). Both run with
 --tracking=wandb,mlflow, W&B offline and MLflow in the run directory's file
 store (test_tracking.py reads those back): tracking costs them a few
 seconds where runs of their own would cost a minute or more. No test
@@ -19,6 +20,8 @@ from tests.conftest import read_json, run_launcher
 
 BUDGET_A, BUDGET_B = 3000, 6000
 TRACKING = '--tracking=wandb,mlflow'
+# The first evaluation's first episode and the final one's, 64 x 64.
+VIDEO = ('--config.eval_video_every=1000', '--config.eval_video_size=64')
 
 
 def tracking_env(home: str) -> dict:
@@ -54,6 +57,7 @@ def trained(tmp_path_factory):
   os.mkdir(temp_folder(workdir), mode=0o700)
   result = run_launcher('--config=smoke', f'--config.max_actor_steps={BUDGET_A}',
                         f'--workdir={workdir}', '--run_name=run', TRACKING,
+                        *VIDEO,
                         env={**tracking_env(os.path.join(workdir, 'wandb-home')),
                              'TMPDIR': temp_folder(workdir)})
   assert result.returncode == 0, result.stderr[-2000:]

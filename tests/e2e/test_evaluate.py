@@ -8,10 +8,19 @@ with the rest of the run directory unchanged. Then, in this process
 (acme_launch.evaluate.main, what the command runs): other seeds, the
 sampling policy, a setting overridden; and bad input, one line, exit 2,
 nothing written.
+
+That run films the first episode of its first evaluation and of its final
+one (config.eval_video_every, tests/e2e/conftest.py VIDEO): the final
+evaluation replayed unfilmed here gives its returns, so filming changed
+none; its videos and TensorBoard animations are read here, what the
+trackers got in test_tracking.py.
 """
 
+import csv
+import glob
 import os
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -65,6 +74,55 @@ def test_the_final_evaluation_is_replayed_episode_for_episode(run_dir):
   after = _tree(run_dir)
   assert {k: v for k, v in after.items()
           if not k.startswith('evaluations')} == before
+
+
+def _rows(run_dir, stem):
+  with open(os.path.join(run_dir, 'metrics', f'{stem}.csv'), newline='') as f:
+    return list(csv.DictReader(f))
+
+
+def _events(path):
+  """A TensorBoard event file's events (TFRecord framing: a length, its
+  CRC, the record, its CRC), read without importing TensorFlow."""
+  from tensorboard.compat.proto import event_pb2
+  with open(path, 'rb') as f:
+    data = f.read()
+  offset = 0
+  while offset < len(data):
+    (length,) = struct.unpack_from('<Q', data, offset)
+    yield event_pb2.Event.FromString(data[offset + 12:offset + 12 + length])
+    offset += 12 + length + 4
+
+
+def test_the_run_filmed_its_first_and_final_evaluations(trained):
+  from tests.use.video_stream import video_stream
+  final = read_json(os.path.join(trained, 'final_eval.json'))
+  [first] = [r for r in _rows(trained, 'evaluator_0')
+             if int(float(r['actor_steps'])) == 0]
+  videos = os.path.join(trained, 'videos')
+  assert sorted(os.listdir(videos)) == [
+      'evaluator_0-0.mp4', f'final-{final["actor_steps"]}.mp4']
+  # The first episode of each, from its reset: a frame more than its steps.
+  assert video_stream(os.path.join(videos, 'evaluator_0-0.mp4')) == (
+      'h264', 'yuv420p', 64, 64, int(float(first['episode_length'])) + 1)
+  assert video_stream(os.path.join(
+      videos, f'final-{final["actor_steps"]}.mp4')) == (
+          'h264', 'yuv420p', 64, 64, final['lengths'][0] + 1)
+  # TensorBoard: each as an animated GIF at its actor steps, small.
+  animations = {}
+  for path in glob.glob(os.path.join(trained, 'metrics', 'tensorboard',
+                                     'evaluator_0', 'events.*')):
+    for event in _events(path):
+      for value in event.summary.value:
+        if value.tag.startswith('video/'):
+          animations[value.tag] = (event.step, value.image)
+  assert sorted(animations) == ['video/evaluation', 'video/final']
+  assert animations['video/evaluation'][0] == 0
+  assert animations['video/final'][0] == final['actor_steps']
+  for _, image in animations.values():
+    assert image.encoded_image_string[:6] == b'GIF89a'
+    assert (image.height, image.width) == (64, 64)
+    assert len(image.encoded_image_string) < 200_000
 
 
 def _main(*args):
@@ -137,7 +195,7 @@ def test_video_films_mujoco_off_screen_and_the_returns_stay_the_same(
   """--video as a user runs it: the GL choice is made before MuJoCo is
   imported, in a process of its own. The first episode filmed (30 steps:
   31 frames, H.264 yuv420p, 480 x 480), both played as without video."""
-  from tests.use.test_video import video_stream
+  from tests.use.video_stream import video_stream
   short = ('--episodes=2', '--config.env_max_episode_steps=30')
   assert _main(run_dir, *short) == 0
   [plain] = os.listdir(os.path.join(run_dir, 'evaluations'))

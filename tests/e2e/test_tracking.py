@@ -30,6 +30,12 @@ def _all_csv_rows(run_dir):
              for p in glob.glob(os.path.join(run_dir, 'metrics', '*.csv')))
 
 
+def _videos(run_dir):
+  """The evaluator's videos (the smoke runs film some: conftest.VIDEO),
+  each one W&B step as a row is."""
+  return len(os.listdir(os.path.join(run_dir, 'videos')))
+
+
 def _mlflow(run_dir):
   """(client, run) of the run directory's MLflow run."""
   os.environ['MLFLOW_ALLOW_FILE_STORE'] = 'true'  # MLflow 3's file store.
@@ -92,7 +98,10 @@ def test_mlflow_run_has_node_metrics_config_summary_and_plots(trained):
   assert metrics['summary/actor_steps'] == summary['actor_steps'] >= BUDGET_A
   assert run.data.tags['summary.exit_reason'] == 'budget_reached'
   artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
-  assert artifacts == {'plots', 'summary.json'}
+  assert artifacts == {'plots', 'summary.json', 'videos'}
+  videos = {a.path for a in client.list_artifacts(run.info.run_id, 'videos')}
+  assert videos == {f'videos/{name}' for name in
+                    os.listdir(os.path.join(trained, 'videos'))}
   plots = {a.path for a in client.list_artifacts(run.info.run_id, 'plots')}
   assert plots == {'plots/eval_return.png', 'plots/steps_per_second.png'}
 
@@ -102,7 +111,8 @@ def test_wandb_offline_run_has_every_row_the_config_and_summary(trained):
   assert run['id'] == read_json(os.path.join(trained, 'tracking.json'))['wandb']['run_id']
   assert 'config.max_actor_steps' in run['config']
   steps = [step for step, _ in run['history']]
-  assert steps == list(range(_all_csv_rows(trained)))  # A log call per row.
+  # A log call per row and per video.
+  assert steps == list(range(_all_csv_rows(trained) + _videos(trained)))
   evaluations = [(float(items['actor_steps']),
                   float(items['evaluator_0/episode_return']))
                  for _, items in run['history']
@@ -132,7 +142,7 @@ def test_resume_continues_both_runs_without_sending_rows_twice(resumed):
   first, second = _wandb_runs(run_dir)  # The same run id, twice.
   assert first['id'] == second['id'] == state['wandb']['run_id']
   steps = [s for s, _ in first['history']] + [s for s, _ in second['history']]
-  assert steps == list(range(_all_csv_rows(run_dir)))
+  assert steps == list(range(_all_csv_rows(run_dir) + _videos(run_dir)))
   assert second['summary']['restored_actor_steps'] == str(
       read_json(os.path.join(run_dir, 'summary.json'))['restored_actor_steps'])
 

@@ -1,34 +1,33 @@
-"""acme_launch.use.video in this process, where no OpenGL is needed: the
+"""acme_launch.envs.video in this process, where no OpenGL is needed: the
 mp4 files (H.264, yuv420p, even sizes, one frame at a time), MinAtar's grid
 and Atari's screen as frames, a filmed episode's returns unchanged, and a
 machine without off-screen OpenGL (the evaluation plays on, one line says
 which packages). MuJoCo's off-screen frames need the GL choice made before
 MuJoCo is imported, so they are tested in a process of their own, as a user
 runs `--video` (tests/e2e/test_evaluate.py).
+
+The evaluator node's camera (config.eval_video_every) is tested here with
+the evaluator's own Evaluation on MinAtar: only the episode it is told to
+film is filmed, the returns are those of the same evaluation unfilmed; in
+a run (the e2e smoke run), tests/e2e/test_evaluate.py.
 """
 
 import os
-import re
-import subprocess
 
-import imageio_ffmpeg
+from acme_launch import compat  # noqa: F401  JAX aliases; before acme
+from acme.jax import variable_utils
+import imageio.v3 as iio
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from acme_launch import envs as environments
+from acme_launch.program import evaluation
+from acme_launch.use import restore
 from acme_launch.use import evaluate
-from acme_launch.use import video
+from acme_launch.envs import video
 from tests.use.test_evaluate import _run_dir
-
-
-def video_stream(path: str):
-  """(codec, pixel format, width, height, frames) of an mp4, from ffmpeg."""
-  result = subprocess.run(
-      [imageio_ffmpeg.get_ffmpeg_exe(), '-i', path, '-map', '0:v', '-f',
-       'null', '-'], capture_output=True, text=True, check=False)
-  stream = re.search(r'Video: (\w+).*?, (\w+)\(.*?(\d+)x(\d+)', result.stderr)
-  frames = re.findall(r'frame=\s*(\d+)', result.stderr)
-  return (stream.group(1), stream.group(2), int(stream.group(3)),
-          int(stream.group(4)), int(frames[-1]))
+from tests.use.video_stream import video_stream
 
 
 def test_an_mp4_is_h264_yuv420p_at_even_sizes(tmp_path):
@@ -94,3 +93,72 @@ def test_without_opengl_one_line_names_the_packages_and_it_plays_on(
   [said] = [l for l in lines if l.startswith('video: ')]
   assert 'libegl1' in said and 'libosmesa6' in said, said
   assert not os.path.exists(result['path'][:-len('.json')])
+
+
+def _breakout(seed):
+  return environments.make_environment('minatar:breakout', seed,
+                                       max_episode_steps=30, evaluation=True)
+
+
+def _policy(params, key, observations):
+  """An action from the observation: the episodes depend on what is seen."""
+  del params, key
+  seen = jnp.sum(observations.reshape(observations.shape[0], -1), axis=1)
+  return (seen.astype(jnp.int32) + 1) % 3
+
+
+def _evaluation(make_first=None):
+  return evaluation.Evaluation(
+      _breakout, [5, 6, 7], _policy,
+      variable_utils.VariableClient(restore.ParamsSource({}), 'policy'),
+      jax.random.PRNGKey(0), policy_returns_extras=False,
+      make_first=make_first)
+
+
+def test_the_evaluators_camera_films_when_told_and_the_returns_stay(tmp_path):
+  warnings = []
+  filmed = _evaluation(lambda seed: video.camera(_breakout(seed),
+                                                 warnings.append))
+  plain = _evaluation()
+  folder = tmp_path / 'videos'
+  first = filmed.run(film_to=str(folder / 'evaluator_0-0.mp4'))
+  second = filmed.run()                     # Not filmed: plays on.
+  third = filmed.run(film_to=str(folder / 'evaluator_0-9.mp4'))
+  for result, expected in zip((first, second, third),
+                              (plain.run(), plain.run(), plain.run())):
+    assert result['returns'] == expected['returns']
+    assert result['lengths'] == expected['lengths']
+  assert warnings == [] and 'clip' not in second
+  clip = first['clip']
+  assert clip.path == str(folder / 'evaluator_0-0.mp4')
+  # The first episode, from its reset; complete files only, no hidden one.
+  assert clip.frames == first['lengths'][0] + 1 == video_stream(clip.path)[4]
+  assert sorted(os.listdir(folder)) == ['evaluator_0-0.mp4',
+                                        'evaluator_0-9.mp4']
+  assert third['clip'].frames == third['lengths'][0] + 1
+  # TensorBoard's animation: small frames, an animated GIF of them.
+  assert all(t.shape == (107, 107, 3) for t in clip.thumbnails)  # 320 / 3.
+  animation = video.gif(clip.thumbnails, clip.thumbnail_fps)
+  assert animation[:6] == b'GIF89a'
+  assert iio.imread(animation, index=None).shape == (
+      len(clip.thumbnails), 107, 107, 3)
+
+
+def test_thumbnails_of_a_long_episode_stay_few_small_and_evenly_spread():
+  thumbnails = video.Thumbnails()
+  for i in range(5000):
+    thumbnails.add(np.full((480, 480, 3), i % 256, np.uint8))
+  frames = thumbnails.frames
+  assert video.THUMBNAIL_FRAMES // 2 <= len(frames) <= video.THUMBNAIL_FRAMES
+  assert frames[0].shape == (120, 120, 3)
+  shades = [int(f[0, 0, 0]) for f in frames]
+  assert shades == [(i * thumbnails.stride) % 256 for i in range(len(frames))]
+
+
+def test_a_task_without_frames_keeps_its_environment_with_one_line():
+  from acme_launch.envs import pomdp  # noqa: F401  Registers the family.
+  environment = environments.make_environment('pomdp:CartPole-v1', 0)
+  warnings = []
+  assert video.camera(environment, warnings.append) is environment
+  [line] = warnings
+  assert line.startswith('video: no video: ') and 'no frames' in line

@@ -17,14 +17,27 @@ imported, so `choose_gl` runs first thing. A machine with neither gets one
 line naming the Debian packages, and the episodes play without video.
 Filming reads the simulator's state and never changes it: the episodes'
 returns are the same with and without it.
+
+Two users: `python -m acme_launch.evaluate --video` (use/evaluate.py) films
+episodes with `filmed`, one environment an episode; the evaluator node of a
+run with `config.eval_video_every` keeps one `Camera` on an environment that
+plays on after each evaluation, films the episode it is told to, writes it
+under a hidden name renamed when complete (so the launcher's trackers never
+read half a file) and keeps a few downscaled frames of it for TensorBoard's
+animated image (`gif`). This module sits under `program/` and `use/` so that
+both share it.
 """
 
 import ctypes
 import ctypes.util
+import dataclasses
+import io
 import os
 import sys
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
+from acme_launch import compat  # noqa: F401  JAX aliases; before acme
+from acme import wrappers
 import numpy as np
 
 GL_LIBRARIES = {'egl': ('EGL',), 'osmesa': ('OSMesa',)}
@@ -102,15 +115,17 @@ def _minatar(game) -> Callable[[], np.ndarray]:
   return frame
 
 
-def frame_source(environment) -> Optional[Callable[[], np.ndarray]]:
+def frame_source(environment, size: int = SIZE
+                 ) -> Optional[Callable[[], np.ndarray]]:
   """A function returning the task's current frame (H x W x 3 uint8), or
-  None when the task is none of those filmed here."""
+  None when the task is none of those filmed here. `size`: MuJoCo's and
+  dm_control's frames, square (Atari and MinAtar have their own)."""
   for item in _inner_objects(environment):
     if hasattr(item, 'getScreenRGB'):                   # ALE (Atari).
       return item.getScreenRGB
     if hasattr(item, 'physics') and hasattr(item.physics, 'render'):
       physics = item.physics                            # dm_control.
-      return lambda: physics.render(SIZE, SIZE, camera_id=0)
+      return lambda: physics.render(size, size, camera_id=0)
     if hasattr(item, 'state') and hasattr(item, 'minimal_action_set'):
       return _minatar(item)                             # MinAtar.
     if item is not getattr(item, 'unwrapped', None):
@@ -120,8 +135,8 @@ def frame_source(environment) -> Optional[Callable[[], np.ndarray]]:
       return lambda: renderer.render('rgb_array')
     if hasattr(item, 'model') and hasattr(item, 'data') and hasattr(
         item, 'render'):                                # gym 0.25 MuJoCo.
-      return lambda env=item: env.render(mode='rgb_array', width=SIZE,
-                                         height=SIZE)
+      return lambda env=item: env.render(mode='rgb_array', width=size,
+                                         height=size)
   return None
 
 
@@ -159,38 +174,155 @@ class Mp4:
     self._writer.close()
 
 
-def _wrapper_base():
-  from acme_launch import compat  # noqa: F401  JAX aliases; before acme
-  from acme import wrappers
-  return wrappers.EnvironmentWrapper
-
-
 def filmed(environment, frame: Callable[[], np.ndarray], path: str,
            fps: float):
   """`environment` filming its next episode to `path`: a frame after the
   reset and after every step; when the episode ends the file and the
   environment are closed (it plays one episode)."""
+  return Filmed(environment, frame, path, fps)
 
-  class Filmed(_wrapper_base()):
-    """One episode filmed; the environment itself unchanged."""
 
-    def __init__(self):
-      super().__init__(environment)
-      self.video = Mp4(path, fps)
+class Filmed(wrappers.EnvironmentWrapper):
+  """One episode filmed; the environment itself unchanged."""
 
-    def _film(self, timestep):
-      self.video.add(frame())
-      if timestep.last():
-        self.video.close()
-        # Its renderer's GL context freed now, while the GL library is
-        # loaded: freed at exit, EGL's context raises in its finalizer.
-        self._environment.close()
+  def __init__(self, environment, frame: Callable[[], np.ndarray], path: str,
+               fps: float):
+    super().__init__(environment)
+    self._frame = frame
+    self.video = Mp4(path, fps)
+
+  def _film(self, timestep):
+    self.video.add(self._frame())
+    if timestep.last():
+      self.video.close()
+      # Its renderer's GL context freed now, while the GL library is
+      # loaded: freed at exit, EGL's context raises in its finalizer.
+      self._environment.close()
+    return timestep
+
+  def reset(self):
+    return self._film(self._environment.reset())
+
+  def step(self, action):
+    return self._film(self._environment.step(action))
+
+
+THUMBNAIL_WIDTH = 128   # TensorBoard's animation: frames at most this wide,
+THUMBNAIL_FRAMES = 48   # at most this many of them, evenly spread.
+
+
+@dataclasses.dataclass
+class Clip:
+  """A filmed episode: its mp4 and a few small frames of it."""
+  path: str
+  frames: int
+  fps: float
+  thumbnails: List[np.ndarray]
+  thumbnail_fps: float
+
+
+class Thumbnails:
+  """Every `stride`-th frame, downscaled by whole pixels to at most
+  THUMBNAIL_WIDTH wide; past THUMBNAIL_FRAMES every other one is dropped
+  and the stride doubled, so an episode of any length keeps at most that
+  many, evenly spread, in memory."""
+
+  def __init__(self):
+    self.frames: List[np.ndarray] = []
+    self.stride = 1
+    self._seen = 0
+
+  def add(self, frame: np.ndarray) -> None:
+    if self._seen % self.stride == 0:
+      step = -(-frame.shape[1] // THUMBNAIL_WIDTH)  # Ceiling division.
+      self.frames.append(np.ascontiguousarray(frame[::step, ::step, :3]))
+      if len(self.frames) > THUMBNAIL_FRAMES:
+        self.frames = self.frames[::2]
+        self.stride *= 2
+    self._seen += 1
+
+
+def gif(frames: List[np.ndarray], fps: float) -> bytes:
+  """An animated GIF of `frames` (Pillow, through imageio), looping."""
+  import imageio.v3 as iio
+  buffer = io.BytesIO()
+  iio.imwrite(buffer, np.stack(frames), extension='.gif',
+              duration=max(20, int(1000 / fps)), loop=0)
+  return buffer.getvalue()
+
+
+class Camera(wrappers.EnvironmentWrapper):
+  """An environment that films the episode after `film_next(path)` and
+  otherwise steps as it would: the evaluator node's environment, which
+  plays on after each evaluation. The mp4 is written under a hidden name
+  beside `path` and renamed to `path` when the episode ends; `take()` then
+  returns its Clip."""
+
+  def __init__(self, environment, frame: Callable[[], np.ndarray],
+               fps: float):
+    super().__init__(environment)
+    self._frame = frame
+    self._fps = fps
+    self._next = self._target = ''
+    self._video: Optional[Mp4] = None
+    self._thumbnails: Optional[Thumbnails] = None
+    self._clip: Optional[Clip] = None
+
+  def film_next(self, path: str) -> None:
+    """Films the next episode (from its reset) to `path`."""
+    self._next = path
+
+  def take(self) -> Optional[Clip]:
+    """The last episode filmed since the last call, if one ended."""
+    clip, self._clip = self._clip, None
+    return clip
+
+  def reset(self):
+    if self._video is not None:  # An episode cut short: its file dropped.
+      self._video.close()
+      os.remove(self._video.path)
+      self._video = None
+    timestep = self._environment.reset()
+    if self._next:
+      folder, name = os.path.split(self._next)
+      os.makedirs(folder, exist_ok=True)
+      self._video = Mp4(os.path.join(folder, f'.{name}'), self._fps)
+      self._thumbnails = Thumbnails()
+      self._target, self._next = self._next, ''
+    return self._film(timestep)
+
+  def step(self, action):
+    return self._film(self._environment.step(action))
+
+  def _film(self, timestep):
+    if self._video is None:
       return timestep
+    frame = self._frame()
+    self._video.add(frame)
+    self._thumbnails.add(frame)
+    if timestep.last():
+      self._video.close()
+      os.replace(self._video.path, self._target)
+      self._clip = Clip(self._target, self._video.frames, self._fps,
+                        self._thumbnails.frames,
+                        self._fps / self._thumbnails.stride)
+      self._video = self._thumbnails = None
+    return timestep
 
-    def reset(self):
-      return self._film(self._environment.reset())
 
-    def step(self, action):
-      return self._film(self._environment.step(action))
-
-  return Filmed()
+def camera(environment, warn: Callable[[str], None], size: int = SIZE):
+  """`environment` in a Camera, or unchanged (and one line to `warn`)
+  when it cannot be filmed here: no off-screen OpenGL, no frames, a
+  renderer that fails. For MuJoCo, `choose_gl` must have run before the
+  environment was made (before MuJoCo's import)."""
+  frame = frame_source(environment, size)
+  try:
+    if frame is None:
+      raise ValueError('the task gives no frames to film')
+    frame()
+  except Exception as e:  # The GL context, the renderer: one line.
+    warn(f'video: no video: {type(e).__name__}: '
+         f'{" ".join(str(e).split())[:200]} (Debian packages for '
+         f'off-screen OpenGL: {DEBIAN_PACKAGES})')
+    return environment
+  return Camera(environment, frame, frames_per_second(environment))
