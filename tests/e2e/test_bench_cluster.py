@@ -1,6 +1,7 @@
 """bench/cluster.py run tiny: local_mp and Ray side by side, the Ray rounds
-on a cluster of network namespaces (tests/conftest.py runs such files on
-one pytest-xdist worker)."""
+on a cluster of network namespaces; bench/run_key.py run tiny: a Ray run
+with the run key and one with --run_key=off (tests/conftest.py runs such
+files on one pytest-xdist worker)."""
 
 import os
 import subprocess
@@ -10,6 +11,7 @@ import pytest
 
 from acme_launch.testing import cluster as netns_cluster
 from acme_launch.testing.launcher import checkout_on_path
+from acme_launch.testing.rundir import node_records
 from tests.conftest import REPO_ROOT, read_json, user_env
 
 pytestmark = pytest.mark.netns_cluster
@@ -34,3 +36,27 @@ def test_cluster_measures_local_mp_and_ray_side_by_side(tmp_path):
   assert results['ray_env_steps_per_second'] > 0, results
   assert results['ray_over_local_mp'] > 0
   assert len(results['local_mp_rounds']) == len(results['ray_rounds']) == 1
+
+
+def test_run_key_measures_a_ray_run_with_the_key_and_with_run_key_off(tmp_path):
+  reason = netns_cluster.why_not_available()
+  if reason:
+    pytest.skip(f'no network namespaces here: {reason}')
+  result = subprocess.run(
+      [sys.executable, os.path.join(REPO_ROOT, 'bench', 'run_key.py'),
+       '--configs=ppo_mujoco', '--seconds=5', '--warmup=0', '--steps=8000',
+       '--actors=1', '--envs_per_actor=2', '--rounds=1', f'--out={tmp_path}'],
+      cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+      env=checkout_on_path(user_env()), check=False)
+  assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+  figures = read_json(os.path.join(tmp_path, 'run_key.json'))['configs']
+  ppo = figures['ppo_mujoco']
+  assert ppo['key_median'] > 0 and ppo['off_median'] > 0, ppo
+  assert ppo['median_key_over_off_minus_1'] > -1
+  # The arms differ by the proof alone: the actor of the key's run (on
+  # host b) was given the key, the other's was not, and was warned of.
+  runs = os.path.join(tmp_path, 'run_key')
+  with_key = node_records(os.path.join(runs, 'ppo_mujoco_key_0'))['actor/0']
+  without = node_records(os.path.join(runs, 'ppo_mujoco_off_0'))['actor/0']
+  assert 'ACME_LAUNCH_RUN_KEY_FILE' in with_key['env']
+  assert 'ACME_LAUNCH_RUN_KEY_FILE' not in without['env']
