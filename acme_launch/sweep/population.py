@@ -253,7 +253,8 @@ def describe_change(before: Dict[str, Any], after: Dict[str, Any]) -> str:
 def make(settings_: Dict[str, Any], on_exploit: Callable[..., None],
          on_sync: Callable[[int], None] = lambda steps: None,
          through: bool = False, compared: int = 0,
-         on_compared: Callable[[int], None] = lambda steps: None):
+         on_compared: Callable[[int], None] = lambda steps: None,
+         on_left_out: Callable[[int, List[str]], None] = lambda s, m: None):
   """Tune's PopulationBasedTraining for sweep.json's `scheduler`, telling
   `on_sync(actor steps)` of each boundary at which it compares the
   population, before `on_exploit(member trial id, copied trial id, actor
@@ -264,7 +265,17 @@ def make(settings_: Dict[str, Any], on_exploit: Callable[..., None],
   `compared`: the last boundary at which a resumed population was
   compared; the next comparison is at the one after it. `on_compared(actor
   steps)` once the comparison there is over, each of its exploits told
-  (the members waiting there go on)."""
+  (the members waiting there go on); `on_left_out(actor steps, trial ids)`
+  of the members compared there without, which ended before reaching it.
+
+  Tune's synchronous PBT compares when every live member has its score
+  at the boundary, and only when a result arrives. A member that ended
+  without reaching it (failed past its retries: Tune keeps such a trial
+  among its live ones; or its restart exits 2) would hold the others
+  there for ever: the members compared are the live ones that have not
+  ended, and when the others wait paused (taking turns), no result comes:
+  the comparison is made when Tune next looks for a member to run, on the
+  last result each gave."""
   from ray import tune
   from ray.tune.experiment import Trial
   from ray.tune.schedulers import PopulationBasedTraining
@@ -282,14 +293,32 @@ def make(settings_: Dict[str, Any], on_exploit: Callable[..., None],
 
     def on_trial_result(self, tune_controller, trial, result):
       boundary = self._next_perturbation_sync
-      action = super().on_trial_result(tune_controller, trial, result)
+      action = super().on_trial_result(_Unended(tune_controller), trial,
+                                       result)
       if self._next_perturbation_sync != boundary:
         self._tell_sync(boundary)
+        left = [t.trial_id for t, state in self._trial_state.items()
+                if t.is_finished() and state.last_train_time < boundary]
+        if left:
+          on_left_out(int(boundary), left)
         on_compared(int(boundary))
       if (through and action == TrialScheduler.PAUSE and
           trial.status != Trial.PAUSED):
         return TrialScheduler.CONTINUE  # It waits running, not stopped.
       return action
+
+    def choose_trial_to_run(self, tune_controller):
+      chosen = super().choose_trial_to_run(tune_controller)
+      live = _Unended(tune_controller).get_live_trials()
+      waiting = [t for t in live if t.status == Trial.PAUSED]
+      if chosen is None and waiting and all(
+          self._trial_state[t].last_train_time >=
+          self._next_perturbation_sync for t in live):
+        trial = waiting[0]  # Its last result again: all are there now.
+        self.on_trial_result(tune_controller, trial,
+                             self._trial_state[trial].last_result)
+        chosen = super().choose_trial_to_run(tune_controller)
+      return chosen
 
     def _tell_sync(self, boundary) -> None:
       if boundary > self.told:
@@ -339,6 +368,22 @@ def make(settings_: Dict[str, Any], on_exploit: Callable[..., None],
   scheduler._next_perturbation_sync = (
       compared + int(settings_['interval_steps']))
   return scheduler
+
+
+class _Unended:
+  """Tune's controller as the population's scheduler sees it: its live
+  trials less those that ended (a trial that failed past its retries stays
+  among Tune's live ones)."""
+
+  def __init__(self, controller):
+    self._controller = controller
+
+  def get_live_trials(self):
+    return [t for t in self._controller.get_live_trials()
+            if not t.is_finished()]
+
+  def __getattr__(self, name):
+    return getattr(self._controller, name)
 
 
 def is_population(record: Dict[str, Any]) -> bool:

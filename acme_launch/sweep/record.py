@@ -285,6 +285,8 @@ def _summarize_population(record: Dict[str, Any], rows: List[Dict[str, Any]],
               intervals=False)],
           'population': {
               'members': len(rows), 'exploits': len(exploits),
+              # Compared without members that ended before a boundary.
+              'left_out': record.get('population', {}).get('left_out', []),
               'best': best and best['point'],
               'best_return': best and best['final_return']},
           'failed': [r['point'] for r in rows if not r['budget_reached']]}

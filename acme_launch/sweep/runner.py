@@ -235,6 +235,18 @@ def _reporter_class():
       self._record.setdefault('population', {})['compared'] = steps
       self._save()
 
+    def left_out(self, steps: int, trial_ids: List[str]) -> None:
+      """The population is compared at `steps` without these members,
+      which ended before reaching it (population.make)."""
+      names = [self._names.get(i, i) for i in trial_ids]
+      self._record.setdefault('population', {}).setdefault(
+          'left_out', []).append({'actor_steps': steps, 'members': names})
+      self._save()
+      self._told_after.append(
+          f'acme-launch: sweep: the population is compared at {steps:,} '
+          f'actor steps without {", ".join(names)}: ended before reaching '
+          'it')
+
     def exploited(self, member_id: str, donor_id: str, at_steps: int,
                   scores: Tuple[float, float], before: Dict[str, Any],
                   after: Dict[str, Any], checkpoint: str) -> None:
@@ -433,7 +445,7 @@ def _fit(options: SweepOptions, record: Dict[str, Any],
       trials.write_synced(instance.folder, compared)
       scheduler = population.make(
           settings, reporter.exploited, through=through, compared=compared,
-          on_sync=reporter.compared,
+          on_sync=reporter.compared, on_left_out=reporter.left_out,
           # Told to the members once each exploit there is staged.
           on_compared=lambda steps: trials.write_synced(instance.folder,
                                                         steps))

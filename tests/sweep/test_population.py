@@ -220,3 +220,49 @@ def test_a_copy_from_a_member_on_a_ray_cluster_does_not_wait_for_a_save(
     member._popen.wait()
   assert (tmp_path / 'copy' / 'learner' / 'ckpt-1.index').read_text() == (
       'periodic')
+
+
+def test_members_waiting_at_a_boundary_go_on_when_the_last_one_ends_first():
+  # Taking turns on one slot: a and b reach the boundary and wait there
+  # paused; c, the last to run before it, fails past its retries (its
+  # trial errors: Tune keeps it among its live trials) or its restart
+  # exits 2 (its trial ends). Tune's own PBT would wait for c for ever;
+  # the population is compared without it, naming it, and goes on to the
+  # budget. Real Tune on the sweep's own Ray (tests/sweep/tune_members.py).
+  import json
+  import subprocess
+  import sys
+  from tests.conftest import REPO_ROOT, user_env
+  specs = [{'scores': {'a': 1.0, 'b': 2.0, 'c': 3.0}, 'fails': 'c',
+            'how': 'raises', 'interval': 1000, 'budget': 2000},
+           {'scores': {'a': 1.0, 'c': 3.0}, 'fails': 'c', 'how': 'ends',
+            'interval': 1000, 'budget': 2000}]
+  try:
+    result = subprocess.run(
+        [sys.executable, '-m', 'tests.sweep.tune_members', json.dumps(specs)],
+        cwd=REPO_ROOT, env=user_env(), capture_output=True, text=True,
+        timeout=300, check=False)
+  except subprocess.TimeoutExpired as e:
+    raise AssertionError('Tune waited for ever for a member that ended:\n' +
+                         (e.stdout or b'').decode()) from None
+  assert result.returncode == 0, result.stderr[-3000:]
+  told = [json.loads(l) for l in result.stdout.splitlines()
+          if l.startswith('{')]
+  for index, spec in enumerate(specs):
+    events = [(t.get('event'), t.get('point')) for t in told
+              if t['population'] == index]
+    others = sorted(set(spec['scores']) - {'c'})
+    # c ended after the others reached the boundary: they waited for it.
+    ended = events.index(('error' if spec['how'] == 'raises' else 'ended',
+                          'c'))
+    assert {p for e, p in events[:ended] if e == 'segment'} == set(others)
+    [left] = [t for t in told if t['population'] == index and
+              t.get('event') == 'left_out']
+    assert (left['steps'], left['members']) == (1000, ['c'])
+    assert [t['steps'] for t in told if t['population'] == index and
+            t.get('event') == 'compared'] == [1000]
+    # Then each of the others ran its last segment to the budget.
+    assert sorted(p for e, p in events[ended + 1:] if e == 'ended') == others
+    assert told[-1]['population'] == len(specs) - 1 and told[-1]['ended']
+  exploits = [t for t in told if t.get('event') == 'exploit']
+  assert [(e['member'], e['copied']) for e in exploits] == [('a', 'b')]

@@ -1,0 +1,118 @@
+"""Populations taking turns in Ray Tune, their members deterministic
+stand-ins for programs: each Tune step is one segment to the next
+boundary, scored from a fixed table, as trials.MemberTrial reports a
+segment. The scheduler is the sweep's own (population.make) in Tune's own
+controller, on the sweep's own local Ray instance (local_ray.started):
+what decides whether the members wait, are compared, copy one another and
+end.
+
+`python -m tests.sweep.tune_members SPECS_JSON` (a process of its own: Ray
+starts and stops in it) runs each population in turn on one instance and
+prints a JSON line for each thing Tune or the scheduler told, with the
+population's index, and {'ended': ...} when its fit returned. A SPEC:
+{'scores': {member: return per 1,000 actor steps}, 'fails': a member that
+ends at its first segment, before the first boundary, or '', 'how':
+'raises' (fails past its retries) or 'ends' (its restart exits 2),
+'interval' and 'budget' in actor steps}.
+"""
+
+import json
+import os
+import sys
+import time
+
+from ray import tune
+
+from acme_launch.sweep import local_ray
+from acme_launch.sweep import population
+
+
+class Member(tune.Trainable):
+  """One segment a step; its actor steps and its `skill` (its return per
+  1,000 steps) kept in its Tune checkpoint: a copy takes the donor's."""
+
+  def setup(self, config, spec):
+    self._spec = spec
+    self._name = config['point']
+    self._skill = spec['scores'][self._name]
+    self._steps = 0
+
+  def step(self):
+    spec = self._spec
+    if self._name == spec['fails']:
+      if spec['how'] == 'raises':
+        raise RuntimeError(f'{self._name}: its program failed')
+      return {'event': 'ended', 'point': self._name, 'exit_code': 2,
+              'done': True}
+    self._steps = min(spec['budget'], self._steps + spec['interval'])
+    if self._steps >= spec['budget']:
+      return {'event': 'ended', 'point': self._name, 'exit_code': 0,
+              'done': True}
+    return {'event': 'segment', 'point': self._name,
+            'segment_steps': self._steps,
+            'segment_return': self._skill * self._steps / 1000}
+
+  def save_checkpoint(self, checkpoint_dir):
+    with open(os.path.join(checkpoint_dir, 'member.json'), 'w') as f:
+      json.dump({'point': self._name, 'steps': self._steps,
+                 'skill': self._skill}, f)
+
+  def load_checkpoint(self, checkpoint_dir):
+    with open(os.path.join(checkpoint_dir, 'member.json')) as f:
+      saved = json.load(f)
+    if saved['point'] == self._name:
+      self._steps = saved['steps']
+    self._skill = saved['skill']  # Its own, or the one it copies.
+
+
+def _run(index, spec, folder) -> None:
+  def say(**line):
+    print(json.dumps({'population': index, **line}), flush=True)
+
+  names = {}
+
+  class Told(tune.Callback):
+    def on_trial_start(self, iteration, trials, trial, **info):
+      names.setdefault(trial.trial_id, trial.config['point'])
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+      say(event=result['event'], point=names[trial.trial_id],
+          steps=result.get('segment_steps'))
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+      say(event='error', point=trial.config['point'])
+
+  scheduler = population.make(
+      {'interval_steps': spec['interval'], 'quantile': 0.25,
+       'resample_probability': 0.25,
+       'space': {'lr': {'kind': 'uniform', 'low': 0.0, 'high': 1.0}}},
+      lambda member, donor, steps, *_: say(
+          event='exploit', member=names[member], copied=names[donor],
+          steps=steps),
+      on_sync=lambda steps: say(event='sync', steps=steps),
+      on_compared=lambda steps: say(event='compared', steps=steps),
+      on_left_out=lambda steps, members: say(
+          event='left_out', steps=steps,
+          members=sorted(names[m] for m in members)))
+  tuner = tune.Tuner(
+      tune.with_parameters(Member, spec=spec),
+      param_space={'point': tune.grid_search(sorted(spec['scores'])),
+                   'values': {'lr': 0.5}},
+      tune_config=tune.TuneConfig(scheduler=scheduler, reuse_actors=False),
+      run_config=tune.RunConfig(
+          name=f'tune-{index}', storage_path=folder, verbose=0,
+          callbacks=[Told()],
+          failure_config=tune.FailureConfig(max_failures=0)))
+  began = time.monotonic()
+  tuner.fit()
+  say(ended=True, seconds=round(time.monotonic() - began, 1))
+
+
+def main(specs) -> None:
+  with local_ray.started(1) as instance:
+    for index, spec in enumerate(specs):
+      _run(index, spec, instance.folder)
+
+
+if __name__ == '__main__':
+  main(json.loads(sys.argv[1]))
