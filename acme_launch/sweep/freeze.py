@@ -8,7 +8,9 @@ slot's cores go to the next member. After the comparison it gets SIGCONT,
 on the slot it takes then: each of its threads is moved from the cores of
 its old slot to those of its new one, place for place (a node pinned to
 the second core of its slot goes to the second core of the new one; with
-slots of uneven size, to the core as far along it).
+slots of uneven size, to the core as far along it). A node restarted after
+that pins itself to its planned cores, on the slot its program started on:
+the member's trial moves it at its next report (trials.MemberTrial).
 
 The tree is read from /proc (each process's parent), the launcher first:
 stopped, it starts no new node while the rest are found.

@@ -474,6 +474,7 @@ class MemberTrial(PointTrial):
     self._copied_from: Optional[Dict[str, Any]] = None
     self._frozen: Optional[List[int]] = None  # Its program's stopped pids.
     self._frozen_slot = None
+    self._launch_slot = None  # The slot its program planned its nodes on.
     staged = staged_exploit(self._run_dir)
     if staged is not None:  # Decided before a --resume: its values.
       self._values = dict(staged['values'])
@@ -491,6 +492,7 @@ class MemberTrial(PointTrial):
     if self._context.through:
       if code is not None:
         return self._ended_result(code)
+      self._keep_on_slot()
       result = self._boundary_result()
       if result.get('boundary') and self._context.freeze:
         self._freeze(result)
@@ -542,6 +544,7 @@ class MemberTrial(PointTrial):
     self._reported = read_synced(context.control)
     self._resumed, where = where_flags(context.sweep_dir, self._name)
     self._signals_passed = 0
+    self._launch_slot = self._slot
     self._start([*context.argv[self._name], *population.flags(self._values),
                  f'--config.max_actor_steps={self._segment_end}', *where])
     result = {**self._started_result(), 'actor_steps': steps,
@@ -648,6 +651,14 @@ class MemberTrial(PointTrial):
     self._log.write(f'acme-launch sweep: thawed ({describe_slot(self._slot)})'
                     '\n')
     self._log.flush()
+
+  def _keep_on_slot(self) -> None:
+    """A node its program restarts after a move pins itself to the cores
+    planned for it, in the slot the program started on (another member's
+    now): each report moves such threads to the slot it runs on."""
+    if self._launch_slot is not None and self._slot is not None:
+      freeze_lib.move(freeze_lib.tree(self._popen.pid),
+                      self._launch_slot.cores, self._slot.cores)
 
   def cleanup(self) -> None:
     if self._frozen is not None:  # Stopped as a running program is.

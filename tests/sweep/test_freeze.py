@@ -152,3 +152,65 @@ def test_a_move_between_uneven_slots_keeps_every_thread_in_its_new_slot():
         assert to == {new.cores[i * len(new.cores) // len(old.cores)]}
   # A core outside the old slot stays.
   assert freeze.moved({99}, (0, 1), (2, 3)) == {99}
+
+
+# A launcher that counts, and starts a node when RESTART appears (once): the
+# node pins itself to the cores in argv[2], as a node does at its start
+# (node/entry.py pin_cores: its planned cores), and counts.
+RESTARTER = r'''
+import os, subprocess, sys, time
+restart, cores = sys.argv[1], sys.argv[2]
+node = None
+while True:
+  if node is None and os.path.exists(restart):
+    node = subprocess.Popen([sys.executable, '-c',
+        'import os, time\nos.sched_setaffinity(0, {%s})\n'
+        'open(%r, "w").close()\nwhile True: time.sleep(0.1)'
+        % (cores, restart + '.pinned')], start_new_session=True)
+  time.sleep(0.05)
+'''
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2,
+                    reason='two slots need two cores')
+def test_a_node_restarted_after_a_move_runs_on_the_new_slot(tmp_path):
+  # A member running through, frozen on slot 0 and thawed on slot 1
+  # (trials.MemberTrial); then one of its nodes restarts, pinning itself
+  # to the cores its program planned, on slot 0, another member's now. At
+  # its next report the member has every process of its program on slot 1.
+  from acme_launch.sweep import slots
+  from acme_launch.sweep import trials
+  first, second = sorted(os.sched_getaffinity(0))[:2]
+  slot0, slot1 = slots.Slot(0, (first,), ()), slots.Slot(1, (second,), ())
+  script, restart = tmp_path / 'restarter.py', tmp_path / 'restart'
+  script.write_text(RESTARTER)
+  control = tmp_path / 'control'
+  control.mkdir()
+  context = trials.TrialContext(
+      sweep_dir=str(tmp_path), control=str(control), cwd=str(tmp_path),
+      env={}, slots=(slot0, slot1), argv={'m': ()}, report_seconds=0.2,
+      interval_steps=1000, budget={'m': 4000}, through=True, freeze=True)
+  member = object.__new__(trials.MemberTrial)  # Its steps, on this program.
+  member._trial_info = None  # Tune's: its trial id is then 'default'.
+  member.setup({'point': 'm', 'values': {}}, context)
+  member._popen = subprocess.Popen(
+      [sys.executable, str(script), str(restart), str(first)],
+      preexec_fn=lambda: os.sched_setaffinity(0, {first}))
+  member._slot = member._launch_slot = slot0
+  member._log = open(tmp_path / 'm.log', 'a')
+  try:
+    member._frozen = freeze.stop(member._popen.pid)
+    member._frozen_slot, member._slot = slot0, slot1
+    member._thaw()
+    restart.write_text('')
+    wait_for(lambda: os.path.exists(f'{restart}.pinned'), 30,
+             'the node restarted')
+    member.step()  # Its next report.
+    pids = freeze.tree(member._popen.pid)
+    assert len(pids) == 2
+    for pid in pids:
+      for tid in os.listdir(f'/proc/{pid}/task'):
+        assert os.sched_getaffinity(int(tid)) == {second}, (pid, tid)
+  finally:
+    member._log.close()
+    _kill_tree(member._popen)
