@@ -12,7 +12,9 @@ interval (Agarwal et al. 2021; acme_launch/stats). An interval that holds
 0.5 says the runs cannot tell the two apart. A sweep is grouped by the
 values of --field (every pair of values is compared; the sweep's other
 fields, seed aside, are pooled and named). Two lists of run directories
-are compared as given; the fields their configs (config.json) differ in,
+are compared as given, each against its budget (a sweep's point's, from
+its sweep.json: a population member ends each segment at that segment's
+budget); the fields their configs (config.json) differ in,
 seed and the --field ones aside, are named, since a difference there may be
 what made the difference.
 
@@ -71,8 +73,10 @@ def _short_line(run_dir: str, summary: Dict[str, Any], budget) -> str:
   """A run that did not reach its budget: out of the figures, its last
   evaluation's return apart (a mid-run return is no final one)."""
   budget = budget or summary.get('max_actor_steps')
+  reason = summary.get('exit_reason')
   return sweep_record.failed_line({
-      'point': run_dir, 'exit_reason': summary.get('exit_reason'),
+      'point': run_dir, 'exit_reason': (
+          'segment_end' if reason == 'budget_reached' else reason),
       'last_return': summary.get('last_eval_return'),
       'last_return_actor_steps': summary.get('last_eval_actor_steps'),
       'actor_steps': summary.get('actor_steps'),
@@ -186,7 +190,11 @@ def run(args) -> str:
     if not lists['A'] or not lists['B']:
       raise errors.LaunchError('give a sweep directory, or --a RUN_DIR ... '
                                'and --b RUN_DIR ...')
-    groups = [(name, run_returns(dirs, notes)) for name, dirs in lists.items()]
+    # A sweep's point: the budget sweep.json gives it (a population
+    # member's segments end `budget_reached` at their own).
+    groups = [(name, run_returns(dirs, notes, [
+        sweep_record.own_budget(d) for d in dirs]))
+              for name, dirs in lists.items()]
     for field, by_group in differing_fields(lists, fields).items():
       notes.append(f'the configs also differ in {field} ({_values(by_group)})')
   empty = [name for name, finals in groups if not finals]

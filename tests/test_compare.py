@@ -133,3 +133,26 @@ def test_a_run_short_of_its_budget_is_left_out_with_its_last_return(
   assert 'A         2  IQM 5,050.0' in out
   assert ('did not reach its budget (node_failed): last return -50.0 at 120 '
           'of 1,000 actor steps') in out
+
+
+def test_a_listed_population_member_at_a_segments_end_is_not_finished(
+    tmp_path, capsys):
+  # A population's member taking turns ends each segment `budget_reached`
+  # at that segment's budget (500 of its 1,000); given as a run directory,
+  # its own budget is the one in its sweep's sweep.json.
+  sweep_dir = str(tmp_path / 'sweep')
+  names = sweep_dirs.write_sweep(sweep_dir, {'0.001': [5000, 5100, 9000],
+                                             '0.0003': [4000, 4100]})
+  record = sweep_record.read_record(sweep_dir)
+  record['scheduler'] = {'name': 'pbt'}
+  layout.write_json_atomic(sweep_record.record_path(sweep_dir), record)
+  path = layout.summary_path(os.path.join(sweep_dir, names[2]))
+  layout.write_json_atomic(path, {
+      **layout.read_json(path), 'actor_steps': 500, 'max_actor_steps': 500,
+      'last_eval_actor_steps': 500, 'last_eval_return': 9000.0})
+  dirs = [os.path.join(sweep_dir, n) for n in names]
+  code, out, _ = _run(['--a', *dirs[:3], '--b', *dirs[3:]], capsys)
+  assert code == 0
+  assert 'A         2  IQM 5,050.0' in out
+  assert (f'{dirs[2]} did not reach its budget (segment_end): last return '
+          '9000.0 at 500 of 1,000 actor steps') in out.splitlines()

@@ -77,6 +77,19 @@ def points_of(record: Dict[str, Any]) -> List[Point]:
           for p in record['points']]
 
 
+def own_budget(run_dir: str) -> Optional[int]:
+  """The budget its sweep's sweep.json gives the point whose run directory
+  is `run_dir` (a population member's segments have budgets of their own
+  on the way), or None for a run outside a sweep."""
+  parent, name = os.path.split(os.path.normpath(run_dir))
+  record = layout.read_json(record_path(parent)) if parent else None
+  points = record.get('points') if isinstance(record, dict) else None
+  for point in points if isinstance(points, list) else ():
+    if isinstance(point, dict) and point.get('name') == name:
+      return int(point['max_actor_steps'])
+  return None
+
+
 def reached_budget(summary: Any, max_actor_steps: int) -> bool:
   """Whether a point's summary.json says it reached the point's budget. A
   population's member reaches the budget of each segment on the way
