@@ -544,12 +544,13 @@ def test_under_run_key_all_a_runs_port_on_loopback_answers_only_the_key_even_to_
       [sys.executable, '-S', '-c', two_hosts_lib.ANSWERING_SERVER, str(port),
        'hello'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
       env=_loopback_env(keyed_shim, key, [port]))
-  # A local service of the same user that is not the run's (a tracker's):
-  # its port is not listed, so nobody proves anything to it.
+  # A local service that is not the run's (a tracker's, started by a node:
+  # its environment), which speaks first: its port is not listed, so
+  # nobody proves anything to it, and it is not held back for a proof.
   service = subprocess.Popen(
       [sys.executable, '-S', '-c', two_hosts_lib.ANSWERING_SERVER, '0',
        'service'], stdout=subprocess.PIPE, text=True,
-      env=dict(os.environ, LD_PRELOAD=keyed_shim))
+      env=_loopback_env(keyed_shim, key, [port]))
   scratch = other_user.shared_folder()
   try:
     assert int(server.stdout.readline().split()[1]) == port

@@ -886,11 +886,17 @@ int listen(int fd, int backlog) {
     socklen_t size = sizeof type;
     struct sockaddr_storage local;
     socklen_t local_len = sizeof local;
+    memset(&local, 0, sizeof local);
     if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &size) == 0 &&
         type == SOCK_STREAM &&
         getsockname(fd, (struct sockaddr *)&local, &local_len) == 0 &&
-        (local.ss_family == AF_INET || local.ss_family == AF_INET6))
-      setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &seconds, sizeof seconds);
+        (local.ss_family == AF_INET || local.ss_family == AF_INET6)) {
+      /* On loopback (--run_key=all) only the run's ports take proofs: a
+       * local service that speaks first is left as it is. */
+      struct endpoint e = endpoint_of(&local);
+      if (hosts_file != NULL || loopback_proof(&e))
+        setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &seconds, sizeof seconds);
+    }
   }
   return real_listen(fd, backlog);
 }
