@@ -251,21 +251,20 @@ def describe_change(before: Dict[str, Any], after: Dict[str, Any]) -> str:
 
 
 def make(settings_: Dict[str, Any], on_exploit: Callable[..., None],
-         on_sync: Callable[[int], None] = lambda steps: None,
          through: bool = False, compared: int = 0,
          on_compared: Callable[[int], None] = lambda steps: None,
          on_left_out: Callable[[int, List[str]], None] = lambda s, m: None):
   """Tune's PopulationBasedTraining for sweep.json's `scheduler`, telling
-  `on_sync(actor steps)` of each boundary at which it compares the
-  population, before `on_exploit(member trial id, copied trial id, actor
-  steps, (their scores), values before, values after, the copied Tune
-  checkpoint folder)` of each exploit it makes there. `through`: the
-  members' programs run on while the others reach a boundary
-  (trials.MemberTrial), where Tune's synchronous mode would pause them.
-  `compared`: the last boundary at which a resumed population was
-  compared; the next comparison is at the one after it. `on_compared(actor
+  `on_exploit(member trial id, copied trial id, actor steps, (their
+  scores), values before, values after, the copied Tune checkpoint
+  folder)` of each exploit it makes at a boundary, then `on_compared(actor
   steps)` once the comparison there is over, each of its exploits told
-  (the members waiting there go on); `on_left_out(actor steps, trial ids)`
+  (to be recorded then, the members waiting there go on: a --resume after
+  a stop in between compares there again). `through`: the members'
+  programs run on while the others reach a boundary (trials.MemberTrial),
+  where Tune's synchronous mode would pause them. `compared`: the last
+  boundary at which a resumed population was compared; the next
+  comparison is at the one after it. `on_left_out(actor steps, trial ids)`
   of the members compared there without, which ended before reaching it.
 
   Tune's synchronous PBT compares when every live member has its score
@@ -284,8 +283,6 @@ def make(settings_: Dict[str, Any], on_exploit: Callable[..., None],
   class RecordingPBT(PopulationBasedTraining):
     """Tune's PBT, telling the sweep's record of each exploit."""
 
-    told = compared
-
     def on_trial_add(self, tune_controller, trial):
       super().on_trial_add(tune_controller, trial)
       state = self._trial_state[trial]  # As if compared at `compared`.
@@ -296,7 +293,6 @@ def make(settings_: Dict[str, Any], on_exploit: Callable[..., None],
       action = super().on_trial_result(_Unended(tune_controller), trial,
                                        result)
       if self._next_perturbation_sync != boundary:
-        self._tell_sync(boundary)
         left = [t.trial_id for t, state in self._trial_state.items()
                 if t.is_finished() and state.last_train_time < boundary]
         if left:
@@ -320,14 +316,7 @@ def make(settings_: Dict[str, Any], on_exploit: Callable[..., None],
         chosen = super().choose_trial_to_run(tune_controller)
       return chosen
 
-    def _tell_sync(self, boundary) -> None:
-      if boundary > self.told:
-        self.told = int(boundary)
-        on_sync(self.told)
-
     def _exploit(self, tune_controller, trial, trial_to_clone):
-      # Recorded first: a --resume must not compare there again.
-      self._tell_sync(self._next_perturbation_sync)
       before = dict(trial.config['values'])
       scores = (self._trial_state[trial].last_score,
                 self._trial_state[trial_to_clone].last_score)

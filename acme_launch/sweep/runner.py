@@ -419,7 +419,14 @@ def _fit(options: SweepOptions, record: Dict[str, Any],
         'point': tune.grid_search(list(points))}
     if population.is_population(record):
       space = settings['space']
-      # A resumed population's members go on with the values they had.
+      # A resumed population's members go on with the values they had,
+      # or a copy recorded and not made yet; a comparison not recorded is
+      # made again.
+      for name in trials.undo_exploits(options.sweep_dir, record):
+        print(f'acme-launch: sweep: {name}: its copy from a comparison not '
+              'recorded before the stop is undone; compared there again',
+              flush=True)
+      layout.write_json_atomic(record_path(options.sweep_dir), record)
       entries = {e['name']: e for e in record['points']}
       first = {name: trials.first_values(
           os.path.join(options.sweep_dir, name),
@@ -445,10 +452,12 @@ def _fit(options: SweepOptions, record: Dict[str, Any],
       trials.write_synced(instance.folder, compared)
       scheduler = population.make(
           settings, reporter.exploited, through=through, compared=compared,
-          on_sync=reporter.compared, on_left_out=reporter.left_out,
-          # Told to the members once each exploit there is staged.
-          on_compared=lambda steps: trials.write_synced(instance.folder,
-                                                        steps))
+          on_left_out=reporter.left_out,
+          # Recorded, and told to the members, once each exploit there is
+          # staged and recorded.
+          on_compared=lambda steps: (reporter.compared(steps),
+                                     trials.write_synced(instance.folder,
+                                                         steps)))
       # Its advice to reuse trial workers: a member's segment starts a
       # whole program, against which a worker's start is small.
       warnings.filterwarnings('ignore', message='Consider boosting PBT')

@@ -399,6 +399,38 @@ def stage_exploit(run_dir: str, checkpoint: str, donor: str, at_steps: int,
   os.rename(part, staged)
 
 
+def undo_exploits(sweep_dir: str, record: Dict[str, Any]) -> List[str]:
+  """Before a resumed population starts: the exploits of a comparison the
+  launcher was stopped in before it recorded it (`population.compared`)
+  marked dropped, and each staged copy no exploit recorded by then names
+  removed: the population is compared there again. The members whose
+  copy is undone."""
+  population = record.get('population', {})
+  compared = int(population.get('compared') or 0)
+  kept = set()
+  for exploit in population.get('exploits', []):
+    if exploit.get('dropped'):
+      continue
+    if exploit['actor_steps'] > compared:
+      exploit['dropped'] = (
+          'the sweep stopped before its comparison at '
+          f'{exploit["actor_steps"]:,} actor steps was recorded: compared '
+          'there again')
+    else:
+      kept.add((exploit['member'], exploit['copied'],
+                exploit['copied_steps']))
+  undone = []
+  for entry in record['points']:
+    run_dir = os.path.join(sweep_dir, entry['name'])
+    shutil.rmtree(exploit_dir(run_dir) + '.part', ignore_errors=True)
+    staged = staged_exploit(run_dir)
+    if staged is not None and (entry['name'], staged['point'],
+                               staged['actor_steps']) not in kept:
+      shutil.rmtree(exploit_dir(run_dir))
+      undone.append(entry['name'])
+  return undone
+
+
 def staged_exploit(run_dir: str) -> Optional[Dict[str, Any]]:
   """The exploit staged for a member and not applied yet, or None."""
   return layout.read_json(os.path.join(exploit_dir(run_dir), 'exploit.json'))

@@ -1,6 +1,7 @@
 """A population's settings, refused fields and perturbations (population.py),
 with Tune's own perturbation step (no Ray instance)."""
 
+import os
 import random
 
 import pytest
@@ -222,47 +223,96 @@ def test_a_copy_from_a_member_on_a_ray_cluster_does_not_wait_for_a_save(
       'periodic')
 
 
-def test_members_waiting_at_a_boundary_go_on_when_the_last_one_ends_first():
+def test_members_waiting_at_a_boundary_go_on_when_the_last_ones_end_first():
   # Taking turns on one slot: a and b reach the boundary and wait there
-  # paused; c, the last to run before it, fails past its retries (its
-  # trial errors: Tune keeps it among its live trials) or its restart
-  # exits 2 (its trial ends). Tune's own PBT would wait for c for ever;
-  # the population is compared without it, naming it, and goes on to the
-  # budget. Real Tune on the sweep's own Ray (tests/sweep/tune_members.py).
+  # paused; c fails past its retries (its trial errors: Tune keeps it
+  # among its live trials), then d, the last to run before the boundary,
+  # ends as a restart that exits 2 does (its trial ends). Tune's own PBT
+  # would wait for them for ever; the population is compared without
+  # them, naming them, and goes on to the budget. Real Tune on the
+  # sweep's own Ray (tests/sweep/tune_members.py).
   import json
   import subprocess
   import sys
   from tests.conftest import REPO_ROOT, user_env
-  specs = [{'scores': {'a': 1.0, 'b': 2.0, 'c': 3.0}, 'fails': 'c',
-            'how': 'raises', 'interval': 1000, 'budget': 2000},
-           {'scores': {'a': 1.0, 'c': 3.0}, 'fails': 'c', 'how': 'ends',
-            'interval': 1000, 'budget': 2000}]
+  spec = {'scores': {'a': 1.0, 'b': 2.0, 'c': 3.0, 'd': 4.0},
+          'fails': {'c': 'raises', 'd': 'ends'}, 'interval': 1000,
+          'budget': 2000}
   try:
     result = subprocess.run(
-        [sys.executable, '-m', 'tests.sweep.tune_members', json.dumps(specs)],
-        cwd=REPO_ROOT, env=user_env(), capture_output=True, text=True,
-        timeout=300, check=False)
+        [sys.executable, '-m', 'tests.sweep.tune_members',
+         json.dumps([spec])], cwd=REPO_ROOT, env=user_env(),
+        capture_output=True, text=True, timeout=600, check=False)
   except subprocess.TimeoutExpired as e:
-    raise AssertionError('Tune waited for ever for a member that ended:\n' +
+    raise AssertionError('Tune waited for ever for members that ended:\n' +
                          (e.stdout or b'').decode()) from None
   assert result.returncode == 0, result.stderr[-3000:]
   told = [json.loads(l) for l in result.stdout.splitlines()
           if l.startswith('{')]
-  for index, spec in enumerate(specs):
-    events = [(t.get('event'), t.get('point')) for t in told
-              if t['population'] == index]
-    others = sorted(set(spec['scores']) - {'c'})
-    # c ended after the others reached the boundary: they waited for it.
-    ended = events.index(('error' if spec['how'] == 'raises' else 'ended',
-                          'c'))
-    assert {p for e, p in events[:ended] if e == 'segment'} == set(others)
-    [left] = [t for t in told if t['population'] == index and
-              t.get('event') == 'left_out']
-    assert (left['steps'], left['members']) == (1000, ['c'])
-    assert [t['steps'] for t in told if t['population'] == index and
-            t.get('event') == 'compared'] == [1000]
-    # Then each of the others ran its last segment to the budget.
-    assert sorted(p for e, p in events[ended + 1:] if e == 'ended') == others
-    assert told[-1]['population'] == len(specs) - 1 and told[-1]['ended']
+  events = [(t.get('event'), t.get('point')) for t in told]
+  # c, then d, ended after a and b reached the boundary: they waited.
+  failed, ended = events.index(('error', 'c')), events.index(('ended', 'd'))
+  assert {p for e, p in events[:failed] if e == 'segment'} == {'a', 'b'}
+  assert failed < ended
+  [left] = [t for t in told if t.get('event') == 'left_out']
+  assert (left['steps'], left['members']) == (1000, ['c', 'd'])
+  assert [t['steps'] for t in told if t.get('event') == 'compared'] == [1000]
   exploits = [t for t in told if t.get('event') == 'exploit']
   assert [(e['member'], e['copied']) for e in exploits] == [('a', 'b')]
+  # The comparison is recorded once each of its exploits is (a --resume
+  # after a stop in between compares there again: trials.undo_exploits).
+  assert events.index(('compared', None)) > events.index(('exploit', None))
+  # Then each of the others ran its last segment to the budget.
+  assert sorted(p for e, p in events[ended + 1:] if e == 'ended') == ['a',
+                                                                       'b']
+  assert told[-1]['ended']
+
+
+def _stopped_population(tmp_path, compared, exploits, staged=(), part=()):
+  """A population's sweep directory as a stop left it: sweep.json with
+  the last comparison recorded and the exploits recorded; a copy staged
+  in each member of `staged` ((member, donor, donor's steps)), one cut
+  short in each of `part`."""
+  from acme_launch.sweep import trials
+  donor = tmp_path / 'donor_checkpoint'
+  (donor / 'learner').mkdir(parents=True)
+  (donor / 'learner' / 'ckpt-1.index').write_text('donor')
+  record = {'points': [{'name': n, 'launches': []} for n in 'abcd'],
+            'population': {'compared': compared, 'exploits': [
+                {'actor_steps': at, 'member': m, 'copied': d,
+                 'copied_steps': steps, 'before': {}, 'after': {'lr': 0.2}}
+                for at, m, d, steps in exploits]}}
+  for name in 'abcd':
+    (tmp_path / name).mkdir()
+  for member, copied, steps in staged:
+    trials.stage_exploit(str(tmp_path / member), str(donor), copied, steps,
+                         {'lr': 0.2}, {'lr': 0.1})
+  for member in part:  # Killed while it copied the donor's learner.
+    (tmp_path / member / 'exploit.part' / 'learner').mkdir(parents=True)
+  return record
+
+
+def test_a_comparison_stopped_before_it_was_recorded_is_made_again(tmp_path):
+  # Killed at the comparison at 2,000: b's copy of a staged and recorded,
+  # c's staged only, d's cut short; the comparison not recorded (compared
+  # 1,000). On --resume none of them is made: the members are compared at
+  # 2,000 again. The copy decided at 1,000 and not applied yet is kept.
+  from acme_launch.sweep import trials
+  record = _stopped_population(
+      tmp_path, 1000, [(1000, 'a', 'd', 1040), (2000, 'b', 'a', 2030)],
+      staged=[('a', 'd', 1040), ('b', 'a', 2030), ('c', 'a', 2030)],
+      part=['d'])
+  assert sorted(trials.undo_exploits(str(tmp_path), record)) == ['b', 'c']
+  first, second = record['population']['exploits']
+  assert 'dropped' not in first and 'compared there again' in second[
+      'dropped']
+  assert trials.staged_exploit(str(tmp_path / 'a'))['point'] == 'd'
+  for name in 'bcd':
+    assert not os.listdir(tmp_path / name), name
+  # Recorded as a whole, the comparison's copies all stay.
+  record = _stopped_population(tmp_path / 'recorded', 2000,
+                               [(2000, 'b', 'a', 2030)],
+                               staged=[('b', 'a', 2030)])
+  assert trials.undo_exploits(str(tmp_path / 'recorded'), record) == []
+  assert trials.first_values(str(tmp_path / 'recorded' / 'b'),
+                             {'lr': 0.1}) == {'lr': 0.2}

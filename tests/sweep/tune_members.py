@@ -10,10 +10,10 @@ end.
 starts and stops in it) runs each population in turn on one instance and
 prints a JSON line for each thing Tune or the scheduler told, with the
 population's index, and {'ended': ...} when its fit returned. A SPEC:
-{'scores': {member: return per 1,000 actor steps}, 'fails': a member that
-ends at its first segment, before the first boundary, or '', 'how':
-'raises' (fails past its retries) or 'ends' (its restart exits 2),
-'interval' and 'budget' in actor steps}.
+{'scores': {member: return per 1,000 actor steps}, 'fails': {member: how
+it ends at its first segment, before the first boundary: 'raises' (fails
+past its retries) or 'ends' (its restart exits 2)}, 'interval' and
+'budget' in actor steps}.
 """
 
 import json
@@ -39,8 +39,8 @@ class Member(tune.Trainable):
 
   def step(self):
     spec = self._spec
-    if self._name == spec['fails']:
-      if spec['how'] == 'raises':
+    if self._name in spec['fails']:
+      if spec['fails'][self._name] == 'raises':
         raise RuntimeError(f'{self._name}: its program failed')
       return {'event': 'ended', 'point': self._name, 'exit_code': 2,
               'done': True}
@@ -89,7 +89,6 @@ def _run(index, spec, folder) -> None:
       lambda member, donor, steps, *_: say(
           event='exploit', member=names[member], copied=names[donor],
           steps=steps),
-      on_sync=lambda steps: say(event='sync', steps=steps),
       on_compared=lambda steps: say(event='compared', steps=steps),
       on_left_out=lambda steps, members: say(
           event='left_out', steps=steps,
