@@ -1,0 +1,181 @@
+"""Where a fault can land in a population (population.py, trials.py), in
+process: what a member reports and what its run directory holds after
+the launcher stopped (Ctrl-C or kill -9) at each place, read back as a
+--resume reads it. Tune's own part (who waits, who is compared) is in
+tests/sweep/test_population.py; one population killed and resumed end to
+end is tests/e2e/sweep/test_population.py.
+
+    where the fault lands          through / frozen        taking turns
+    after a boundary, before its   the score at B again    the member stops at B
+      comparison                   from the run's rows     again (segment_end)
+    an exploit staged, not         kept; applied at the    the same
+      applied                      next start
+    during a copy (decided, or     the comparison is made  the same
+      applied)                     again / the apply ends
+    a member failing past its      compared without it     the same (Tune-level)
+      retries before a boundary
+    a torn metrics row             skipped; the next       the score is its
+                                   whole evaluation        summary's
+"""
+
+import os
+
+import pytest
+
+from acme_launch import layout
+from acme_launch.program import nodes
+from acme_launch.sweep import record as sweep_record
+from acme_launch.sweep import slots
+from acme_launch.sweep import trials
+from acme_launch.testing import sweep_dirs
+
+
+def _member(tmp_path, name='m', synced=0):
+  """A member running through (its trial's own steps, no program), the
+  population last compared at `synced`."""
+  control = tmp_path / 'control'
+  control.mkdir(exist_ok=True)
+  trials.write_synced(str(control), synced)
+  context = trials.TrialContext(
+      sweep_dir=str(tmp_path), control=str(control), cwd=str(tmp_path),
+      env={}, slots=(slots.Slot(0, (0,), ()),), argv={name: ()},
+      interval_steps=1000, budget={name: 4000}, through=True)
+  member = object.__new__(trials.MemberTrial)
+  member._trial_info = None  # Tune's: its trial id is then 'default'.
+  member.setup({'point': name, 'values': {'lr': 0.1}}, context)
+  member._reported = synced  # As its (re)start sets it.
+  return member
+
+
+def _evaluations(run_dir, rows, torn_after=None):
+  """The evaluator's rows as its node writes them; with `torn_after`,
+  killed in the middle of the row after that many, then resumed."""
+  os.makedirs(os.path.join(run_dir, 'metrics'), exist_ok=True)
+  logger = nodes.MetricsLogger(run_dir, 'evaluator/0')
+  for steps, value in rows[:torn_after]:
+    logger.write({'actor_steps': steps, 'episode_return': value})
+  logger.close()
+  if torn_after is None:
+    return
+  path = layout.metrics_path(run_dir, 'evaluator/0')
+  with open(path, 'a') as f:
+    f.write(f'{rows[torn_after][0]},')  # Cut by the kill.
+  resumed = nodes.MetricsLogger(run_dir, 'evaluator/0')
+  for steps, value in rows[torn_after + 1:]:
+    resumed.write({'actor_steps': steps, 'episode_return': value})
+  resumed.close()
+
+
+ROWS = [(900, 1.0), (1100, 2.0), (1900, 3.0), (2050, 5.0), (2300, 6.0)]
+
+
+@pytest.mark.parametrize('synced, expected', [(1000, (2000, 5.0)),
+                                              (2000, (2000, 5.0))])
+def test_killed_after_a_boundary_a_member_running_through_scores_there_again(
+    tmp_path, synced, expected):
+  # It reached 2,000 (its first evaluation there: 5.0 at 2,050) and ran
+  # on; the launcher stopped before (1,000 compared) or after (2,000) the
+  # comparison there. Resumed, it reports the same score at the same
+  # boundary: the next comparison's, or, compared, no new one.
+  member = _member(tmp_path, synced=synced)
+  _evaluations(str(tmp_path / 'm'), ROWS)
+  result = member._boundary_result()
+  assert (result['segment_steps'], result['segment_return']) == expected
+  assert bool(result.get('boundary')) == (synced < 2000)
+
+
+def test_a_row_torn_at_the_boundary_is_skipped_for_the_next_whole_one(
+    tmp_path):
+  # Killed while its evaluator wrote the evaluation at 2,050: the resumed
+  # evaluator starts a new line; the member's score at 2,000 is its first
+  # whole evaluation there (6.0 at 2,300), and nothing raises.
+  member = _member(tmp_path, synced=1000)
+  _evaluations(str(tmp_path / 'm'), ROWS, torn_after=3)
+  result = member._boundary_result()
+  assert (result['segment_steps'], result['segment_return']) == (2000, 6.0)
+  assert trials.boundary_score(str(tmp_path / 'm'), 1000) == 2.0
+
+
+def _learner(run_dir, text):
+  path = os.path.join(trials.learner_checkpoints(run_dir), 'ckpt-1.index')
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, 'w') as f:
+    f.write(text)
+
+
+def _learner_text(run_dir):
+  path = os.path.join(trials.learner_checkpoints(run_dir), 'ckpt-1.index')
+  with open(path) as f:
+    return f.read()
+
+
+@pytest.mark.parametrize('cut', ['own removed', 'copy moved in'])
+def test_an_apply_cut_short_by_a_kill_is_finished_by_the_next_start(
+    tmp_path, cut):
+  # The member's start replaces its learner with the staged copy: killed
+  # after its own was removed, or after the copy was moved in and before
+  # the staged folder was: its next start ends the apply, the copy kept.
+  run_dir, donor = str(tmp_path / 'm'), str(tmp_path / 'donor')
+  _learner(run_dir, 'own')
+  _learner(donor, 'donor')
+  trials.stage_exploit(run_dir, os.path.join(donor, 'checkpoints'), 'donor',
+                       2030, {'lr': 0.2}, {'lr': 0.1})
+  own = trials.learner_checkpoints(run_dir)
+  if cut == 'own removed':
+    import shutil
+    shutil.rmtree(own)
+  else:
+    os.replace(own, own + '.old')
+    os.rename(os.path.join(trials.exploit_dir(run_dir), 'learner'), own)
+  staged = trials.apply_staged_exploit(run_dir)
+  assert staged['values'] == {'lr': 0.2} and staged['point'] == 'donor'
+  assert _learner_text(run_dir) == 'donor'
+  assert not os.path.exists(trials.exploit_dir(run_dir))
+
+
+def test_an_exploit_staged_before_a_stop_is_the_members_next_values(tmp_path):
+  # Decided and recorded at a comparison, staged, not applied when the
+  # launcher stopped: Tune is given its values, and its next start
+  # applies it (through, frozen or taking turns alike: MemberTrial's
+  # start).
+  run_dir, donor = str(tmp_path / 'm'), str(tmp_path / 'donor')
+  _learner(run_dir, 'own')
+  _learner(donor, 'donor')
+  trials.stage_exploit(run_dir, os.path.join(donor, 'checkpoints'), 'donor',
+                       2030, {'lr': 0.2}, {'lr': 0.1})
+  record = {'points': [{'name': 'm'}, {'name': 'donor'}], 'population': {
+      'compared': 2000, 'exploits': [{'actor_steps': 2000, 'member': 'm',
+                                      'copied': 'donor',
+                                      'copied_steps': 2030}]}}
+  assert trials.undo_exploits(str(tmp_path), record) == []
+  member = _member(tmp_path, synced=2000)
+  assert member._values == {'lr': 0.2}
+  assert trials.first_values(run_dir, {'lr': 0.1}) == {'lr': 0.2}
+  trials.apply_staged_exploit(run_dir)
+  assert _learner_text(run_dir) == 'donor'
+
+
+def test_a_member_left_out_after_failing_is_failed_in_the_summary(tmp_path):
+  # A member that failed past its retries before the boundary at 500:
+  # compared without it (population.left_out), it is failed, the others'
+  # figures stand, and the sweep's exit code is 1 (runner.run: failed).
+  sweep_dir = str(tmp_path / 'sweep')
+  names = sweep_dirs.write_sweep(sweep_dir, {'0.001': [10.0, 20.0, 30.0]})
+  record = sweep_record.read_record(sweep_dir)
+  record['scheduler'] = {'name': 'pbt'}
+  record['population'] = {'compared': 500, 'left_out': [
+      {'actor_steps': 500, 'members': [names[2]]}]}
+  path = layout.summary_path(os.path.join(sweep_dir, names[2]))
+  layout.write_json_atomic(path, {
+      **layout.read_json(path), 'exit_reason': 'node_failed',
+      'actor_steps': 300, 'final_eval_return_mean': None,
+      'last_eval_return': 30.0, 'last_eval_actor_steps': 300})
+  for entry in record['points']:
+    entry['values'] = {'ppo.learning_rate': 0.001}
+  layout.write_json_atomic(sweep_record.record_path(sweep_dir), record)
+  table = sweep_record.summarize(sweep_dir, record)
+  assert table['failed'] == [names[2]]
+  assert table['population']['left_out'] == [
+      {'actor_steps': 500, 'members': [names[2]]}]
+  assert table['settings'][0]['returns'] == [10.0, 20.0]
+  assert table['population']['best'] == names[1]
