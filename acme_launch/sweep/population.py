@@ -267,14 +267,12 @@ def make(settings_: Dict[str, Any], on_exploit: Callable[..., None],
   comparison is at the one after it. `on_left_out(actor steps, trial ids)`
   of the members compared there without, which ended before reaching it.
 
-  Tune's synchronous PBT compares when every live member has its score
-  at the boundary, and only when a result arrives. A member that ended
-  without reaching it (failed past its retries: Tune keeps such a trial
-  among its live ones; or its restart exits 2) would hold the others
-  there for ever: the members compared are the live ones that have not
-  ended, and when the others wait paused (taking turns), no result comes:
-  the comparison is made when Tune next looks for a member to run, on the
-  last result each gave."""
+  Tune's synchronous PBT compares, when a result arrives, once every live
+  trial has its score at the boundary; a member that ended short of it
+  (failed past its retries: Tune keeps its trial live; or its restart
+  exits 2) would hold the others there for ever. Here the live members
+  are those not ended, and members waiting paused (taking turns; no
+  result comes) are compared when Tune next looks for one to run."""
   from ray import tune
   from ray.tune.experiment import Trial
   from ray.tune.schedulers import PopulationBasedTraining
@@ -360,9 +358,7 @@ def make(settings_: Dict[str, Any], on_exploit: Callable[..., None],
 
 
 class _Unended:
-  """Tune's controller as the population's scheduler sees it: its live
-  trials less those that ended (a trial that failed past its retries stays
-  among Tune's live ones)."""
+  """Tune's controller, its live trials less those that ended."""
 
   def __init__(self, controller):
     self._controller = controller

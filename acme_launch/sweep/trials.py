@@ -113,17 +113,13 @@ def _failed_once_more(control: str, name: str) -> int:
   return count
 
 
-def stop_path(control: str) -> str:
-  return os.path.join(control, 'stop.json')
-
-
 def read_stop(control: str) -> Dict[str, Any]:
   """{'signal': N, 'count': K, 'kill': bool}, or {} before any stop."""
-  return layout.read_json(stop_path(control), {}) or {}
+  return layout.read_json(os.path.join(control, 'stop.json'), {}) or {}
 
 
 def write_stop(control: str, stop: Dict[str, Any]) -> None:
-  layout.write_json_atomic(stop_path(control), stop)
+  layout.write_json_atomic(os.path.join(control, 'stop.json'), stop)
 
 
 def _child_preexec(cores: Tuple[int, ...]):
@@ -139,17 +135,20 @@ def _child_preexec(cores: Tuple[int, ...]):
   return setup
 
 
-def _take_slot(context: TrialContext) -> Tuple[Slot, int]:
-  """A free slot and the descriptor of its held lock."""
+def _take_slot(context: TrialContext, seconds: float = float('inf')
+               ) -> Optional[Tuple[Slot, int]]:
+  """A free slot and the descriptor of its held lock, waiting up to
+  `seconds` for one (the last holder's trial may still be ending); None if
+  none was free by then."""
+  deadline = time.time() + seconds
   while True:
     taken = _try_slot(context)
-    if taken is not None:
+    if taken is not None or time.time() >= deadline:
       return taken
-    time.sleep(0.2)  # The last holder's trial is still ending.
+    time.sleep(0.2)
 
 
 def _try_slot(context: TrialContext) -> Optional[Tuple[Slot, int]]:
-  """A free slot and the descriptor of its held lock, or None."""
   for slot in context.slots:
     fd = os.open(os.path.join(context.control, f'slot-{slot.index}.lock'),
                  os.O_RDWR | os.O_CREAT, 0o600)
@@ -353,18 +352,15 @@ def learner_checkpoints(run_dir: str) -> str:
   return os.path.join(run_dir, 'checkpoints', 'learner')
 
 
-def synced_path(control: str) -> str:
-  return os.path.join(control, 'pbt_synced.json')
-
-
 def write_synced(control: str, steps: int) -> None:
   """The boundary at which the population was last compared."""
-  layout.write_json_atomic(synced_path(control), {'actor_steps': steps})
+  layout.write_json_atomic(os.path.join(control, 'pbt_synced.json'),
+                           {'actor_steps': steps})
 
 
 def read_synced(control: str) -> int:
-  return int((layout.read_json(synced_path(control), {}) or {}).get(
-      'actor_steps', 0))
+  return int((layout.read_json(os.path.join(control, 'pbt_synced.json'),
+                               {}) or {}).get('actor_steps', 0))
 
 
 # An exploit, staged in the member's run directory when the population
@@ -418,7 +414,7 @@ def undo_exploits(sweep_dir: str, record: Dict[str, Any]) -> List[str]:
           'there again')
     else:
       kept.add((exploit['member'], exploit['copied'],
-                exploit['copied_steps']))
+                exploit.get('copied_steps')))
   undone = []
   for entry in record['points']:
     run_dir = os.path.join(sweep_dir, entry['name'])
@@ -496,8 +492,9 @@ class MemberTrial(PointTrial):
   def setup(self, config: Dict[str, Any], context: TrialContext) -> None:
     self._context = context
     self._name = _member_name(context.control, self.trial_id, config['point'])
-    self._values = dict(config['values'])
     self._run_dir = os.path.join(context.sweep_dir, self._name)
+    # An exploit decided before a --resume: its values.
+    self._values = first_values(self._run_dir, dict(config['values']))
     self._popen = None
     self._lock_fd = -1
     self._slot = None
@@ -507,9 +504,6 @@ class MemberTrial(PointTrial):
     self._frozen: Optional[List[int]] = None  # Its program's stopped pids.
     self._frozen_slot = None
     self._launch_slot = None  # The slot its program planned its nodes on.
-    staged = staged_exploit(self._run_dir)
-    if staged is not None:  # Decided before a --resume: its values.
-      self._values = dict(staged['values'])
 
   def step(self) -> Dict[str, Any]:
     if self._popen is None:
@@ -615,15 +609,11 @@ class MemberTrial(PointTrial):
 
   def _wait_for_slot(self) -> bool:
     """Whether it holds a slot, waiting a report's period for one."""
-    deadline = time.time() + self._context.report_seconds
-    while self._lock_fd < 0:
-      taken = _try_slot(self._context)
-      if taken is not None:
-        self._slot, self._lock_fd = taken
-        break
-      if time.time() >= deadline or read_stop(self._context.control):
+    if self._lock_fd < 0:
+      taken = _take_slot(self._context, self._context.report_seconds)
+      if taken is None:
         return False
-      time.sleep(0.2)
+      self._slot, self._lock_fd = taken
     return True
 
   def _waiting_result(self) -> Dict[str, Any]:
@@ -688,7 +678,8 @@ class MemberTrial(PointTrial):
     """A node its program restarts after a move pins itself to the cores
     planned for it, in the slot the program started on (another member's
     now): each report moves such threads to the slot it runs on."""
-    if self._launch_slot is not None and self._slot is not None:
+    if (self._launch_slot is not None and self._slot is not None and
+        self._launch_slot.cores != self._slot.cores):
       freeze_lib.move(freeze_lib.tree(self._popen.pid),
                       self._launch_slot.cores, self._slot.cores)
 
