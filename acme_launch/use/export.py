@@ -59,8 +59,10 @@ def _step(policy, params) -> Step:
     # One observation at a time, vmapped: the batch stays free (symbolic)
     # without TFP 0.15's JAX distributions seeing a symbolic dimension.
     one = lambda p, o: act(p, key, o[None])[0]
-    return Step(lambda p, o: jax.vmap(one, in_axes=(None, 0))(
-        treedef.unflatten(p), o), flat, [], spec)
+    fn = lambda p, o: jax.vmap(one, in_axes=(None, 0))(treedef.unflatten(p), o)
+    if _key_unused(lambda k, o: act(params, k, o[None])[0], spec):
+      fn = _without_random_bits(fn)
+    return Step(fn, flat, [], spec)
   core = policy.actor_core()
   if core is None:
     raise errors.LaunchError(
@@ -68,8 +70,10 @@ def _step(policy, params) -> Step:
         'no make_actor_core: its policy cannot be exported')
   state, state_def = jax.tree_util.tree_flatten(core.init(key))
   state = [np.asarray(leaf) for leaf in state]
-  carried = _carried(core, treedef.unflatten(flat), state_def, state,
-                     spec.generate_value())
+  params = treedef.unflatten(flat)
+  carried = _carried(core, params, state_def, state, spec.generate_value())
+  unused = _unused_keys(core, params, state_def, state, carried, spec)
+  carried = [i for i in carried if i not in unused]
 
   def one(p, observation, carry):
     leaves = list(state)
@@ -83,6 +87,8 @@ def _step(policy, params) -> Step:
   def fn(p, observations, carry):
     return jax.vmap(one, in_axes=(None, 0, 0))(treedef.unflatten(p),
                                                observations, carry)
+  if unused:
+    fn = _without_random_bits(fn)
   return Step(fn, flat, [state[i] for i in carried], spec)
 
 
@@ -99,6 +105,89 @@ def _carried(core, params, state_def, state, observation) -> List[int]:
   jaxpr = jax.make_jaxpr(one)(observation, *state).jaxpr
   return [i for i, out in enumerate(jaxpr.outvars)
           if out is not jaxpr.invars[1 + i]]
+
+
+def _unused_keys(core, params, state_def, state, carried, spec,
+                 trials: int = 8) -> List[int]:
+  """The carried PRNG keys (uint32[2] leaves) that the actions do not
+  depend on: the deterministic policy's (R2D2's greedy step, epsilon 0,
+  still draws from its key). They stay constants of the exported step, so
+  its state is what the policy remembers (R2D2: the LSTM's), with no key
+  for the user to carry. Tried on `trials` observations with other keys:
+  an agent whose evaluation samples (IMPALA) keeps its key in the state."""
+  import jax
+  keys = [i for i in carried
+          if state[i].dtype == np.uint32 and state[i].shape == (2,)]
+  if not keys:
+    return []
+  act = jax.jit(lambda observation, leaves: core.select_action(
+      params, observation, state_def.unflatten(leaves))[0])
+  rng = np.random.RandomState(0)
+  for trial in range(trials):
+    observation = _observation(spec, rng)
+    other = list(state)
+    for i in keys:
+      other[i] = np.asarray(jax.random.PRNGKey(1000 + trial), np.uint32)
+    if not np.array_equal(np.asarray(act(observation, state)),
+                          np.asarray(act(observation, other))):
+      return []
+  return keys
+
+
+def _observation(spec, rng):
+  if np.issubdtype(spec.dtype, np.floating):
+    return rng.randn(*spec.shape).astype(spec.dtype)
+  return rng.randint(0, 2, spec.shape).astype(spec.dtype)
+
+
+def _key_unused(act, spec, trials: int = 8) -> bool:
+  """Whether `act(key, observation)` gives the same action whatever the
+  key (a raw uint32[2]), on `trials` observations: the deterministic
+  policy's, which may still draw (with zero noise, epsilon 0)."""
+  import jax
+  act = jax.jit(act)
+  rng = np.random.RandomState(0)
+  for trial in range(trials):
+    observation = _observation(spec, rng)
+    if not np.array_equal(
+        np.asarray(act(jax.random.PRNGKey(0), observation)),
+        np.asarray(act(jax.random.PRNGKey(1000 + trial), observation))):
+      return False
+  return True
+
+
+def _without_random_bits(fn):
+  """`fn` traced with its raw keys read as a PRNG that draws constants:
+  for a step whose actions do not depend on its key (_key_unused), so
+  that no format carries JAX's threefry computation: converted by jax2tf
+  (no XLA) for TF 2.8, TD3's and D4PG's noise (a normal draw times 0)
+  came out NaN in their SavedModels, and ONNX opset 13 has no bitwise
+  operators. JAX reads a raw key
+  with `jax._src.random.default_prng_impl()`, whose named choices are
+  fixed (threefry2x32, rbg, unsafe_rbg): it is swapped while `fn` is
+  traced, and only then."""
+  import jax.numpy as jnp
+  from jax._src import prng
+  from jax._src import random as jax_random
+  zeros = prng.PRNGImpl(
+      key_shape=(2,),
+      seed=lambda seed: jnp.zeros((2,), jnp.uint32),
+      split=lambda key, shape: jnp.broadcast_to(key, (*shape, 2)),
+      # Half the range: uniform draws of 0.5, normal draws of 0 (not the
+      # ends of the range, whose inverse error function is infinite).
+      random_bits=lambda key, bit_width, shape: jnp.full(
+          shape, 1 << (bit_width - 1), jnp.dtype(f'uint{bit_width}')),
+      fold_in=lambda key, data: key,
+      name='acme_launch_zeros', tag='zeros')
+
+  def traced(*args):
+    default = jax_random.default_prng_impl
+    jax_random.default_prng_impl = lambda: zeros
+    try:
+      return fn(*args)
+    finally:
+      jax_random.default_prng_impl = default
+  return traced
 
 
 def _structs(step: Step, batch):
@@ -140,13 +229,16 @@ def saved_model(step: Step, path: str):
       return {'action': converted(module.params, observation)}
     action, state = converted(module.params, observation, list(state))
     return {'action': action,
-            **{f'state_{i}': x for i, x in enumerate(state)}}
+            **{f'next_state_{i}': x for i, x in enumerate(state)}}
   module.serve = serve
   tf.saved_model.save(module, path, signatures={'serving_default': serve})
   return serve
 
 
 def onnx_model(serve, path: str):
+  """The ONNX model of the SavedModel's function (checked by _formats as
+  onnxruntime runs it: tf2onnx can write a model whose operators its opset
+  lacks, or that computes otherwise)."""
   import tf2onnx
   tf2onnx.convert.from_function(
       serve, input_signature=serve.input_signature, opset=ONNX_OPSET,
@@ -159,19 +251,69 @@ def _formats(step: Step, tmp: str, echo) -> Dict[str, str]:
   formats = {'jax_export': 'ok'}
   try:
     serve = saved_model(step, os.path.join(tmp, SAVED_MODEL))
+    _check_actions(step, _saved_model_actions(os.path.join(tmp,
+                                                           SAVED_MODEL)))
     formats['saved_model'] = 'ok'
   except Exception as e:  # jax2tf raises many types for an unconvertible op.
     formats['saved_model'] = formats['onnx'] = _why(e)
+    shutil.rmtree(os.path.join(tmp, SAVED_MODEL), ignore_errors=True)
+    _say(formats, echo)
     return formats
   try:
     onnx_model(serve, os.path.join(tmp, ONNX))
+    _check_actions(step, _onnx_actions(os.path.join(tmp, ONNX)))
     formats['onnx'] = 'ok'
   except Exception as e:  # tf2onnx's converter raises many types.
     formats['onnx'] = _why(e)
+    if os.path.exists(os.path.join(tmp, ONNX)):  # Not a model that loads.
+      os.remove(os.path.join(tmp, ONNX))
+  _say(formats, echo)
+  return formats
+
+
+def _say(formats: Dict[str, str], echo) -> None:
   for name, value in formats.items():
     if value != 'ok':
       echo(f'export: no {name} for this policy: {value}')
-  return formats
+
+
+class ActionsDiffer(Exception):
+  """A converted format acts otherwise than the policy's own step."""
+
+
+def _check_actions(step: Step, act: Callable, batch: int = 3) -> None:
+  """A written format's actions, `act(inputs)` with the inputs by name
+  (observation, state_0, ...), against the JAX step's on a few
+  observations: a conversion that runs but computes otherwise (TD3's and
+  D4PG's ONNX models gave NaN) is reported and not kept."""
+  import jax
+  rng = np.random.RandomState(0)
+  observations = np.stack([_observation(step.observation, rng)
+                           for _ in range(batch)])
+  state = [np.repeat(x[None], batch, axis=0) for x in step.state]
+  want = jax.jit(step.fn)(step.params, observations, *(
+      [state] if step.state else []))
+  want = np.asarray(want[0] if step.state else want)
+  got = np.asarray(act({'observation': observations,
+                        **{f'state_{i}': x for i, x in enumerate(state)}}))
+  if got.shape != want.shape or not np.allclose(got, want, rtol=1e-4,
+                                                atol=1e-4):
+    raise ActionsDiffer(
+        'its actions differ from the policy\'s on the same observations '
+        f'(e.g. {got.ravel()[:3].tolist()} for {want.ravel()[:3].tolist()})')
+
+
+def _saved_model_actions(path: str) -> Callable:
+  import tensorflow as tf
+  serve = tf.saved_model.load(path).signatures['serving_default']
+  return lambda inputs: serve(**inputs)['action']
+
+
+def _onnx_actions(path: str) -> Callable:
+  import onnxruntime
+  session = onnxruntime.InferenceSession(path,
+                                         providers=['CPUExecutionProvider'])
+  return lambda inputs: session.run(['action'], inputs)[0]
 
 
 def _why(e: Exception) -> str:
@@ -268,6 +410,22 @@ def model_card(m: Dict[str, Any], evaluation) -> str:
   return '\n'.join(lines) + '\n'
 
 
+def check_one_observation(spec, env_name: str) -> None:
+  """LaunchError (one line) unless the observation is one array: every
+  format takes one `observation` input (a dict's arrays would each need
+  a named input, which no format here is given yet)."""
+  import tree
+  leaves = tree.flatten_with_path(spec.observations)
+  if len(leaves) == 1 and not leaves[0][0]:
+    return
+  names = ', '.join('.'.join(map(str, path)) for path, _ in leaves)
+  raise errors.LaunchError(
+      f'cannot export a policy of {env_name}: its observations are '
+      f'{len(leaves)} arrays ({names}) and the export takes one; concatenate '
+      'them in the environment (e.g. Acme\'s '
+      'wrappers.ConcatObservationWrapper) and train on that')
+
+
 def _check_out(out_dir: str):
   if os.path.exists(out_dir) and (not os.path.isdir(out_dir)
                                   or os.listdir(out_dir)):
@@ -292,8 +450,9 @@ def export(run_dir: str, out_dir: str, checkpoint: str = '',
     raise errors.LaunchError(f'{run_dir} is not a run directory (no such '
                              'folder)')
   run = restore.read_run(run_dir)
-  restored = restore.restore(run, checkpoint)
   spec = evaluate._spec(run.config)
+  check_one_observation(spec, run.config.env_name)
+  restored = restore.restore(run, checkpoint)
   policy = evaluation_policy.make(run.adapter, run.config, spec)
   builder = agents.call(
       run.adapter, 'make_builder', run.config,

@@ -7,33 +7,24 @@ evaluation (its final evaluation replayed, the command line, bad input):
 tests/e2e/test_evaluate.py.
 """
 
-import json
 import os
 
 import pytest
 
 from acme_launch import layout
-from acme_launch.program import checkpointing
+from acme_launch.testing import checkpointed
 from acme_launch.use import evaluate
-from tests.use.test_restore import CONFIGS, EXAMPLES, make_learner
+from tests.use.test_restore import CONFIGS, EXAMPLES
 
 EPISODE_STEPS = 20
 
 
-def _run_dir(tmp_path, config_name):
+def _run_dir(tmp_path, config_name, overrides=None):
   """A run directory holding the config's learner checkpoint, as a run's
-  learner saves it."""
-  config, _, _, learner = make_learner(config_name)
+  learner saves it (`overrides`: as make_learner's)."""
+  config = checkpointed.load_config(config_name, overrides)
   config.env_max_episode_steps = EPISODE_STEPS
-  run_dir = str(tmp_path / 'run')
-  os.makedirs(layout.component_dir(run_dir, 'learner'))
-  with open(layout.config_path(run_dir), 'w') as f:
-    json.dump({'config_name': 'test', 'config': config.to_dict(),
-               'python_path': [EXAMPLES],
-               'node_seeds': {'evaluator/0': 17}}, f)
-  checkpointing.Checkpointer(learner, layout.component_dir(run_dir, 'learner'),
-                             config.checkpoint).save(force=True)
-  return run_dir
+  return checkpointed.make_run_dir(str(tmp_path / 'run'), config, [EXAMPLES])
 
 
 # The sampling policy too where it is made differently: PPO's returns its

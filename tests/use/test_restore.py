@@ -16,13 +16,9 @@ import numpy as np
 import pytest
 
 from acme_launch import compat  # JAX aliases; before acme
-from acme import specs
-from acme.utils import counting
-from acme.utils import loggers
 
 from acme_launch import agents
-from acme_launch import envs as environments
-from acme_launch.config import registry
+from acme_launch.testing import checkpointed
 from tests.conftest import REPO_ROOT
 
 EXAMPLES = os.path.join(REPO_ROOT, 'examples')
@@ -41,20 +37,12 @@ def _distinct(state):
   return state._replace(**fields)
 
 
-def make_learner(config_name: str):
-  """(config, adapter, environment spec, learner) of a config: the agent's
-  real learner, made by its builder (no replay: it is never stepped)."""
-  config = registry.load(config_name)
-  adapter = agents.load(config.agent)
-  spec = specs.make_environment_spec(
-      environments.make_environment(config.env_name, 0))
-  builder = adapter.make_builder(
-      config, learner_logger_fn=lambda *a, **k: loggers.NoOpLogger(),
-      environment_spec=spec)
-  learner = builder.make_learner(
-      jax.random.PRNGKey(0), adapter.make_networks(config, spec), iter(()),
-      None, counting.Counter())
-  return config, adapter, spec, learner
+def make_learner(config_name: str, overrides=None):
+  """(config, adapter, environment spec, learner) of a config, with
+  `overrides` ({'network.lstm_size': 8}) applied: the agent's real
+  learner, made by its builder (acme_launch/testing/checkpointed.py)."""
+  config = checkpointed.load_config(config_name, overrides)
+  return (config, *checkpointed.make_learner(config))
 
 
 @pytest.mark.parametrize('config_name', CONFIGS,
