@@ -265,7 +265,8 @@ def make(settings_: Dict[str, Any], on_exploit: Callable[..., None],
   where Tune's synchronous mode would pause them. `compared`: the last
   boundary at which a resumed population was compared; the next
   comparison is at the one after it. `on_left_out(actor steps, trial ids)`
-  of the members compared there without, which ended before reaching it.
+  of the members compared there without, which ended before reaching it
+  (each at the first such boundary).
 
   Tune's synchronous PBT compares, when a result arrives, once every live
   trial has its score at the boundary; a member that ended short of it
@@ -277,6 +278,8 @@ def make(settings_: Dict[str, Any], on_exploit: Callable[..., None],
   from ray.tune.experiment import Trial
   from ray.tune.schedulers import PopulationBasedTraining
   from ray.tune.schedulers import TrialScheduler
+
+  told_left = set()
 
   class RecordingPBT(PopulationBasedTraining):
     """Tune's PBT, telling the sweep's record of each exploit."""
@@ -292,7 +295,9 @@ def make(settings_: Dict[str, Any], on_exploit: Callable[..., None],
                                        result)
       if self._next_perturbation_sync != boundary:
         left = [t.trial_id for t, state in self._trial_state.items()
-                if t.is_finished() and state.last_train_time < boundary]
+                if t.is_finished() and state.last_train_time < boundary and
+                t.trial_id not in told_left]
+        told_left.update(left)  # Named at the first boundary only.
         if left:
           on_left_out(int(boundary), left)
         on_compared(int(boundary))
