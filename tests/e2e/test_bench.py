@@ -402,3 +402,18 @@ def test_population_compares_pbt_and_asha_with_random_search(tmp_path):
       pbt['wall_seconds'] / random['wall_seconds'])
   assert results['comparison']['asha']['steps_of_full'] == pytest.approx(
       early['actor_steps'] / full['actor_steps'])
+
+
+def test_evaluate_measures_speed_render_memory_and_a_filmed_episode(tmp_path):
+  _bench('evaluate.py', f'--out={tmp_path}', '--episodes=2',
+         '--episode_steps=20', '--frames=3', '--atari_steps=30', timeout=600)
+  results = read_json(os.path.join(tmp_path, 'evaluate.json'))
+  evaluate, video = results['evaluate'], results['video']
+  assert evaluate['steps'] == 40 and evaluate['ratio_one_pool'] > 0
+  assert evaluate['pool_per_env_seconds'] > 0
+  assert 0 < evaluate['peak_rss_mib'] < 4096
+  assert 0 < results['export']['peak_rss_mib'] < 4096
+  assert results['render']['shape'] == [480, 480, 3]
+  assert results['render']['render_ms'] > 0
+  assert 0 < video['steps'] <= 30 and video['samples'] > 0
+  assert video['video_bytes'] > 0

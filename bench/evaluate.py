@@ -1,0 +1,255 @@
+"""Using a run, measured: evaluate's speed against EnvPool alone, the cost
+of a 480 x 480 frame, and the memory of evaluate, export and a long filmed
+Atari episode.
+
+    python bench/evaluate.py --out=/tmp/bench_evaluate
+
+prints, in one run, side by side:
+
+- evaluate: `python -m acme_launch.evaluate RUN_DIR --episodes=N` on a
+  `ppo_mujoco` run (HalfCheetah-v4 on EnvPool, 1,000-step episodes; a
+  learner checkpoint of its shipped networks, made here), the seconds it
+  played (its own figure) against EnvPool alone stepping the same N x 1,000
+  steps with zero actions, in the same process, two ways: one EnvPool of N
+  environments (its ceiling) and N EnvPools of one, stepped in turn (how
+  the evaluation holds them): the ratios (goal: evaluate at most 1.5x).
+- render: milliseconds a 480 x 480 HalfCheetah-v4 frame takes to render
+  off-screen (gym 0.25 + mujoco, EGL or OSMesa) and to encode (libx264,
+  imageio-ffmpeg), over --frames frames (goal: at most 10 ms).
+- memory: the peak resident memory (ru_maxrss from wait4) of an evaluate
+  process and of an export process (goal: under 2 GiB each).
+- video: `evaluate --video` of one Atari episode (--atari, cut at
+  --atari_steps agent steps) with the evaluate process's and its ffmpeg's
+  resident memory sampled every 0.2 s while the episode is filmed (its
+  mp4 exists): the first and last quarter's medians and the highest, so
+  growth over the episode shows (goal: flat, under 2 GiB).
+
+Each figure is written to OUT/evaluate.json as well.
+"""
+
+import argparse
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from acme_launch.envs import video
+
+video.choose_gl()  # Before MuJoCo is imported (the render cells).
+
+from acme_launch.testing import checkpointed  # noqa: E402
+
+GIB = 1 << 30
+
+
+def _env():
+  env = dict(os.environ)
+  env.setdefault('JAX_PLATFORMS', 'cpu')
+  env.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  return env
+
+
+def _resident_kib(pid: int) -> int:
+  """VmRSS of `pid` and of its children (ffmpeg), in KiB; 0 once gone."""
+  total = 0
+  pids = [pid]
+  try:
+    with open(f'/proc/{pid}/task/{pid}/children') as f:
+      pids += [int(p) for p in f.read().split()]
+  except OSError:
+    return 0
+  for one in pids:
+    try:
+      with open(f'/proc/{one}/status') as f:
+        for line in f:
+          if line.startswith('VmRSS:'):
+            total += int(line.split()[1])
+    except OSError:
+      continue
+  return total
+
+
+def run_measured(argv, sample_seconds: float = 0.0, sample_while=None):
+  """(wall seconds, peak RSS MiB of the process itself (wait4's
+  ru_maxrss), RSS samples in MiB of it and its children taken while
+  `sample_while()` holds, stdout) of `python argv`."""
+  with tempfile.TemporaryFile('w+') as out, tempfile.TemporaryFile('w+') as err:
+    started = time.perf_counter()
+    process = subprocess.Popen([sys.executable, *argv], stdout=out,
+                               stderr=err, text=True, env=_env())
+    samples = []
+    while True:  # wait4, not poll: its rusage is this child's alone.
+      pid, status, usage = os.wait4(process.pid,
+                                    os.WNOHANG if sample_seconds else 0)
+      if pid:
+        break
+      kib = _resident_kib(process.pid)
+      if kib and (sample_while is None or sample_while()):
+        samples.append(kib / 1024)
+      time.sleep(sample_seconds)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - started
+    out.seek(0)
+    err.seek(0)
+    if process.returncode != 0:
+      sys.exit(f'bench/evaluate.py: {" ".join(argv[:3])} failed '
+               f'({process.returncode}): {err.read()[-2000:]}')
+    return wall, usage.ru_maxrss / 1024, samples, out.read()
+
+
+def written(out: str) -> dict:
+  """The evaluation JSON whose path evaluate printed last."""
+  path = [l for l in out.splitlines() if l.startswith('written to ')][-1]
+  with open(path[len('written to '):]) as f:
+    return json.load(f)
+
+
+def envpool_alone(episodes: int, steps: int) -> dict:
+  """Seconds EnvPool steps `episodes` HalfCheetah-v4 environments for
+  `steps` steps each with zero actions: one pool of them all, and one
+  pool per environment stepped in turn."""
+  import envpool
+  pool = envpool.make_dm('HalfCheetah-v4', num_envs=episodes, seed=0)
+  zeros = np.zeros((episodes, 6), np.float32)
+  pool.reset()
+  started = time.perf_counter()
+  for _ in range(steps):
+    pool.step(zeros)
+  together = time.perf_counter() - started
+  pools = [envpool.make_dm('HalfCheetah-v4', num_envs=1, seed=i)
+           for i in range(episodes)]
+  one = np.zeros((1, 6), np.float32)
+  for p in pools:
+    p.reset()
+  started = time.perf_counter()
+  for _ in range(steps):
+    for p in pools:
+      p.step(one)
+  apart = time.perf_counter() - started
+  return {'one_pool_seconds': together, 'pool_per_env_seconds': apart}
+
+
+def render_cost(frames: int, folder: str) -> dict:
+  """Milliseconds a 480 x 480 HalfCheetah-v4 frame takes to render and to
+  encode."""
+  from acme_launch import envs as environments
+  environment = environments.make_environment('HalfCheetah-v4', 0,
+                                               evaluation=True)
+  environment.reset()
+  frame = video.frame_source(environment, 480)
+  first = frame()  # The GL context and renderer made.
+  zeros = np.zeros(environment.action_spec().shape, np.float32)
+  images, started = [], time.perf_counter()
+  for _ in range(frames):
+    environment.step(zeros)
+    images.append(frame())
+  render = (time.perf_counter() - started) / frames
+  clip = video.Mp4(os.path.join(folder, 'render.mp4'), 20)
+  clip.add(first)
+  started = time.perf_counter()
+  for image in images:
+    clip.add(image)
+  clip.close()
+  encode = (time.perf_counter() - started) / frames
+  environment.close()
+  return {'frames': frames, 'shape': list(first.shape),
+          'gl': os.environ.get('MUJOCO_GL'), 'render_ms': render * 1e3,
+          'encode_ms': encode * 1e3}
+
+
+def evaluate_and_export(args, work: str) -> dict:
+  ppo = checkpointed.load_config('ppo_mujoco')
+  ppo_run = checkpointed.make_run_dir(os.path.join(work, 'ppo'), ppo)
+  cut = f'--config.env_max_episode_steps={args.episode_steps}'
+  wall, peak, _, out = run_measured(
+      ['-m', 'acme_launch.evaluate', ppo_run, f'--episodes={args.episodes}',
+       cut])
+  evaluated = written(out)
+  alone = envpool_alone(args.episodes, args.episode_steps)
+  export_wall, export_peak, _, _ = run_measured(
+      ['-m', 'acme_launch.export', ppo_run, os.path.join(work, 'policy')])
+  return {'evaluate': {
+      'episodes': args.episodes, 'steps': int(sum(evaluated['lengths'])),
+      'played_seconds': evaluated['seconds'], 'process_seconds': wall,
+      **alone,
+      'ratio_one_pool': evaluated['seconds'] / alone['one_pool_seconds'],
+      'ratio_pool_per_env': (evaluated['seconds'] /
+                             alone['pool_per_env_seconds']),
+      'peak_rss_mib': peak},
+          'export': {'seconds': export_wall, 'peak_rss_mib': export_peak}}
+
+
+def filmed_memory(args, work: str) -> dict:
+  atari = checkpointed.load_config('dqn_atari', {'env_name': args.atari})
+  atari_run = checkpointed.make_run_dir(os.path.join(work, 'atari'), atari)
+  wall, _, samples, out = run_measured(
+      ['-m', 'acme_launch.evaluate', atari_run, '--episodes=1', '--video',
+       f'--config.env_max_episode_steps={args.atari_steps}'],
+      sample_seconds=0.2, sample_while=lambda: glob.glob(os.path.join(
+          atari_run, 'evaluations', '*', 'episode_0.mp4')))
+  filmed = written(out)
+  quarter = max(1, len(samples) // 4)
+  return {
+      'task': args.atari, 'steps': int(filmed['lengths'][0]),
+      'seconds': wall, 'samples': len(samples),
+      'first_quarter_rss_mib': statistics.median(samples[:quarter]),
+      'last_quarter_rss_mib': statistics.median(samples[-quarter:]),
+      'peak_rss_mib': max(samples),
+      'video_bytes': sum(os.path.getsize(p) for p in filmed['videos'])}
+
+
+def main(argv) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--out', required=True)
+  parser.add_argument('--episodes', type=int, default=100)
+  parser.add_argument('--episode_steps', type=int, default=1000,
+                      help='HalfCheetah-v4 episodes cut here (its own: 1,000)')
+  parser.add_argument('--frames', type=int, default=100)
+  parser.add_argument('--atari', default='atari:Breakout')
+  parser.add_argument('--atari_steps', type=int, default=6000)
+  parser.add_argument('--parts', default='evaluate,render,video',
+                      help='evaluate (with export), render, video')
+  args = parser.parse_args(argv)
+  os.makedirs(args.out, exist_ok=True)
+  work = tempfile.mkdtemp(prefix='bench-evaluate-', dir=args.out)
+  results = {'argv': argv}
+
+  parts = args.parts.split(',')
+  if 'evaluate' in parts:
+    results.update(evaluate_and_export(args, work))
+    e, x = results['evaluate'], results['export']
+    print(f'evaluate  {e["episodes"]} episodes, {e["steps"]} steps: played '
+          f'in {e["played_seconds"]:.1f} s ({e["process_seconds"]:.1f} s '
+          f'with its start); EnvPool alone {e["one_pool_seconds"]:.1f} s in '
+          f'one pool, {e["pool_per_env_seconds"]:.1f} s in a pool each: '
+          f'{e["ratio_one_pool"]:.2f}x and {e["ratio_pool_per_env"]:.2f}x '
+          '(goal: at most 1.5x)')
+    print(f'memory    evaluate peak {e["peak_rss_mib"]:.0f} MiB, export peak '
+          f'{x["peak_rss_mib"]:.0f} MiB (goal: under {2 * GIB >> 20} MiB)')
+  if 'render' in parts:
+    results['render'] = r = render_cost(args.frames, work)
+    print(f'render    {r["shape"][1]} x {r["shape"][0]} HalfCheetah-v4 frame '
+          f'({r["gl"]}): {r["render_ms"]:.1f} ms to render, '
+          f'{r["encode_ms"]:.1f} ms to encode, over {r["frames"]} frames '
+          '(goal: at most 10 ms)')
+  if 'video' in parts:
+    results['video'] = v = filmed_memory(args, work)
+    print(f'video     {v["task"]}, one episode of {v["steps"]} steps filmed '
+          f'in {v["seconds"]:.1f} s: evaluate + ffmpeg resident '
+          f'{v["first_quarter_rss_mib"]:.0f} MiB in its first quarter, '
+          f'{v["last_quarter_rss_mib"]:.0f} MiB in its last, highest '
+          f'{v["peak_rss_mib"]:.0f} MiB ({v["samples"]} samples while it '
+          f'filmed; goal: flat, under {2 * GIB >> 20} MiB)')
+  with open(os.path.join(args.out, 'evaluate.json'), 'w') as f:
+    json.dump(results, f, indent=1)
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main(sys.argv[1:]))
