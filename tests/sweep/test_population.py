@@ -223,25 +223,29 @@ def test_a_copy_from_a_member_on_a_ray_cluster_does_not_wait_for_a_save(
       'periodic')
 
 
-def test_members_waiting_at_a_boundary_go_on_when_the_last_ones_end_first():
+def test_members_waiting_at_a_boundary_go_on_when_others_end_short_of_it():
   # Taking turns on one slot: a and b reach the boundary and wait there
   # paused; c fails past its retries (its trial errors: Tune keeps it
   # among its live trials), then d, the last to run before the boundary,
-  # ends as a restart that exits 2 does (its trial ends). Tune's own PBT
-  # would wait for them for ever; the population is compared without
-  # them, naming them, and goes on to the budget. Real Tune on the
-  # sweep's own Ray (tests/sweep/tune_members.py).
+  # ends as a restart that exits 2 does (its trial ends). Running through,
+  # frozen at the boundary: a and b wait there while c fails. Tune's own
+  # PBT would wait for them for ever; the population is compared without
+  # them, naming them, and goes on to the budget. Real Tune on the sweep's
+  # own Ray (tests/sweep/tune_members.py).
   import json
   import subprocess
   import sys
   from tests.conftest import REPO_ROOT, user_env
-  spec = {'scores': {'a': 1.0, 'b': 2.0, 'c': 3.0, 'd': 4.0},
-          'fails': {'c': 'raises', 'd': 'ends'}, 'interval': 1000,
-          'budget': 2000}
+  specs = [{'scores': {'a': 1.0, 'b': 2.0, 'c': 3.0, 'd': 4.0},
+            'fails': {'c': 'raises', 'd': 'ends'}, 'interval': 1000,
+            'budget': 2000},
+           {'scores': {'a': 1.0, 'b': 2.0, 'c': 3.0},
+            'fails': {'c': 'raises'}, 'interval': 1000, 'budget': 2000,
+            'through': True}]
   try:
     result = subprocess.run(
         [sys.executable, '-m', 'tests.sweep.tune_members',
-         json.dumps([spec])], cwd=REPO_ROOT, env=user_env(),
+         json.dumps(specs)], cwd=REPO_ROOT, env=user_env(),
         capture_output=True, text=True, timeout=600, check=False)
   except subprocess.TimeoutExpired as e:
     raise AssertionError('Tune waited for ever for members that ended:\n' +
@@ -249,23 +253,28 @@ def test_members_waiting_at_a_boundary_go_on_when_the_last_ones_end_first():
   assert result.returncode == 0, result.stderr[-3000:]
   told = [json.loads(l) for l in result.stdout.splitlines()
           if l.startswith('{')]
-  events = [(t.get('event'), t.get('point')) for t in told]
-  # c, then d, ended after a and b reached the boundary: they waited.
-  failed, ended = events.index(('error', 'c')), events.index(('ended', 'd'))
-  assert {p for e, p in events[:failed] if e == 'segment'} == {'a', 'b'}
-  assert failed < ended
-  [left] = [t for t in told if t.get('event') == 'left_out']
-  assert (left['steps'], left['members']) == (1000, ['c', 'd'])
-  assert [t['steps'] for t in told if t.get('event') == 'compared'] == [1000]
-  exploits = [t for t in told if t.get('event') == 'exploit']
-  assert [(e['member'], e['copied']) for e in exploits] == [('a', 'b')]
-  # The comparison is recorded once each of its exploits is (a --resume
-  # after a stop in between compares there again: trials.undo_exploits).
-  assert events.index(('compared', None)) > events.index(('exploit', None))
-  # Then each of the others ran its last segment to the budget.
-  assert sorted(p for e, p in events[ended + 1:] if e == 'ended') == ['a',
-                                                                       'b']
-  assert told[-1]['ended']
+  for index, spec in enumerate(specs):
+    said = [t for t in told if t['population'] == index]
+    events = [(t.get('event'), t.get('point')) for t in said]
+    short = sorted(spec['fails'])
+    gone = [events.index(('error' if how == 'raises' else 'ended', name))
+            for name, how in sorted(spec['fails'].items())]
+    # They ended after a and b reached the boundary: a and b waited.
+    assert {p for e, p in events[:min(gone)] if e == 'segment'} == {'a', 'b'}
+    [left] = [t for t in said if t.get('event') == 'left_out']
+    assert (left['steps'], left['members']) == (1000, short)
+    assert [t['steps'] for t in said if t.get('event') == 'compared'] == [
+        0, 1000]
+    exploits = [t for t in said if t.get('event') == 'exploit']
+    assert [(e['member'], e['copied']) for e in exploits] == [('a', 'b')]
+    # The comparison is recorded once each of its exploits is (a --resume
+    # after a stop in between compares there again: trials.undo_exploits).
+    assert events.index(('exploit', None)) < len(events) - 1 - events[
+        ::-1].index(('compared', None))
+    # Then a and b went on to the budget.
+    assert sorted(p for e, p in events[max(gone) + 1:] if e == 'ended') == [
+        'a', 'b']
+    assert said[-1]['ended']
 
 
 def _stopped_population(tmp_path, compared, exploits, staged=(), part=()):

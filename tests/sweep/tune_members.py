@@ -13,7 +13,8 @@ population's index, and {'ended': ...} when its fit returned. A SPEC:
 {'scores': {member: return per 1,000 actor steps}, 'fails': {member: how
 it ends at its first segment, before the first boundary: 'raises' (fails
 past its retries) or 'ends' (its restart exits 2)}, 'interval' and
-'budget' in actor steps}.
+'budget' in actor steps, 'through': whether the members run at once, each
+frozen at a boundary until the comparison (else they take turns)}.
 """
 
 import json
@@ -44,6 +45,8 @@ class Member(tune.Trainable):
         raise RuntimeError(f'{self._name}: its program failed')
       return {'event': 'ended', 'point': self._name, 'exit_code': 2,
               'done': True}
+    if spec.get('through'):
+      return self._through()
     self._steps = min(spec['budget'], self._steps + spec['interval'])
     if self._steps >= spec['budget']:
       return {'event': 'ended', 'point': self._name, 'exit_code': 0,
@@ -51,6 +54,25 @@ class Member(tune.Trainable):
     return {'event': 'segment', 'point': self._name,
             'segment_steps': self._steps,
             'segment_return': self._skill * self._steps / 1000}
+
+  def _through(self):
+    """Running through, frozen at the next boundary (its score there)
+    until the population is compared there (the driver's `compared`)."""
+    time.sleep(0.5)  # A report's period, shortened.
+    spec = self._spec
+    with open(spec['compared']) as f:
+      boundary = int(f.read()) + spec['interval']
+    self._steps = min(spec['budget'], boundary, self._steps + 500)
+    if self._steps >= spec['budget']:
+      return {'event': 'ended', 'point': self._name, 'exit_code': 0,
+              'done': True}
+    reached = self._steps >= boundary
+    return {'event': 'segment' if reached else 'progress',
+            'point': self._name,
+            'segment_steps': boundary if reached else boundary - spec[
+                'interval'], 'segment_return': (
+                    self._skill * self._steps / 1000 if reached
+                    else float('nan'))}
 
   def save_checkpoint(self, checkpoint_dir):
     with open(os.path.join(checkpoint_dir, 'member.json'), 'w') as f:
@@ -65,9 +87,18 @@ class Member(tune.Trainable):
     self._skill = saved['skill']  # Its own, or the one it copies.
 
 
-def _run(index, spec, folder) -> None:
+def _run(index, spec, folder, slots) -> None:
   def say(**line):
     print(json.dumps({'population': index, **line}), flush=True)
+
+  spec = {**spec, 'compared': os.path.join(folder, f'compared-{index}')}
+
+  def compared(steps):
+    with open(spec['compared'], 'w') as f:
+      f.write(str(steps))
+    say(event='compared', steps=steps)
+
+  compared(0)
 
   names = {}
 
@@ -89,12 +120,14 @@ def _run(index, spec, folder) -> None:
       lambda member, donor, steps, *_: say(
           event='exploit', member=names[member], copied=names[donor],
           steps=steps),
-      on_compared=lambda steps: say(event='compared', steps=steps),
+      through=bool(spec.get('through')), on_compared=compared,
       on_left_out=lambda steps, members: say(
           event='left_out', steps=steps,
           members=sorted(names[m] for m in members)))
   tuner = tune.Tuner(
-      tune.with_parameters(Member, spec=spec),
+      # Taking turns: one at a time. Through: all at once.
+      tune.with_resources(tune.with_parameters(Member, spec=spec), {
+          'cpu': 1 if spec.get('through') else slots}),
       param_space={'point': tune.grid_search(sorted(spec['scores'])),
                    'values': {'lr': 0.5}},
       tune_config=tune.TuneConfig(scheduler=scheduler, reuse_actors=False),
@@ -108,9 +141,10 @@ def _run(index, spec, folder) -> None:
 
 
 def main(specs) -> None:
-  with local_ray.started(1) as instance:
+  slots = max(len(spec['scores']) for spec in specs)
+  with local_ray.started(slots) as instance:
     for index, spec in enumerate(specs):
-      _run(index, spec, instance.folder)
+      _run(index, spec, instance.folder, slots)
 
 
 if __name__ == '__main__':
