@@ -6,7 +6,7 @@ by side.
         [--rounds=3] [--seconds=40] [--out=bench/out]
 
 (tests/e2e/test_bench_cluster.py runs it tiny: --configs=ppo_mujoco
---rounds=1 --seconds=5 --steps=8000 ...)
+--rounds=1 --seconds=5 --steps=30000 ...)
 
 The cluster is bench/cluster.py's (tests/netns_cluster.py's network
 namespaces, Ray's own CLI, token authentication): learner, replay and
@@ -16,8 +16,10 @@ proving the key (the shim's handshake, acme_launch/run/native/) or not.
 For each config, --rounds rounds, each one run with the key and one with
 --run_key=off, in alternating order (key first in odd rounds), so that
 neither always goes second. Env steps/s come from the counter's totals
-after the first actor steps plus --warmup (throughput.steady_rate). Per
-config it prints each round's pair, the median of each arm, and the median
+from the learner's first step plus --warmup to the program's end
+(`rate_while_learning`): start-up, and the wait for the learner's first
+step (its compilation, which moves by seconds with the machine's load),
+are left out of both arms. Per config it prints each round's pair, the median of each arm, and the median
 over rounds of key/off - 1 (a round's pair ran back to back, so load that
 comes and goes touches both): the proof's cost to the run, which should be
 within the noise (it is paid once per connection, and a run's connections
@@ -26,14 +28,16 @@ line, exit 2. The figures are also written to OUT/run_key.json.
 
 The programs: ppo_mujoco with bench/throughput.py's light PPO settings;
 dqn_atari with its shipped network, envs and epsilons, a replay of 10,000
-transitions filled from 2,000 and 0.5 samples per insert, so that the
+transitions filled from 2,000 and 0.1 samples per insert, so that the
 actors (not the CPU-bound learner) set the pace. No evaluator in either.
 """
 
 import argparse
+import csv
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -51,13 +55,31 @@ ARMS = ('key', 'off')
 ARM_FLAGS = {'key': (), 'off': ('--run_key=off',)}
 DQN_FLAGS = ('--config.dqn.min_replay_size=2000',
              '--config.dqn.max_replay_size=10000',
-             '--config.dqn.samples_per_insert=0.5')
+             '--config.dqn.samples_per_insert=0.1')
+
+
+def rate_while_learning(progress_csv: str, warmup: float) -> Optional[float]:
+  """Actor env steps/s from the counter's totals, from the first row with
+  a learner step plus `warmup` seconds to the last row; None without two
+  such rows a second apart."""
+  if not os.path.isfile(progress_csv):
+    return None
+  with open(progress_csv, newline='') as f:
+    rows = [(float(r['wall_time']), float(r['actor_steps']),
+             float(r['learner_steps'])) for r in csv.DictReader(f)]
+  learning = [t for t, _, learner in rows if learner > 0]
+  if not learning:
+    return None
+  window = [(t, a) for t, a, _ in rows if t >= learning[0] + warmup]
+  if len(window) < 2 or window[-1][0] - window[0][0] < 1:
+    return None
+  return (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
 
 
 def _run_dqn(workdir: str, actors: int, args: argparse.Namespace,
              flags: Sequence[str], run_name: str, prefix: Sequence[str],
-             env: Dict[str, str]) -> Optional[float]:
-  """dqn_atari's steady env steps/s (see the module docstring)."""
+             env: Dict[str, str]) -> None:
+  """Runs dqn_atari (see the module docstring)."""
   command = [*prefix, *launch_command('--config=dqn_atari'),
              f'--workdir={workdir}', f'--run_name={run_name}',
              f'--config.num_actors={actors}', '--config.num_evaluators=0',
@@ -66,13 +88,9 @@ def _run_dqn(workdir: str, actors: int, args: argparse.Namespace,
              *DQN_FLAGS, *flags]
   result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True,
                           text=True, check=False, env=env)
-  rate = throughput.steady_rate(
-      os.path.join(workdir, run_name, 'metrics', 'progress.csv'), args.warmup)
-  if rate is None:
-    print(f'{run_name}: no steady rate (launch exit {result.returncode}); '
-          f'its output ends:\n{result.stdout[-1500:]}{result.stderr[-1500:]}',
-          file=sys.stderr)
-  return rate
+  if result.returncode != 0:
+    print(f'{run_name}: launch exit {result.returncode}; its output ends:\n'
+          f'{result.stdout[-1500:]}{result.stderr[-1500:]}', file=sys.stderr)
 
 
 def measure(cluster: netns_cluster.NetnsCluster, config: str, arm: str,
@@ -84,11 +102,18 @@ def measure(cluster: netns_cluster.NetnsCluster, config: str, arm: str,
   run_name = f'{config}_{arm}_{round_index}'
   prefix = tuple(cluster.in_host('a', []))
   if config == 'ppo_mujoco':
-    return throughput.run_acme_launch(
+    throughput.run_acme_launch(
         workdir, args.actors, args.envs_per_actor, args.backend, args, flags,
         run_name=run_name, prefix=prefix, env=cluster.env)
-  return _run_dqn(workdir, args.actors, args, flags, run_name, prefix,
-                  cluster.env)
+  else:
+    _run_dqn(workdir, args.actors, args, flags, run_name, prefix, cluster.env)
+  rate = rate_while_learning(
+      os.path.join(workdir, run_name, 'metrics', 'progress.csv'), args.warmup)
+  if rate is None:
+    print(f'{run_name}: no rate while learning (no two counter rows a second '
+          'apart after its first learner step and the warm-up)',
+          file=sys.stderr)
+  return rate
 
 
 def cost(key: Sequence[Optional[float]],
@@ -149,6 +174,8 @@ def main(argv: List[str]) -> int:
         flush=True)
   cluster = netns_cluster.NetnsCluster(['a', 'b', 'c'],
                                        {'a': 4, 'b': 4, 'c': 4})
+  # A SIGTERM ends the bench through `finally`: the cluster taken down.
+  signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
   rates = {c: {arm: [] for arm in ARMS} for c in configs}
   try:
     cluster.up()
