@@ -342,10 +342,16 @@ import socket, sys
 with socket.create_connection(('10.9.1.1', int(sys.argv[1])), 5) as s:
   s.settimeout(5)
   s.sendall(bytes.fromhex(sys.argv[2]))
-  try:
-    print(s.recv(64).hex())
+  got = b''
+  try:  # Until the server closes: its reply and answer may come apart.
+    while len(got) < 64:
+      chunk = s.recv(64 - len(got))
+      if not chunk:
+        break
+      got += chunk
   except OSError:
-    print('')
+    pass
+  print(got.hex())
 '''
 
 
