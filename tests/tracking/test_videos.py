@@ -50,12 +50,7 @@ def _wandb_videos(run_dir):
 
 
 def test_each_complete_video_goes_to_mlflow_and_wandb_once(tmp_path,
-                                                          monkeypatch):
-  for name, value in {'WANDB_MODE': 'offline', 'WANDB_SILENT': 'true',
-                      'WANDB_ERROR_REPORTING': 'false'}.items():
-    monkeypatch.setenv(name, value)
-  for name in ('WANDB_CONFIG_DIR', 'WANDB_CACHE_DIR', 'WANDB_DATA_DIR'):
-    monkeypatch.setenv(name, str(tmp_path / 'home'))
+                                                          wandb_offline):
   run_dir = str(tmp_path / 'run')
   videos = layout.videos_dir(run_dir)
   os.makedirs(videos)

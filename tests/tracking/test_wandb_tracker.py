@@ -25,12 +25,7 @@ def _records(run_dir):
 
 
 def test_a_sweep_point_is_an_offline_run_in_the_sweeps_group(tmp_path,
-                                                             monkeypatch):
-  for name, value in {'WANDB_MODE': 'offline', 'WANDB_SILENT': 'true',
-                      'WANDB_ERROR_REPORTING': 'false'}.items():
-    monkeypatch.setenv(name, value)
-  for name in ('WANDB_CONFIG_DIR', 'WANDB_CACHE_DIR', 'WANDB_DATA_DIR'):
-    monkeypatch.setenv(name, str(tmp_path / 'home'))
+                                                             wandb_offline):
   run_dir = str(tmp_path / 'grid' / 'seed=1')
   os.makedirs(os.path.join(run_dir, 'metrics'))
   with open(os.path.join(run_dir, 'metrics', 'evaluator_0.csv'), 'w') as f:
