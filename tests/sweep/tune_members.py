@@ -41,6 +41,8 @@ class Member(tune.Trainable):
   def step(self):
     spec = self._spec
     if self._name in spec['fails']:
+      if spec.get('through'):
+        self._after_the_others_reached_the_boundary()
       if spec['fails'][self._name] == 'raises':
         raise RuntimeError(f'{self._name}: its program failed')
       return {'event': 'ended', 'point': self._name, 'exit_code': 2,
@@ -67,12 +69,27 @@ class Member(tune.Trainable):
       return {'event': 'ended', 'point': self._name, 'exit_code': 0,
               'done': True}
     reached = self._steps >= boundary
+    if reached:
+      open(os.path.join(spec['reached'], self._name), 'w').close()
     return {'event': 'segment' if reached else 'progress',
             'point': self._name,
             'segment_steps': boundary if reached else boundary - spec[
                 'interval'], 'segment_return': (
                     self._skill * self._steps / 1000 if reached
                     else float('nan'))}
+
+  def _after_the_others_reached_the_boundary(self):
+    """Running through, the members start at once: a failing one waits
+    until each of the others has reported the first boundary, so that it
+    ends while they wait there (else it may end before they get there)."""
+    spec = self._spec
+    others = set(spec['scores']) - set(spec['fails'])
+    deadline = time.monotonic() + 120
+    while not others <= set(os.listdir(spec['reached'])):
+      if time.monotonic() > deadline:
+        raise TimeoutError(f'{self._name}: the others never reached it')
+      time.sleep(0.1)
+    time.sleep(1.0)  # Their reports reach the scheduler first.
 
   def save_checkpoint(self, checkpoint_dir):
     with open(os.path.join(checkpoint_dir, 'member.json'), 'w') as f:
@@ -91,7 +108,9 @@ def _run(index, spec, folder, slots) -> None:
   def say(**line):
     print(json.dumps({'population': index, **line}), flush=True)
 
-  spec = {**spec, 'compared': os.path.join(folder, f'compared-{index}')}
+  spec = {**spec, 'compared': os.path.join(folder, f'compared-{index}'),
+          'reached': os.path.join(folder, f'reached-{index}')}
+  os.makedirs(spec['reached'])
 
   def compared(steps):
     with open(spec['compared'], 'w') as f:
