@@ -100,10 +100,6 @@ def _report_run(taken: Taken, fork_server: list,
     print(f'acme-launch: warning: {launch.exposed_reason}; '
           '--allow_exposed_listeners: Reverb and Courier servers listen on '
           'every network interface', file=sys.stderr)
-  if launch_type == 'ray' and supervision.run_key == 'off':
-    print('acme-launch: warning: --run_key=off: connections between the '
-          'run\'s hosts prove nothing; any user of those hosts reaches its '
-          'nodes', file=sys.stderr)
   for warning in resume.warnings:
     print(f'acme-launch: warning: {warning}', file=sys.stderr)
   restored_steps = int(resume.counts.get('actor_steps', 0))

@@ -356,11 +356,24 @@ def decide_early(options: options_lib.Options,
       python_path=python_path, host=host,
       tracking=tracking_choice, preload=preload, exposed_reason=exposed_reason,
       inventory=inventory, plan=plan,
-      # A dry run's note only where the plan uses the GPUs.
-      notes=(gpu_note,) if gpu_note and (plan.gpu_usage or not dry_run) else (),
+      notes=_notes(options, gpu_note, plan, dry_run),
       supervision=_supervision(options), debug_node=options.debug_node,
       pdb=options.pdb, compilation_cache=options.compilation_cache,
       argv=tuple(options.argv), connected_cluster=connected_cluster)
+
+
+def _notes(options: options_lib.Options, gpu_note: str, plan, dry_run: bool
+           ) -> Tuple[str, ...]:
+  """The lines a run (or its dry run) shows before it starts."""
+  notes = []
+  # A dry run's GPU note only where the plan uses the GPUs.
+  if gpu_note and (plan.gpu_usage or not dry_run):
+    notes.append(gpu_note)
+  if options.launch_type == 'ray' and options.run_key == 'off':
+    notes.append('warning: --run_key=off: connections between the run\'s '
+                 'hosts prove nothing; any user of those hosts reaches its '
+                 'nodes')
+  return tuple(notes)
 
 
 def decide(early: Early) -> Launch:

@@ -81,12 +81,16 @@ def launch(cluster, *args, run_dir='', budget=None, config='smoke'):
                           stderr=subprocess.PIPE, text=True)
 
 
-def test_ray_dry_run_prints_a_host_for_each_node_and_starts_nothing(
+def test_ray_dry_run_prints_a_host_for_each_node_warns_of_run_key_off_and_starts_nothing(
     cluster, tmp_path):
-  launcher = launch(cluster, *PLACEMENT, '--dry_run',
+  # With --run_key=off, which it warns of (the same line a run gives).
+  launcher = launch(cluster, *PLACEMENT, '--dry_run', '--run_key=off',
                     run_dir=str(tmp_path / 'never'))
   stdout, stderr = launcher.communicate(timeout=120)
   assert launcher.returncode == 0, stderr[-2000:]
+  assert re.search(r'^warning: --run_key=off: connections between the run\'s '
+                   r'hosts prove nothing; any user of those hosts reaches its '
+                   r'nodes$', stdout, re.M), stdout[-3000:]
   for node, host in HOST_OF.items():
     assert re.search(rf'^  {re.escape(node)} +-> {re.escape(cluster.ips[host])} ',
                      stdout, re.M), (node, stdout[-3000:])
