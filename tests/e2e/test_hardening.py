@@ -158,7 +158,7 @@ _ARGUMENTS = st.tuples(
                      'd4pg_mujoco', 'dqn_cartpole']))
 
 
-@settings(max_examples=600, deadline=None, database=None,
+@settings(max_examples=300, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(arguments=_ARGUMENTS)
 def test_any_overrides_and_resource_specs_give_exit_0_or_one_line_exit_2(
