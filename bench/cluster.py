@@ -31,6 +31,7 @@ import copy
 import json
 import os
 import shutil
+import signal
 import statistics
 import sys
 from typing import List
@@ -91,6 +92,8 @@ def main(argv: List[str]) -> int:
   ray_args = copy.copy(args)
   ray_args.startup_allowance = args.startup_allowance + RAY_STARTUP_EXTRA
   rates = {'local_mp': [], 'ray': []}
+  # A SIGTERM ends the bench through `finally`: the cluster taken down.
+  signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
   try:
     cluster.up()
     for round_index in range(args.rounds):
