@@ -7,9 +7,12 @@ come from the learner checkpoint (restore.py), the policy from where the
 evaluator node makes it (agents/evaluation_policy.py), and the episodes
 from the evaluator's own loops (program/evaluation.py): a feed-forward
 agent's all at once, one batched policy call a step; a recurrent one's one
-after another with its builder's actor. With the final evaluation's seeds
-and key (the default) and the checkpoint its parameters were saved in,
-the episodes are the final evaluation's, return for return.
+after another with its builder's actor. A feed-forward agent on EnvPool
+plays the same steps in as few pools as its seeds allow, all stepped at
+once (use/episodes.py): the final evaluation's unrelated seeds a pool
+each, --seed's consecutive ones one pool. With the final evaluation's
+seeds and key (the default) and the checkpoint its parameters were saved
+in, the episodes are the final evaluation's, return for return.
 
 The figures are a run's summary's (stats/spread.py's median, lowest,
 highest and split; with 10 episodes or more the IQM and its 95% bootstrap
@@ -90,7 +93,8 @@ def _spec(config):
 
 def seeds_and_key(run: restore.Run, request: Request, episodes: int):
   """The episodes' environment seeds and the policy's key: the final
-  evaluation's (program/build.py), or drawn from `request.seed`."""
+  evaluation's (program/build.py), or drawn from `request.seed` (then
+  consecutive seeds)."""
   import jax
   from acme_launch import envs as environments
   if request.seed is None:
@@ -101,8 +105,11 @@ def seeds_and_key(run: restore.Run, request: Request, episodes: int):
              for j in range(episodes)],
             jax.random.PRNGKey(environments.node_seed(seed, 'final_eval_key',
                                                       0)))
-  return ([environments.node_seed(request.seed, 'evaluate', j)
-           for j in range(episodes)],
+  # Consecutive, as EnvPool seeds a pool's environments: one pool plays
+  # them all (use/episodes.py). Below 2**31 (EnvPool's int) to the last.
+  first = environments.node_seed(request.seed, 'evaluate', 0) % (
+      2**31 - episodes)
+  return ([first + j for j in range(episodes)],
           jax.random.PRNGKey(environments.node_seed(request.seed,
                                                     'evaluate_key', 0)))
 
@@ -160,10 +167,25 @@ def prepare(request: Request) -> Prepared:
   return Prepared(run, restored, policy, builder, seeds, key)
 
 
-def play(prepared: Prepared, make_environment=None) -> Dict[str, List[float]]:
+def play(prepared: Prepared, make_environment=None,
+         filmed: int = 0) -> Dict[str, List[float]]:
   """The episodes, as the evaluator plays them (program/evaluation.py).
-  `make_environment(seed, index)`: the episode's environment (filmed ones
-  for --video); by default the task's evaluation environment."""
+  `make_environment(seed, index)`: the environment of each of the first
+  `filmed` episodes (all of them when `filmed` is 0: --video); the others'
+  the task's evaluation environments. A feed-forward agent on EnvPool
+  plays in as few pools as its seeds allow (use/episodes.py)."""
+  config = prepared.run.config
+  if config.get('env_backend', 'gym') == 'envpool' and (
+      not prepared.policy.recurrent):
+    return _play_pooled(prepared, make_environment,
+                        filmed if make_environment else 0)
+  return play_as_evaluator(prepared, make_environment)
+
+
+def play_as_evaluator(prepared: Prepared, make_environment=None
+                      ) -> Dict[str, List[float]]:
+  """The episodes as the evaluator node plays them, with its own loops
+  (program/evaluation.py), an environment each."""
   from acme_launch import agents
   from acme_launch.program import evaluation
   policy, params = prepared.policy, prepared.restored.params
@@ -182,6 +204,38 @@ def play(prepared: Prepared, make_environment=None) -> Dict[str, List[float]]:
       agents.make_variable_client(policy.adapter, policy.config, source),
       prepared.key, policy.adapter.policy_returns_extras,
       make_actor=make_actor).run()
+
+
+def _play_pooled(prepared: Prepared, make_environment, filmed: int
+                 ) -> Dict[str, List[float]]:
+  """As play_as_evaluator's Evaluation.run, the environments in EnvPool
+  pools of consecutive seeds (the first `filmed` from make_environment)."""
+  import jax
+  from acme_launch import agents
+  from acme_launch import envs as environments
+  from acme_launch.use import episodes
+  config, policy = prepared.run.config, prepared.policy
+  client = agents.make_variable_client(
+      policy.adapter, policy.config,
+      restore.ParamsSource(prepared.restored.params))
+  client.update_and_wait()
+  _, key = jax.random.split(prepared.key)  # As Evaluation.run splits it.
+  seeds = prepared.seeds
+  singles = [(make_environment(seeds[j], j), j) for j in range(filmed)]
+  pools = []
+  try:
+    for start, length in episodes.consecutive_runs(seeds[filmed:]):
+      start += filmed
+      pools.append((environments.EnvPoolEnvironments(
+          config.env_name, length, seeds[start], config.env_max_episode_steps,
+          num_threads=min(length, os.cpu_count() or 1), evaluation=True),
+                    np.arange(start, start + length)))
+    return episodes.play_episodes(
+        pools, singles, jax.jit(policy.policy, backend='cpu'), client.params,
+        key, policy.adapter.policy_returns_extras)
+  finally:  # A filmed environment closes itself at its episode's end.
+    for pool, _ in pools:
+      pool.close()
 
 
 def figures(returns: List[float], lengths: List[int]) -> Dict[str, Any]:
@@ -247,6 +301,12 @@ def new_stem(run_dir: str, checkpoint: str, folder: bool) -> str:
   raise errors.LaunchError(f'no free file name for {stem}')
 
 
+def filmed_count(prepared: Prepared, request: Request) -> int:
+  """How many episodes --video films: the first --video_episodes, or all."""
+  return min(request.video_episodes or len(prepared.seeds),
+             len(prepared.seeds))
+
+
 def filming(prepared: Prepared, request: Request, stem: str,
             echo: Callable[[str], None]) -> Optional[Callable]:
   """make_environment(seed, index) for `play` that films the first
@@ -258,8 +318,7 @@ def filming(prepared: Prepared, request: Request, stem: str,
     return None
   config = prepared.run.config
   backend = config.get('env_backend', 'gym')
-  count = min(request.video_episodes or len(prepared.seeds),
-              len(prepared.seeds))
+  count = filmed_count(prepared, request)
   if backend == 'envpool':
     echo(f'video: EnvPool does not render; the {count} filmed episodes play '
          f'the same task on the gym backend (its own start states for the '
@@ -303,7 +362,8 @@ def evaluate(request: Request, echo: Callable[[str], None] = print
   try:
     make_environment = (filming(prepared, request, stem, echo)
                         if request.video else None)
-    played = play(prepared, make_environment)
+    played = play(prepared, make_environment,
+                  filmed_count(prepared, request))
   except BaseException:
     _remove_empty(stem)
     raise

@@ -48,3 +48,46 @@ def test_every_agent_plays_its_checkpoint(tmp_path, monkeypatch, config_name,
   assert sum(l.startswith('episode ') for l in lines) == 2
   assert os.path.isfile(result['path'])
   assert os.path.dirname(result['path']) == layout.evaluations_dir(run_dir)
+
+
+@pytest.fixture(scope='module')
+def pendulum_on_envpool(tmp_path_factory):
+  """A smoke (PPO) run on EnvPool's InvertedPendulum-v4: its episodes end at
+  different steps (the untrained policy lets the pole fall)."""
+  config = checkpointed.load_config(
+      'smoke', {'env_name': 'InvertedPendulum-v4', 'env_backend': 'envpool',
+                'env_max_episode_steps': 100})
+  return checkpointed.make_run_dir(
+      str(tmp_path_factory.mktemp('pendulum') / 'run'), config)
+
+
+@pytest.mark.parametrize('seed, sample', [(None, False), (3, True)],
+                         ids=['final-eval-seeds', 'seed-sample'])
+def test_envpool_pools_play_the_evaluators_episodes(pendulum_on_envpool, seed,
+                                                    sample):
+  """A feed-forward agent on EnvPool plays in one pool per run of
+  consecutive seeds (use/episodes.py), all stepped at once: the returns
+  and lengths of the evaluator's own loop, an environment per episode
+  (program/evaluation.py), with or without environments of their own
+  for the first episodes (--video). The final evaluation's seeds take a
+  pool each; --seed's are consecutive: one pool."""
+  from acme_launch.use import episodes
+  prepared = evaluate.prepare(evaluate.Request(
+      pendulum_on_envpool, episodes=6, seed=seed, sample=sample))
+  runs = episodes.consecutive_runs(prepared.seeds)
+  assert runs == ([(j, 1) for j in range(6)] if seed is None else [(0, 6)])
+  pooled = evaluate.play(prepared)
+  assert pooled == evaluate.play_as_evaluator(prepared)
+  assert len(set(pooled['lengths'])) > 1, pooled  # Ended apart.
+  # With --video the first episodes have environments of their own
+  # (filmed ones), stepped while the pools step: here EnvPool's.
+  make = evaluate._environment_maker(prepared.run.config)
+  assert evaluate.play(prepared, lambda s, j: make(seed=s, evaluation=True),
+                       filmed=2) == pooled
+
+
+def test_consecutive_runs():
+  from acme_launch.use import episodes
+  assert episodes.consecutive_runs([7, 8, 9, 3, 5, 6]) == [(0, 3), (3, 1),
+                                                            (4, 2)]
+  assert episodes.consecutive_runs([]) == []
