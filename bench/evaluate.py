@@ -9,10 +9,13 @@ prints, in one run, side by side:
 - evaluate: `python -m acme_launch.evaluate RUN_DIR --episodes=N` on a
   `ppo_mujoco` run (HalfCheetah-v4 on EnvPool, 1,000-step episodes; a
   learner checkpoint of its shipped networks, made here), the seconds it
-  played (its own figure) against EnvPool alone stepping the same N x 1,000
-  steps with zero actions, in the same process, two ways: one EnvPool of N
-  environments (its ceiling) and N EnvPools of one, stepped in turn (how
-  the evaluation holds them): the ratios (goal: evaluate at most 1.5x).
+  played (its own figure), twice: with the final evaluation's seeds (the
+  default: unrelated seeds, an EnvPool each, use/episodes.py) and with
+  `--seed=1` (consecutive seeds: one EnvPool of N; played in this
+  process), against EnvPool alone stepping the same N x 1,000 steps with
+  zero actions, in the same process, two ways: one EnvPool of N
+  environments (its ceiling) and N EnvPools of one, stepped in turn: the
+  ratios (goal: evaluate at most 1.5x).
 - render: milliseconds a 480 x 480 HalfCheetah-v4 frame takes to render
   off-screen (gym 0.25 + mujoco, EGL or OSMesa) and to encode (libx264,
   imageio-ffmpeg), over --frames frames (goal: at most 10 ms).
@@ -163,6 +166,18 @@ def render_cost(frames: int, folder: str) -> dict:
           'encode_ms': encode * 1e3}
 
 
+def evaluate_in_process(run_dir: str, args) -> dict:
+  """`evaluate RUN_DIR --episodes=N --seed=1` (consecutive seeds: one
+  pool), as the Python API runs it; its written figures."""
+  from acme_launch.use import evaluate
+  from acme_launch.use import restore
+  config = restore.read_run(run_dir).config
+  config.env_max_episode_steps = args.episode_steps
+  return evaluate.evaluate(evaluate.Request(
+      run_dir, episodes=args.episodes, seed=1, config=config),
+                           echo=lambda line: None)
+
+
 def evaluate_and_export(args, work: str) -> dict:
   ppo = checkpointed.load_config('ppo_mujoco')
   ppo_run = checkpointed.make_run_dir(os.path.join(work, 'ppo'), ppo)
@@ -171,6 +186,7 @@ def evaluate_and_export(args, work: str) -> dict:
       ['-m', 'acme_launch.evaluate', ppo_run, f'--episodes={args.episodes}',
        cut])
   evaluated = written(out)
+  seeded = evaluate_in_process(ppo_run, args)
   alone = envpool_alone(args.episodes, args.episode_steps)
   export_wall, export_peak, _, _ = run_measured(
       ['-m', 'acme_launch.export', ppo_run, os.path.join(work, 'policy')])
@@ -181,6 +197,9 @@ def evaluate_and_export(args, work: str) -> dict:
       'ratio_one_pool': evaluated['seconds'] / alone['one_pool_seconds'],
       'ratio_pool_per_env': (evaluated['seconds'] /
                              alone['pool_per_env_seconds']),
+      'seeded_played_seconds': seeded['seconds'],
+      'seeded_ratio_one_pool': (seeded['seconds'] /
+                                alone['one_pool_seconds']),
       'peak_rss_mib': peak},
           'export': {'seconds': export_wall, 'peak_rss_mib': export_peak}}
 
@@ -224,12 +243,15 @@ def main(argv) -> int:
   if 'evaluate' in parts:
     results.update(evaluate_and_export(args, work))
     e, x = results['evaluate'], results['export']
-    print(f'evaluate  {e["episodes"]} episodes, {e["steps"]} steps: played '
-          f'in {e["played_seconds"]:.1f} s ({e["process_seconds"]:.1f} s '
-          f'with its start); EnvPool alone {e["one_pool_seconds"]:.1f} s in '
+    print(f'evaluate  {e["episodes"]} episodes, {e["steps"]} steps, the '
+          f'final evaluation\'s seeds: played in {e["played_seconds"]:.1f} s '
+          f'({e["process_seconds"]:.1f} s with its start); EnvPool alone {e["one_pool_seconds"]:.1f} s in '
           f'one pool, {e["pool_per_env_seconds"]:.1f} s in a pool each: '
           f'{e["ratio_one_pool"]:.2f}x and {e["ratio_pool_per_env"]:.2f}x '
           '(goal: at most 1.5x)')
+    print(f'evaluate  the same with --seed=1 (one pool): played in '
+          f'{e["seeded_played_seconds"]:.1f} s: '
+          f'{e["seeded_ratio_one_pool"]:.2f}x EnvPool alone in one pool')
     print(f'memory    evaluate peak {e["peak_rss_mib"]:.0f} MiB, export peak '
           f'{x["peak_rss_mib"]:.0f} MiB (goal: under {2 * GIB >> 20} MiB)')
   if 'render' in parts:

@@ -26,6 +26,7 @@ Otherwise each step is the evaluator's: the same key split, the same batch
 rewards summed, so the returns are the evaluator's for the same seeds.
 """
 
+import functools
 from typing import Callable, Dict, List, Sequence, Tuple
 
 from acme_launch import compat  # noqa: F401  JAX aliases; before acme
@@ -51,11 +52,20 @@ def consecutive_runs(seeds: Sequence[int]) -> List[Tuple[int, int]]:
 
 def play_episodes(pools: Sequence[Tuple[object, np.ndarray]],
                   environments: Sequence[Tuple[dm_env.Environment, int]],
-                  policy_step: Callable, params, random_key,
+                  policy: Callable, params, random_key,
                   policy_returns_extras: bool) -> Dict[str, List[float]]:
   """One episode in each row: `pools` are (envs.EnvPoolEnvironments in
   sync mode, the rows of its environments 0..n-1), `environments`
-  (dm_env.Environment, its row); every row is in one of them."""
+  (dm_env.Environment, its row); every row is in one of them.
+  `policy(params, key, observations)` acts for all rows."""
+
+  @functools.partial(jax.jit, backend='cpu')
+  def policy_step(params, random_key, observations):
+    # The evaluator's key split, in the same call: a step's key costs no
+    # dispatch of its own (one took as long as the policy here).
+    random_key, key = jax.random.split(random_key)
+    return random_key, policy(params, key, observations)
+
   count = sum(len(rows) for _, rows in pools) + len(environments)
   returns = np.zeros(count)
   lengths = np.zeros(count, np.int64)
@@ -76,9 +86,9 @@ def play_episodes(pools: Sequence[Tuple[object, np.ndarray]],
     put([row], [environment.reset().observation])
   env_ids = [np.arange(len(rows), dtype=np.int32) for _, rows in pools]
   while running.any():
-    random_key, key = jax.random.split(random_key)
-    actions, _ = batched_actor.actions_and_extras(
-        policy_step(params, key, observations), policy_returns_extras)
+    random_key, output = policy_step(params, random_key, observations)
+    actions, _ = batched_actor.actions_and_extras(output,
+                                                  policy_returns_extras)
     live = [(pool, rows, ids) for (pool, rows), ids in zip(pools, env_ids)
             if running[rows].any()]
     for pool, rows, ids in live:  # Their threads step while we go on.

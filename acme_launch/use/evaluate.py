@@ -231,7 +231,7 @@ def _play_pooled(prepared: Prepared, make_environment, filmed: int
           num_threads=min(length, os.cpu_count() or 1), evaluation=True),
                     np.arange(start, start + length)))
     return episodes.play_episodes(
-        pools, singles, jax.jit(policy.policy, backend='cpu'), client.params,
+        pools, singles, policy.policy, client.params,
         key, policy.adapter.policy_returns_extras)
   finally:  # A filmed environment closes itself at its episode's end.
     for pool, _ in pools:
