@@ -14,7 +14,8 @@ only consecutive seeds. So the seeds are cut into runs of consecutive
 values, one pool each. The final evaluation's seeds are unrelated values
 (envs.node_seed), so replaying them still takes a pool per episode, as the
 evaluator made them: their start states are the final evaluation's only
-that way. `--seed`'s are consecutive (use/evaluate.py): one pool.
+that way. The episodes beyond the final evaluation's and all of
+`--seed`'s take consecutive seeds (use/evaluate.py): one pool.
 
 Every pool is sent its step before any is received, so the pools step in
 their own threads while the rest are sent and while the Python-side

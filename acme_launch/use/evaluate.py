@@ -91,25 +91,37 @@ def _spec(config):
         f'{" ".join(str(e).split())[:300]}') from None
 
 
+def consecutive_seeds(seed: int, group: str, count: int) -> List[int]:
+  """`count` consecutive seeds from one drawn from `seed`: EnvPool seeds a
+  pool's environments so, and one pool plays them (use/episodes.py). All
+  below 2**31, EnvPool's int."""
+  from acme_launch import envs as environments
+  first = environments.node_seed(seed, group, 0) % (2**31 - count)
+  return [first + j for j in range(count)]
+
+
 def seeds_and_key(run: restore.Run, request: Request, episodes: int):
   """The episodes' environment seeds and the policy's key: the final
-  evaluation's (program/build.py), or drawn from `request.seed` (then
-  consecutive seeds)."""
+  evaluation's (program/build.py), or drawn from `request.seed`.
+
+  The final evaluation's seeds are unrelated values, a pool each on
+  EnvPool: only its own episodes take them (the saved config's
+  final_eval_episodes); episodes beyond those, which the run never
+  played, and all of --seed's take consecutive seeds (one pool)."""
   import jax
   from acme_launch import envs as environments
   if request.seed is None:
     seed = run.saved.get('node_seeds', {}).get('evaluator/0')
     if seed is None:
       seed = environments.node_seed(run.config.seed, 'evaluator', 0)
+    played = min(episodes, int(run.saved.get('config', {}).get(
+        'final_eval_episodes', run.config.final_eval_episodes)))
     return ([environments.node_seed(seed, 'final_eval', j)
-             for j in range(episodes)],
+             for j in range(played)] +
+            consecutive_seeds(seed, 'final_eval_more', episodes - played),
             jax.random.PRNGKey(environments.node_seed(seed, 'final_eval_key',
                                                       0)))
-  # Consecutive, as EnvPool seeds a pool's environments: one pool plays
-  # them all (use/episodes.py). Below 2**31 (EnvPool's int) to the last.
-  first = environments.node_seed(request.seed, 'evaluate', 0) % (
-      2**31 - episodes)
-  return ([first + j for j in range(episodes)],
+  return (consecutive_seeds(request.seed, 'evaluate', episodes),
           jax.random.PRNGKey(environments.node_seed(request.seed,
                                                     'evaluate_key', 0)))
 

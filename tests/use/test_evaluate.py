@@ -56,7 +56,7 @@ def pendulum_on_envpool(tmp_path_factory):
   different steps (the untrained policy lets the pole fall)."""
   config = checkpointed.load_config(
       'smoke', {'env_name': 'InvertedPendulum-v4', 'env_backend': 'envpool',
-                'env_max_episode_steps': 100})
+                'env_max_episode_steps': 100, 'final_eval_episodes': 4})
   return checkpointed.make_run_dir(
       str(tmp_path_factory.mktemp('pendulum') / 'run'), config)
 
@@ -69,13 +69,14 @@ def test_envpool_pools_play_the_evaluators_episodes(pendulum_on_envpool, seed,
   consecutive seeds (use/episodes.py), all stepped at once: the returns
   and lengths of the evaluator's own loop, an environment per episode
   (program/evaluation.py), with or without environments of their own
-  for the first episodes (--video). The final evaluation's seeds take a
-  pool each; --seed's are consecutive: one pool."""
+  for the first episodes (--video). The final evaluation's 4 seeds take a
+  pool each, the 2 episodes beyond them one pool; --seed's 6 one pool."""
   from acme_launch.use import episodes
   prepared = evaluate.prepare(evaluate.Request(
       pendulum_on_envpool, episodes=6, seed=seed, sample=sample))
   runs = episodes.consecutive_runs(prepared.seeds)
-  assert runs == ([(j, 1) for j in range(6)] if seed is None else [(0, 6)])
+  assert runs == ([(0, 1), (1, 1), (2, 1), (3, 1), (4, 2)] if seed is None
+                  else [(0, 6)])
   pooled = evaluate.play(prepared)
   assert pooled == evaluate.play_as_evaluator(prepared)
   assert len(set(pooled['lengths'])) > 1, pooled  # Ended apart.
