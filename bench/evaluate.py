@@ -10,12 +10,13 @@ prints, in one run, side by side:
   `ppo_mujoco` run (HalfCheetah-v4 on EnvPool, 1,000-step episodes; a
   learner checkpoint of its shipped networks, made here), the seconds it
   played (its own figure), twice: with the final evaluation's seeds (the
-  default: unrelated seeds, an EnvPool each, use/episodes.py) and with
-  `--seed=1` (consecutive seeds: one EnvPool of N; played in this
-  process), against EnvPool alone stepping the same N x 1,000 steps with
-  zero actions, in the same process, two ways: one EnvPool of N
-  environments (its ceiling) and N EnvPools of one, stepped in turn: the
-  ratios (goal: evaluate at most 1.5x).
+  default: its 10 unrelated seeds an EnvPool each, the other episodes'
+  consecutive seeds one EnvPool; use/episodes.py) and with `--seed=1`
+  (consecutive seeds: one EnvPool of N; played in this process), against
+  EnvPool alone stepping the same N x 1,000 steps with zero actions, in
+  the same process, two ways: one EnvPool of N environments (its ceiling)
+  and N EnvPools of one, stepped in turn: the ratios (goal: evaluate at
+  most 1.5x).
 - render: milliseconds a 480 x 480 HalfCheetah-v4 frame takes to render
   off-screen (gym 0.25 + mujoco, EGL or OSMesa) and to encode (libx264,
   imageio-ffmpeg), over --frames frames (goal: at most 10 ms).

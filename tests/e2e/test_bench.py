@@ -411,6 +411,7 @@ def test_evaluate_measures_speed_render_memory_and_a_filmed_episode(tmp_path):
   evaluate, video = results['evaluate'], results['video']
   assert evaluate['steps'] == 40 and evaluate['ratio_one_pool'] > 0
   assert evaluate['pool_per_env_seconds'] > 0
+  assert evaluate['seeded_ratio_one_pool'] > 0  # --seed: one pool.
   assert 0 < evaluate['peak_rss_mib'] < 4096
   assert 0 < results['export']['peak_rss_mib'] < 4096
   assert results['render']['shape'] == [480, 480, 3]
