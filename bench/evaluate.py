@@ -9,14 +9,17 @@ prints, in one run, side by side:
 - evaluate: `python -m acme_launch.evaluate RUN_DIR --episodes=N` on a
   `ppo_mujoco` run (HalfCheetah-v4 on EnvPool, 1,000-step episodes; a
   learner checkpoint of its shipped networks, made here), the seconds it
-  played (its own figure), twice: with the final evaluation's seeds (the
-  default: its 10 unrelated seeds an EnvPool each, the other episodes'
-  consecutive seeds one EnvPool; use/episodes.py) and with `--seed=1`
-  (consecutive seeds: one EnvPool of N; played in this process), against
-  EnvPool alone stepping the same N x 1,000 steps with zero actions, in
-  the same process, two ways: one EnvPool of N environments (its ceiling)
-  and N EnvPools of one, stepped in turn: the ratios (goal: evaluate at
-  most 1.5x).
+  played (its own figure) with the final evaluation's seeds (the default:
+  its 10 unrelated seeds an EnvPool each, the other episodes' consecutive
+  seeds one EnvPool; use/episodes.py), against EnvPool alone stepping the
+  same N x 1,000 steps with zero actions, in this process, two ways: one
+  EnvPool of N environments (its ceiling) and N EnvPools of one, stepped
+  in turn: the ratios (goal: evaluate at most 1.5x). Then the same
+  episodes and those of `--seed=1` (consecutive seeds: one EnvPool of N)
+  played in this process, in wall and CPU seconds (this process's, its
+  threads included) as EnvPool alone is (on a machine other jobs load,
+  wall times swing 2x from minute to minute; CPU time much less), and the
+  default's episodes as the evaluator node plays them, an EnvPool each.
 - render: milliseconds a 480 x 480 HalfCheetah-v4 frame takes to render
   off-screen (gym 0.25 + mujoco, EGL or OSMesa) and to encode (libx264,
   imageio-ffmpeg), over --frames frames (goal: at most 10 ms).
@@ -115,17 +118,19 @@ def written(out: str) -> dict:
 
 
 def envpool_alone(episodes: int, steps: int) -> dict:
-  """Seconds EnvPool steps `episodes` HalfCheetah-v4 environments for
-  `steps` steps each with zero actions: one pool of them all, and one
-  pool per environment stepped in turn."""
+  """Seconds (wall and this process's CPU, its threads included) EnvPool
+  steps `episodes` HalfCheetah-v4 environments for `steps` steps each with
+  zero actions: one pool of them all, and one pool per environment stepped
+  in turn."""
   import envpool
   pool = envpool.make_dm('HalfCheetah-v4', num_envs=episodes, seed=0)
   zeros = np.zeros((episodes, 6), np.float32)
   pool.reset()
-  started = time.perf_counter()
+  started, cpu = time.perf_counter(), time.process_time()
   for _ in range(steps):
     pool.step(zeros)
   together = time.perf_counter() - started
+  together_cpu = time.process_time() - cpu
   pools = [envpool.make_dm('HalfCheetah-v4', num_envs=1, seed=i)
            for i in range(episodes)]
   one = np.zeros((1, 6), np.float32)
@@ -136,7 +141,8 @@ def envpool_alone(episodes: int, steps: int) -> dict:
     for p in pools:
       p.step(one)
   apart = time.perf_counter() - started
-  return {'one_pool_seconds': together, 'pool_per_env_seconds': apart}
+  return {'one_pool_seconds': together, 'one_pool_cpu_seconds': together_cpu,
+          'pool_per_env_seconds': apart}
 
 
 def render_cost(frames: int, folder: str) -> dict:
@@ -167,16 +173,26 @@ def render_cost(frames: int, folder: str) -> dict:
           'encode_ms': encode * 1e3}
 
 
-def evaluate_in_process(run_dir: str, args) -> dict:
-  """`evaluate RUN_DIR --episodes=N --seed=1` (consecutive seeds: one
-  pool), as the Python API runs it; its written figures."""
+def played_in_process(run_dir: str, args, seed, as_evaluator=False) -> dict:
+  """Seconds (wall and this process's CPU) `evaluate RUN_DIR --episodes=N`
+  (`seed` None: the final evaluation's seeds; else --seed) plays its
+  episodes, as the Python API plays them: the window of evaluate's own
+  `seconds`. CPU time is the figure other jobs on the machine move least.
+  `as_evaluator`: played as the evaluator node plays them, an EnvPool per
+  episode (use/evaluate.py's `play_as_evaluator`, how evaluate played
+  them before use/episodes.py)."""
   from acme_launch.use import evaluate
   from acme_launch.use import restore
   config = restore.read_run(run_dir).config
   config.env_max_episode_steps = args.episode_steps
-  return evaluate.evaluate(evaluate.Request(
-      run_dir, episodes=args.episodes, seed=1, config=config),
-                           echo=lambda line: None)
+  prepared = evaluate.prepare(evaluate.Request(
+      run_dir, episodes=args.episodes, seed=seed, config=config))
+  started, cpu = time.perf_counter(), time.process_time()
+  played = (evaluate.play_as_evaluator if as_evaluator else evaluate.play)(
+      prepared)
+  return {'seconds': time.perf_counter() - started,
+          'cpu_seconds': time.process_time() - cpu,
+          'steps': int(sum(played['lengths']))}
 
 
 def evaluate_and_export(args, work: str) -> dict:
@@ -187,7 +203,9 @@ def evaluate_and_export(args, work: str) -> dict:
       ['-m', 'acme_launch.evaluate', ppo_run, f'--episodes={args.episodes}',
        cut])
   evaluated = written(out)
-  seeded = evaluate_in_process(ppo_run, args)
+  final = played_in_process(ppo_run, args, None)
+  seeded = played_in_process(ppo_run, args, 1)
+  evaluator_way = played_in_process(ppo_run, args, None, as_evaluator=True)
   alone = envpool_alone(args.episodes, args.episode_steps)
   export_wall, export_peak, _, _ = run_measured(
       ['-m', 'acme_launch.export', ppo_run, os.path.join(work, 'policy')])
@@ -198,9 +216,17 @@ def evaluate_and_export(args, work: str) -> dict:
       'ratio_one_pool': evaluated['seconds'] / alone['one_pool_seconds'],
       'ratio_pool_per_env': (evaluated['seconds'] /
                              alone['pool_per_env_seconds']),
+      'in_process': {'final_eval_seeds': final, 'seed_1': seeded,
+                     'as_evaluator': evaluator_way},
+      'evaluator_cpu_ratio_one_pool': (evaluator_way['cpu_seconds'] /
+                                       alone['one_pool_cpu_seconds']),
       'seeded_played_seconds': seeded['seconds'],
       'seeded_ratio_one_pool': (seeded['seconds'] /
                                 alone['one_pool_seconds']),
+      'cpu_ratio_one_pool': (final['cpu_seconds'] /
+                             alone['one_pool_cpu_seconds']),
+      'seeded_cpu_ratio_one_pool': (seeded['cpu_seconds'] /
+                                    alone['one_pool_cpu_seconds']),
       'peak_rss_mib': peak},
           'export': {'seconds': export_wall, 'peak_rss_mib': export_peak}}
 
@@ -250,9 +276,21 @@ def main(argv) -> int:
           f'one pool, {e["pool_per_env_seconds"]:.1f} s in a pool each: '
           f'{e["ratio_one_pool"]:.2f}x and {e["ratio_pool_per_env"]:.2f}x '
           '(goal: at most 1.5x)')
-    print(f'evaluate  the same with --seed=1 (one pool): played in '
-          f'{e["seeded_played_seconds"]:.1f} s: '
-          f'{e["seeded_ratio_one_pool"]:.2f}x EnvPool alone in one pool')
+    final, seeded = (e['in_process'][k] for k in ('final_eval_seeds',
+                                                    'seed_1'))
+    print(f'evaluate  in this process: the final evaluation\'s seeds '
+          f'{final["seconds"]:.1f} s ({final["cpu_seconds"]:.1f} s CPU), '
+          f'--seed=1 (one pool) {seeded["seconds"]:.1f} s '
+          f'({seeded["cpu_seconds"]:.1f} s CPU); EnvPool alone in one pool '
+          f'{e["one_pool_cpu_seconds"]:.1f} s CPU: '
+          f'{e["cpu_ratio_one_pool"]:.2f}x and '
+          f'{e["seeded_cpu_ratio_one_pool"]:.2f}x its CPU time, '
+          f'{e["seeded_ratio_one_pool"]:.2f}x its wall time with --seed=1')
+    way = e['in_process']['as_evaluator']
+    print(f'evaluate  as the evaluator plays them (an EnvPool per episode): '
+          f'{way["seconds"]:.1f} s ({way["cpu_seconds"]:.1f} s CPU): '
+          f'{e["evaluator_cpu_ratio_one_pool"]:.2f}x EnvPool alone\'s CPU '
+          'time')
     print(f'memory    evaluate peak {e["peak_rss_mib"]:.0f} MiB, export peak '
           f'{x["peak_rss_mib"]:.0f} MiB (goal: under {2 * GIB >> 20} MiB)')
   if 'render' in parts:
