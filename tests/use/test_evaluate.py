@@ -33,13 +33,28 @@ CASES = ([(name, False) for name in CONFIGS] +
          [(name, True) for name in ('smoke', 'dqn_cartpole', 'r2d2_minatar')])
 
 
+@pytest.fixture(scope='module')
+def run_dirs(tmp_path_factory):
+  """run_dirs(config_name): its run directory, made once for this module
+  (each evaluation writes a new file of its own in it)."""
+  made = {}
+
+  def get(config_name):
+    if config_name not in made:
+      made[config_name] = _run_dir(tmp_path_factory.mktemp('agent'),
+                                   config_name)
+    return made[config_name]
+
+  return get
+
+
 @pytest.mark.parametrize('config_name, sample', CASES,
                          ids=lambda v: (os.path.basename(v) if isinstance(v, str)
                                         else 'sample' if v else 'eval'))
-def test_every_agent_plays_its_checkpoint(tmp_path, monkeypatch, config_name,
+def test_every_agent_plays_its_checkpoint(run_dirs, monkeypatch, config_name,
                                           sample):
   monkeypatch.syspath_prepend(EXAMPLES)
-  run_dir = _run_dir(tmp_path, config_name)
+  run_dir = run_dirs(config_name)
   lines = []
   result = evaluate.evaluate(evaluate.Request(run_dir, episodes=2,
                                               sample=sample), lines.append)
