@@ -242,7 +242,17 @@ def onnx_model(serve, path: str):
   import tf2onnx
   tf2onnx.convert.from_function(
       serve, input_signature=serve.input_signature, opset=ONNX_OPSET,
-      output_path=path)
+      output_path=path, custom_op_handlers={'SelectV2': (_as_where, [])})
+
+
+def _as_where(ctx, node, name, args):
+  """TF's SelectV2 as ONNX's Where, which broadcasts as it does. tf2onnx
+  1.16.1 writes it as cond * x + (1 - cond) * y unless it sees a NaN
+  constant among its inputs, and that is NaN wherever the branch not
+  taken is NaN or infinite: `jnp.var`'s guard in a LayerNorm (TD3's and
+  D4PG's torsos) made every action NaN."""
+  del ctx, name, args
+  node.type = 'Where'
 
 
 def _formats(step: Step, tmp: str, echo) -> Dict[str, str]:
@@ -284,8 +294,9 @@ class ActionsDiffer(Exception):
 def _check_actions(step: Step, act: Callable, batch: int = 3) -> None:
   """A written format's actions, `act(inputs)` with the inputs by name
   (observation, state_0, ...), against the JAX step's on a few
-  observations: a conversion that runs but computes otherwise (TD3's and
-  D4PG's ONNX models gave NaN) is reported and not kept."""
+  observations: a conversion that runs but computes otherwise (as a
+  Select written as arithmetic over a NaN did, before _as_where) is
+  reported and not kept."""
   import jax
   rng = np.random.RandomState(0)
   observations = np.stack([_observation(step.observation, rng)
