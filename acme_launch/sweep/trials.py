@@ -500,7 +500,6 @@ class MemberTrial(PointTrial):
     self._slot = None
     self._segment_end = 0
     self._reported = 0
-    self._copied_from: Optional[Dict[str, Any]] = None
     self._frozen: Optional[List[int]] = None  # Its program's stopped pids.
     self._frozen_slot = None
     self._launch_slot = None  # The slot its program planned its nodes on.
@@ -558,12 +557,14 @@ class MemberTrial(PointTrial):
       self._slot = context.slots[context.member_slots[self._name]]
     elif self._lock_fd < 0:
       self._slot, self._lock_fd = _take_slot(context)
-    staged = apply_staged_exploit(self._run_dir)
+    # What this start copies: the exploit it applies, none else (a copy
+    # dropped, or applied by a start before a retry, is not copied again).
+    copied, staged = None, apply_staged_exploit(self._run_dir)
     if staged is not None:
       self._values = dict(staged['values'])
-      self._copied_from = {'point': staged['point'],
-                           'actor_steps': int(staged['actor_steps']),
-                           'at': float(staged['at'])}
+      copied = {'point': staged['point'],
+                'actor_steps': int(staged['actor_steps']),
+                'at': float(staged['at'])}
     steps = member_steps(self._run_dir)
     self._segment_end = (budget if context.through else population.segment_end(
         steps, context.interval_steps, budget, read_synced(context.control)))
@@ -574,7 +575,7 @@ class MemberTrial(PointTrial):
     self._start([*context.argv[self._name], *population.flags(self._values),
                  f'--config.max_actor_steps={self._segment_end}', *where])
     result = {**self._started_result(), 'actor_steps': steps,
-              'values': dict(self._values), 'copied': self._copied_from}
+              'values': dict(self._values), 'copied': copied}
     if dropped:
       result['exploit_dropped'] = True
     if not context.through:
@@ -742,13 +743,11 @@ class MemberTrial(PointTrial):
     self._log.flush()
 
   def load_checkpoint(self, checkpoint: str) -> None:
-    """The member's own checkpoint (Tune paused and resumes it): nothing to
-    do, its run directory holds it. Another member's (exploit): staged in
-    its run directory when the population decided it (stage_exploit),
-    applied at its next start; a retried start after that goes on from
-    what the member learned since."""
-    member = layout.read_json(os.path.join(checkpoint, 'member.json'), {}) or {}
-    donor = member.get('point')
-    if donor not in (None, self._name):
-      self._copied_from = {'point': donor,
-                           'actor_steps': int(member.get('actor_steps') or 0)}
+    """Nothing to do. The member's own checkpoint (Tune paused and resumes
+    it): its run directory holds it. Another member's (an exploit, or the
+    latest after one when Tune starts a failed trial again): the copy was
+    staged in its run directory when the population decided it
+    (stage_exploit) and is applied at its next start, which alone says
+    what it copied; a retried start after that goes on from what the
+    member learned since."""
+    del checkpoint

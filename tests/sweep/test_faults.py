@@ -30,16 +30,17 @@ from acme_launch.sweep import trials
 from acme_launch.testing import sweep_dirs
 
 
-def _member(tmp_path, name='m', synced=0):
-  """A member running through (its trial's own steps, no program), the
-  population last compared at `synced`."""
-  control = tmp_path / 'control'
+def _member(tmp_path, name='m', synced=0, argv=()):
+  """A member running through (its trial's own steps, no program until
+  one starts it, with `argv`), the population last compared at `synced`."""
+  control = tmp_path / f'control-{name}'  # Its trial id is 'default'.
   control.mkdir(exist_ok=True)
   trials.write_synced(str(control), synced)
   context = trials.TrialContext(
       sweep_dir=str(tmp_path), control=str(control), cwd=str(tmp_path),
-      env={}, slots=(slots.Slot(0, (0,), ()),), argv={name: ()},
-      interval_steps=1000, budget={name: 4000}, through=True)
+      env=dict(os.environ), slots=(slots.Slot(0, (0,), ()),),
+      argv={name: tuple(argv)}, interval_steps=1000, budget={name: 4000},
+      through=True)
   member = object.__new__(trials.MemberTrial)
   member._trial_info = None  # Tune's: its trial id is then 'default'.
   member.setup({'point': name, 'values': {'lr': 0.1}}, context)
@@ -200,3 +201,51 @@ def test_killed_after_a_segment_a_member_taking_turns_scores_there_again(
   assert end == 2000
   assert summary['exit_reason'] == 'budget_reached'
   assert summary['final_eval_return_mean'] == 5.0
+
+
+@pytest.mark.parametrize('start', ['dropped at its budget',
+                                   'retried after the copy'])
+def test_a_start_that_copies_nothing_says_it_copied_nothing(tmp_path, start):
+  # Tune calls load_checkpoint with the donor's checkpoint when it decides
+  # the exploit (and again when it starts a failed trial again: the
+  # donor's is then its latest), then the member's next step starts it.
+  # Dropped: its program reached its budget before it stopped to copy (on
+  # a Ray cluster members run through without waiting), the staged copy is
+  # dropped. Retried: the copy was applied by the start before the
+  # failure. Neither start copies: its launch's `copied` (sweep.json, the
+  # replayed schedule) is None. Its program is refused at once (a flag it
+  # does not know): the start is what is under test.
+  donor = _member(tmp_path, name='donor')
+  sweep_dirs.write_run(str(tmp_path / 'donor'), 6.0, steps=2030)
+  _learner(str(tmp_path / 'donor'), 'donor')
+  checkpoint = str(tmp_path / 'tune_checkpoint')
+  os.makedirs(checkpoint)
+  donor.save_checkpoint(checkpoint)
+  member = _member(tmp_path, argv=['--not_a_launcher_flag'])
+  (tmp_path / 'logs').mkdir()  # The sweep's, its launches' logs.
+  run_dir = str(tmp_path / 'm')
+  if start == 'dropped at its budget':
+    sweep_dirs.write_run(run_dir, 1.0, steps=4000)
+    _learner(run_dir, 'own')
+    trials.stage_exploit(run_dir, checkpoint, 'donor', 2030, {'lr': 0.2},
+                         {'lr': 0.1})
+  else:
+    sweep_dirs.write_run(run_dir, 1.0, steps=2500)
+    _learner(run_dir, 'donor')
+  member.load_checkpoint(checkpoint)
+  try:
+    started = member.step()
+    assert started['event'] == 'started'
+    assert started['copied'] is None, started['copied']
+    assert started.get('exploit_dropped', False) == (
+        start == 'dropped at its budget')
+    assert started['values'] == {'lr': 0.1}
+    assert _learner_text(run_dir) == (
+        'own' if start == 'dropped at its budget' else 'donor')
+    assert trials.staged_exploit(run_dir) is None
+    ended = member.step()
+    while not ended.get('done'):
+      ended = member.step()
+    assert ended['exit_code'] == 2  # Its program ran, and was refused.
+  finally:
+    member.cleanup()
