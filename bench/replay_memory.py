@@ -2,12 +2,15 @@
 acme_launch/plan/replay_memory.py plans the replay node with.
 
     nice -n 19 .venv/bin/python bench/replay_memory.py [--steps=20000] \
-        [--checkpoint_items=100000] [--checkpoint_rounds=8] [--out=bench/out]
+        [--checkpoint_items=100000] [--checkpoint_rounds=8] [--settle=1] \
+        [--out=bench/out]
 
 A real Reverb server runs in a process of its own (importing the stack as a
 replay node does); this process writes real environment steps into it
 through Acme's own adders, exactly as actors do, and reads the server's
-resident memory (RSS, /proc) before and after. Four fills, each on a fresh
+resident memory (RSS, /proc) before and after, each read once it moved
+less than 1 MiB in --settle seconds (half that for an empty server). Four
+fills, each on a fresh
 server, each after a warm-up of a tenth of its steps:
 
   transitions  gym HalfCheetah-v4, random actions, NStepTransitionAdder
@@ -135,16 +138,18 @@ def add_step(adder, action, timestep, extras) -> None:
 
 
 def measure_growth(make_adder: Callable, steps: Iterator, warmup_steps: int,
-                   max_size: int = 10_000_000) -> Dict[str, float]:
+                   max_size: int = 10_000_000,
+                   settle: float = 1.0) -> Dict[str, float]:
   """A server's RSS growth while `make_adder(client)` writes `steps`
   ((action, timestep, extras) triples; timestep.first() starts an
   episode) into it, after `warmup_steps` of them (gRPC's and the table's
   one-time allocations). Returns steps, items and bytes of the measured
-  part, and the server's RSS before any data."""
+  part, and the server's RSS before any data. Each RSS is read once it
+  moved less than 1 MiB in `settle` seconds (`settle` / 2 empty)."""
   import reverb
   with server_process(max_size) as (port, pid, _):
     client = reverb.Client(f'localhost:{port}')
-    empty = _settled_rss(pid, 0.5)
+    empty = _settled_rss(pid, settle / 2)
     adder = make_adder(client)
     count, before, items0 = 0, None, 0
     for step in steps:
@@ -152,9 +157,9 @@ def measure_growth(make_adder: Callable, steps: Iterator, warmup_steps: int,
       count += 1
       if count == warmup_steps:
         adder._writer.flush()
-        before, items0 = _settled_rss(pid), table_size(client)
+        before, items0 = _settled_rss(pid, settle), table_size(client)
     adder._writer.flush()
-    after = _settled_rss(pid)
+    after = _settled_rss(pid, settle)
     items = table_size(client) - items0
     del adder
     return {'steps': count - warmup_steps, 'items': items,
@@ -163,8 +168,8 @@ def measure_growth(make_adder: Callable, steps: Iterator, warmup_steps: int,
 
 def measure_checkpoints(make_adder: Callable, steps: Iterator,
                         table_items: int, rounds: int,
-                        new_fraction: float = 0.2,
-                        release: bool = True) -> Dict[str, object]:
+                        new_fraction: float = 0.2, release: bool = True,
+                        settle: float = 1.0) -> Dict[str, object]:
   """A server's RSS as the replay node checkpoints a full table: a FIFO
   table of `table_items` items filled from `steps`, then `rounds` times
   `new_fraction` of it replaced by new items and a Reverb checkpoint
@@ -173,13 +178,13 @@ def measure_checkpoints(make_adder: Callable, steps: Iterator,
   (node/memory.py). Returns the RSS empty, full, after each checkpoint and
   at the highest while writing it; `room_fraction` and `peak_room_fraction`:
   the highest of those above the full table's RSS, over the table's own
-  growth (full - empty)."""
+  growth (full - empty). RSS settles as in `measure_growth`."""
   import reverb
   folder = tempfile.mkdtemp(prefix='replay_checkpoints_')
   try:
     with server_process(table_items, folder) as (port, pid, conn):
       client = reverb.Client(f'localhost:{port}')
-      empty = _settled_rss(pid, 0.5)
+      empty = _settled_rss(pid, settle / 2)
       adder = make_adder(client)
 
       def add_items(count: int, adder=adder) -> None:
@@ -190,7 +195,7 @@ def measure_checkpoints(make_adder: Callable, steps: Iterator,
           adder._writer.flush()
 
       add_items(table_items)
-      full = _settled_rss(pid)
+      full = _settled_rss(pid, settle)
       after: List[int] = []
       peaks: List[int] = []
       written: List[str] = []
@@ -205,7 +210,7 @@ def measure_checkpoints(make_adder: Callable, steps: Iterator,
         for old in written[:-2]:
           shutil.rmtree(old, ignore_errors=True)
         written = written[-2:]
-        after.append(_settled_rss(pid))
+        after.append(_settled_rss(pid, settle))
       del adder
   finally:
     shutil.rmtree(folder, ignore_errors=True)
@@ -326,8 +331,14 @@ def main() -> None:
   parser.add_argument('--checkpoint_rounds', type=int, default=8,
                       help='checkpoints of it, a fifth of it new before each '
                       '(0: none)')
+  parser.add_argument('--settle', type=float, default=1.0,
+                      help='seconds in which the server\'s RSS must move '
+                      'less than 1 MiB before it is read (an empty '
+                      'server\'s: half)')
   parser.add_argument('--out', default=os.path.join(REPO_ROOT, 'bench', 'out'))
   args = parser.parse_args()
+  if not args.settle > 0:
+    parser.error('--settle must be a positive number of seconds')
   import numpy as np
   from acme_launch.plan import replay_memory
   warmup = max(100, args.steps // 10)
@@ -346,7 +357,8 @@ def main() -> None:
   }
   results, rows = {}, []
   for name, (adder, layout) in fills.items():
-    measured = measure_growth(adder, env_steps(cheetah, total), warmup)
+    measured = measure_growth(adder, env_steps(cheetah, total), warmup,
+                              settle=args.settle)
     results[name] = measured
     rows.append((measured, len(layout.columns),
                  replay_memory.step_bytes(layout)[0]))
@@ -359,11 +371,12 @@ def main() -> None:
   pong_spec = _spec(pong)
   length, period = 8 + 40 + 1, 20
   results['pixels'] = measure_growth(sequence_adder(length, period),
-                                     env_steps(pong, total), warmup)
+                                     env_steps(pong, total), warmup,
+                                     settle=args.settle)
   results['r2d2'] = measure_growth(
       sequence_adder(length, period),
       env_steps(pong, total, extras_fn=r2d2_states(config, pong_spec)),
-      warmup)
+      warmup, settle=args.settle)
   layout = replay_memory.sequence_layout(TABLE, 1, pong_spec, length, period,
                                          ())
   pixel_raw = sum(c.nbytes for c in layout.columns if c.pixel)
@@ -405,7 +418,7 @@ def main() -> None:
     results['checkpoints'] = {
         name: measure_checkpoints(adder, env_steps(env, 2**62, seed=2),
                                   size, args.checkpoint_rounds,
-                                  release=release)
+                                  release=release, settle=args.settle)
         for name, (adder, env, size, release) in fills.items()}
 
   results.update({

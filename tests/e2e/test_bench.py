@@ -283,8 +283,11 @@ def test_actor_loop_measures_the_loop_against_its_ceiling():
 
 
 def test_replay_memory_fills_real_servers_and_reports_the_figures(tmp_path):
+  # --settle=0.3: tiny tables settle at once (a read 1 s apart is the
+  # default's, for large fills).
   _bench('replay_memory.py', '--steps=300', '--checkpoint_items=500',
-         '--checkpoint_rounds=2', f'--out={tmp_path}', timeout=600)
+         '--checkpoint_rounds=2', '--settle=0.3', f'--out={tmp_path}',
+         timeout=600)
   results = read_json(os.path.join(tmp_path, 'replay_memory.json'))
   for fill in ('transitions', 'sequences', 'pixels', 'r2d2'):
     assert results[fill]['steps'] >= 300, results
