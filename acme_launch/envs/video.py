@@ -15,6 +15,11 @@ is EGL where the machine has it, else OSMesa (software); the choice
 (`MUJOCO_GL`, `PYOPENGL_PLATFORM`) must be made before MuJoCo is first
 imported, so `choose_gl` runs first thing. A machine with neither gets one
 line naming the Debian packages, and the episodes play without video.
+MuJoCo's and dm_control's frames are drawn with one frozen `Look`,
+`FILMED`, set where the task's renderer is made (its first frame): no
+multisampling and no shadows, the two costs of MuJoCo's own look on a
+software rasterizer (bench/evaluate.py measures both side by side); one
+renderer a task, its GL context made current for each frame, RGB alone.
 Filming reads the simulator's state and never changes it: the episodes'
 returns are the same with and without it.
 
@@ -34,7 +39,7 @@ import dataclasses
 import io
 import os
 import sys
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from acme_launch import compat  # noqa: F401  JAX aliases; before acme
 from acme import wrappers
@@ -115,29 +120,177 @@ def _minatar(game) -> Callable[[], np.ndarray]:
   return frame
 
 
-def frame_source(environment, size: int = SIZE
+@dataclasses.dataclass(frozen=True)
+class Look:
+  """How a filmed MuJoCo or dm_control frame is drawn. On Mesa's software
+  rasterizer (llvmpipe, what EGL and OSMesa are on a machine without a GPU)
+  MuJoCo's own defaults cost a 480 x 480 HalfCheetah frame about 50 ms:
+  its shadow map (4096 x 4096, drawn every frame) and 4x multisampling
+  take most of it, for shadows a top light hides and edges the encoder
+  blurs. `offsamples` None and the flags True are MuJoCo's own."""
+  offsamples: Optional[int] = 0   # Multisampling (MSAA) off.
+  shadows: bool = False
+  reflections: bool = True        # The floor's mirror image: cheap here.
+  skybox: bool = True             # Without it the background is black.
+
+  def flags(self) -> Dict[int, bool]:
+    """The scene's rendering flags (mjtRndFlag) this look sets."""
+    import mujoco
+    flag = mujoco.mjtRndFlag
+    return {flag.mjRND_SHADOW: self.shadows,
+            flag.mjRND_REFLECTION: self.reflections,
+            flag.mjRND_SKYBOX: self.skybox}
+
+  def prepare(self, model, size: int) -> None:
+    """Sets the model's visual options the rendering context is made
+    from (before it is made): samples, an off-screen buffer of at least
+    `size`. Visual options only; the simulation is unchanged."""
+    if self.offsamples is not None:
+      model.vis.quality.offsamples = self.offsamples
+    model.vis.global_.offwidth = max(model.vis.global_.offwidth, size)
+    model.vis.global_.offheight = max(model.vis.global_.offheight, size)
+
+
+FILMED = Look()                     # What filming draws (bench/evaluate.py).
+TASKS_OWN = Look(offsamples=None, shadows=True)  # MuJoCo's defaults.
+
+
+class MujocoFrames:
+  """Frames of a gym or Gymnasium MuJoCo task from the task's own
+  off-screen viewer (its GL context, camera and scene), made at the first
+  frame and drawn with a Look: the context made current for each frame
+  (several filmed tasks play side by side), RGB read alone (no depth),
+  turned upright. `make()`: (viewer, camera id or None, width, height)."""
+
+  def __init__(self, make: Callable[[], tuple], look: Look):
+    self._make = make
+    self._look = look
+    self.viewer = None
+
+  @property
+  def scene(self):
+    return self.viewer.scn
+
+  @property
+  def context(self):
+    return self.viewer.con
+
+  def _made(self):
+    import mujoco
+    self.viewer, self._camera_id, width, height = self._make()
+    self._shape = (height, width, 3)
+    self._rect = mujoco.MjrRect(0, 0, width, height)
+    for flag, on in self._look.flags().items():
+      self.viewer.scn.flags[flag] = on
+
+  def __call__(self) -> np.ndarray:
+    import mujoco
+    if self.viewer is None:
+      self._made()
+    viewer = self.viewer
+    viewer.opengl_context.make_current()
+    if self._camera_id is not None:  # As the task's own render sets it.
+      viewer.cam.type = (mujoco.mjtCamera.mjCAMERA_FREE
+                         if self._camera_id == -1
+                         else mujoco.mjtCamera.mjCAMERA_FIXED)
+      viewer.cam.fixedcamid = self._camera_id
+    mujoco.mjv_updateScene(viewer.model, viewer.data, viewer.vopt,
+                           viewer.pert, viewer.cam,
+                           mujoco.mjtCatBit.mjCAT_ALL, viewer.scn)
+    mujoco.mjr_render(self._rect, viewer.scn, viewer.con)
+    image = np.empty(self._shape, np.uint8)
+    mujoco.mjr_readPixels(image, None, self._rect, viewer.con)
+    return image[::-1]
+
+
+class ControlFrames:
+  """Frames of a dm_control task's physics from one camera kept for it
+  (one scene, not one a frame), drawn with a Look."""
+
+  def __init__(self, environment, size: int, look: Look):
+    self._environment = environment
+    self._size = size
+    self._look = look
+    self._camera = None
+
+  @property
+  def scene(self):
+    return self._camera.scene
+
+  @property
+  def context(self):
+    return self._camera._physics.contexts.mujoco.ptr  # pylint: disable=protected-access
+
+  def __call__(self) -> np.ndarray:
+    physics = self._environment.physics  # A task may make a new one.
+    if self._camera is None or self._camera._physics is not physics:  # pylint: disable=protected-access
+      from dm_control.mujoco import engine
+      self._look.prepare(physics.model, self._size)
+      self._camera = engine.Camera(physics, self._size, self._size,
+                                   camera_id=0)
+      for flag, on in self._look.flags().items():
+        self._camera.scene.flags[flag] = on
+    return self._camera.render()
+
+
+def frame_source(environment, size: int = SIZE, look: Look = FILMED
                  ) -> Optional[Callable[[], np.ndarray]]:
   """A function returning the task's current frame (H x W x 3 uint8), or
   None when the task is none of those filmed here. `size`: MuJoCo's and
-  dm_control's frames, square (Atari and MinAtar have their own)."""
+  dm_control's frames, square (Atari and MinAtar have their own; a
+  Gymnasium task's, its own width and height); `look`: how they are drawn,
+  set where their renderer is made (the first frame)."""
   for item in _inner_objects(environment):
     if hasattr(item, 'getScreenRGB'):                   # ALE (Atari).
       return item.getScreenRGB
     if hasattr(item, 'physics') and hasattr(item.physics, 'render'):
-      physics = item.physics                            # dm_control.
-      return lambda: physics.render(size, size, camera_id=0)
+      return ControlFrames(item, size, look)            # dm_control.
     if hasattr(item, 'state') and hasattr(item, 'minimal_action_set'):
       return _minatar(item)                             # MinAtar.
     if item is not getattr(item, 'unwrapped', None):
       continue  # A gym wrapper: it forwards the base's attributes.
     renderer = getattr(item, 'mujoco_renderer', None)   # Gymnasium MuJoCo.
     if renderer is not None:
-      return lambda: renderer.render('rgb_array')
+      return MujocoFrames(lambda env=item: _gymnasium(env, look), look)
     if hasattr(item, 'model') and hasattr(item, 'data') and hasattr(
-        item, 'render'):                                # gym 0.25 MuJoCo.
-      return lambda env=item: env.render(mode='rgb_array', width=size,
-                                         height=size)
+        item, '_get_viewer'):                           # gym 0.25 MuJoCo.
+      return MujocoFrames(lambda env=item: _gym(env, size, look), look)
   return None
+
+
+def _gym(environment, size: int, look: Look):
+  """gym 0.25's MuJoCo task: its 'rgb_array' viewer, its camera (the
+  model's 'track' where it has one, else the free camera)."""
+  import mujoco
+  look.prepare(environment.model, size)
+  viewer = environment._get_viewer('rgb_array')  # pylint: disable=protected-access
+  _fit_context(viewer, look)
+  camera_id = mujoco.mj_name2id(environment.model,
+                                mujoco.mjtObj.mjOBJ_CAMERA, 'track')
+  return viewer, camera_id, size, size
+
+
+def _gymnasium(environment, look: Look):
+  """A Gymnasium MuJoCo task: its renderer's 'rgb_array' viewer, size and
+  camera."""
+  renderer = environment.mujoco_renderer
+  look.prepare(environment.model, max(renderer.width, renderer.height))
+  viewer = renderer._get_viewer('rgb_array')  # pylint: disable=protected-access
+  _fit_context(viewer, look)
+  return viewer, renderer.camera_id, renderer.width, renderer.height
+
+
+def _fit_context(viewer, look: Look) -> None:
+  """A viewer made before the look's samples were set (a task rendered
+  before filming) gets its MuJoCo context made again with them."""
+  import mujoco
+  if look.offsamples is None or viewer.con.offSamples == look.offsamples:
+    return
+  viewer.opengl_context.make_current()
+  viewer.con.free()
+  viewer.con = mujoco.MjrContext(viewer.model,
+                                 mujoco.mjtFontScale.mjFONTSCALE_150)
+  mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, viewer.con)
 
 
 def frames_per_second(environment) -> float:

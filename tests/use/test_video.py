@@ -12,7 +12,10 @@ film is filmed, the returns are those of the same evaluation unfilmed; in
 a run (the e2e smoke run), tests/e2e/test_evaluate.py.
 """
 
+import json
 import os
+import subprocess
+import sys
 
 from acme_launch import compat  # noqa: F401  JAX aliases; before acme
 from acme.jax import variable_utils
@@ -26,6 +29,7 @@ from acme_launch.program import evaluation
 from acme_launch.use import restore
 from acme_launch.use import evaluate
 from acme_launch.envs import video
+from acme_launch.testing.launcher import REPO_ROOT, checkout_on_path, user_env
 from tests.use.test_evaluate import _run_dir
 from tests.use.video_stream import video_stream
 
@@ -162,3 +166,58 @@ def test_a_task_without_frames_keeps_its_environment_with_one_line():
   assert video.camera(environment, warnings.append) is environment
   [line] = warnings
   assert line.startswith('video: no video: ') and 'no frames' in line
+
+
+_LOOK = r"""
+import json
+import numpy as np
+from acme_launch.envs import video
+video.choose_gl()  # Before MuJoCo is imported.
+from acme_launch import envs
+seen = {}
+for name in ('HalfCheetah-v4', 'gymnasium:HalfCheetah-v5', 'dmc:cheetah-run'):
+  environment = envs.make_environment(name, 0, evaluation=True)
+  environment.reset()
+  frame = video.frame_source(environment)
+  image = frame()
+  seen[name] = {
+      'shape': list(image.shape), 'std': float(image.std()),
+      'flags': {str(int(f)): int(frame.scene.flags[f])
+                for f in video.FILMED.flags()},
+      'offsamples': int(frame.context.offSamples)}
+  if name == 'HalfCheetah-v4':  # The task's own frame of the same state.
+    own = envs.make_environment(name, 0, evaluation=True)
+    own.reset()
+    base = [e for e in video._inner_objects(own) if hasattr(e, 'viewer')][0]
+    theirs = base.render(mode='rgb_array', width=480, height=480)
+    seen[name]['off_theirs'] = float(np.abs(
+        image.astype(int) - theirs).mean())
+    seen[name]['off_theirs_upside_down'] = float(np.abs(
+        image[::-1].astype(int) - theirs).mean())
+    own.close()
+  environment.close()
+print(json.dumps(seen))
+"""
+
+
+def test_mujoco_and_dm_control_frames_are_drawn_with_the_filmed_look():
+  """The look is applied where the renderer is made (gym 0.25, Gymnasium,
+  dm_control): no multisampling, no shadows, as read back from the
+  renderer's context and scene; the frame is the task's own view, upright.
+  In a process of its own: the GL choice comes before MuJoCo's import."""
+  result = subprocess.run(
+      [sys.executable, '-c', _LOOK], cwd=REPO_ROOT, capture_output=True,
+      text=True, timeout=300, env=checkout_on_path(user_env()), check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  seen = json.loads(result.stdout.strip().splitlines()[-1])
+  flags = {str(int(f)): int(on) for f, on in video.FILMED.flags().items()}
+  assert video.FILMED.offsamples == 0 and not video.FILMED.shadows
+  for name, frame in seen.items():
+    assert frame['shape'] == [480, 480, 3], name
+    assert frame['std'] > 20, name  # A picture, not a blank.
+    assert frame['flags'] == flags, name
+    assert frame['offsamples'] == 0, name
+  cheetah = seen['HalfCheetah-v4']
+  # Close to the task's own (shadows, multisampling: a few pixels differ).
+  assert cheetah['off_theirs'] < 4, cheetah
+  assert cheetah['off_theirs_upside_down'] > 10 * cheetah['off_theirs']
