@@ -21,8 +21,12 @@ prints, in one run, side by side:
   wall times swing 2x from minute to minute; CPU time much less), and the
   default's episodes as the evaluator node plays them, an EnvPool each.
 - render: milliseconds a 480 x 480 HalfCheetah-v4 frame takes to render
-  off-screen (gym 0.25 + mujoco, EGL or OSMesa) and to encode (libx264,
-  imageio-ffmpeg), over --frames frames (goal: at most 10 ms).
+  off-screen (gym 0.25 + mujoco, EGL or OSMesa) as filming draws it
+  (envs/video.py FILMED: no multisampling, no shadows) and, side by side
+  (a frame of each in turn, the same scene), with MuJoCo's own look (the
+  task's own render: filming's before), the median over --frames frames
+  and the ratio; and to encode (libx264, imageio-ffmpeg) (goal: at most
+  10 ms to render).
 - memory: the peak resident memory (ru_maxrss from wait4) of an evaluate
   process and of an export process (goal: under 2 GiB each).
 - video: `evaluate --video` of one Atari episode (--atari, cut at
@@ -146,20 +150,35 @@ def envpool_alone(episodes: int, steps: int) -> dict:
 
 
 def render_cost(frames: int, folder: str) -> dict:
-  """Milliseconds a 480 x 480 HalfCheetah-v4 frame takes to render and to
-  encode."""
+  """Milliseconds a 480 x 480 HalfCheetah-v4 frame takes to render as
+  filming draws it (video.FILMED) and with MuJoCo's own look (TASKS_OWN,
+  how the task renders itself: filming's before), side by side: two
+  environments of the same seed and actions, one frame of each in turn,
+  so the machine's load weighs on both alike. Then the filmed frames'
+  encoding."""
   from acme_launch import envs as environments
-  environment = environments.make_environment('HalfCheetah-v4', 0,
-                                               evaluation=True)
-  environment.reset()
-  frame = video.frame_source(environment, 480)
-  first = frame()  # The GL context and renderer made.
-  zeros = np.zeros(environment.action_spec().shape, np.float32)
-  images, started = [], time.perf_counter()
-  for _ in range(frames):
-    environment.step(zeros)
-    images.append(frame())
-  render = (time.perf_counter() - started) / frames
+  looks = {'filmed': video.FILMED, 'tasks_own': video.TASKS_OWN}
+  made = {name: environments.make_environment('HalfCheetah-v4', 0,
+                                              evaluation=True)
+          for name in looks}
+  sources, seconds = {}, {name: [] for name in looks}
+  for name, environment in made.items():
+    environment.reset()
+    sources[name] = video.frame_source(environment, 480, looks[name])
+    sources[name]()  # The GL context and renderer made.
+  first = sources['filmed']()
+  environment = made['filmed']
+  actions = np.random.default_rng(0).uniform(
+      -1, 1, (frames,) + environment.action_spec().shape).astype(np.float32)
+  images = []
+  for action in actions:
+    for name, environment in made.items():
+      environment.step(action)
+      started = time.perf_counter()
+      image = sources[name]()
+      seconds[name].append(time.perf_counter() - started)
+      if name == 'filmed':
+        images.append(image)
   clip = video.Mp4(os.path.join(folder, 'render.mp4'), 20)
   clip.add(first)
   started = time.perf_counter()
@@ -167,10 +186,19 @@ def render_cost(frames: int, folder: str) -> dict:
     clip.add(image)
   clip.close()
   encode = (time.perf_counter() - started) / frames
-  environment.close()
+  for environment in made.values():
+    environment.close()
+  ms = {name: 1e3 * statistics.median(s) for name, s in seconds.items()}
   return {'frames': frames, 'shape': list(first.shape),
-          'gl': os.environ.get('MUJOCO_GL'), 'render_ms': render * 1e3,
-          'encode_ms': encode * 1e3}
+          'gl': os.environ.get('MUJOCO_GL'),
+          'render_ms': ms['filmed'],
+          'render_mean_ms': 1e3 * statistics.mean(seconds['filmed']),
+          'tasks_own_render_ms': ms['tasks_own'],
+          'tasks_own_render_mean_ms': 1e3 * statistics.mean(
+              seconds['tasks_own']),
+          'ratio': ms['tasks_own'] / ms['filmed'],
+          'encode_ms': encode * 1e3,
+          'load_average': list(os.getloadavg())}
 
 
 def played_in_process(run_dir: str, args, seed, as_evaluator=False) -> dict:
@@ -296,9 +324,12 @@ def main(argv) -> int:
   if 'render' in parts:
     results['render'] = r = render_cost(args.frames, work)
     print(f'render    {r["shape"][1]} x {r["shape"][0]} HalfCheetah-v4 frame '
-          f'({r["gl"]}): {r["render_ms"]:.1f} ms to render, '
-          f'{r["encode_ms"]:.1f} ms to encode, over {r["frames"]} frames '
-          '(goal: at most 10 ms)')
+          f'({r["gl"]}), median of {r["frames"]} frames: '
+          f'{r["render_ms"]:.1f} ms to render as filmed (mean '
+          f'{r["render_mean_ms"]:.1f}), {r["tasks_own_render_ms"]:.1f} ms '
+          f'with MuJoCo\'s own look (mean {r["tasks_own_render_mean_ms"]:.1f}'
+          f'; {r["ratio"]:.1f}x), {r["encode_ms"]:.1f} ms to encode; load '
+          f'average {r["load_average"][0]:.1f} (goal: at most 10 ms)')
   if 'video' in parts:
     results['video'] = v = filmed_memory(args, work)
     print(f'video     {v["task"]}, one episode of {v["steps"]} steps filmed '
