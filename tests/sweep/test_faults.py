@@ -30,9 +30,10 @@ from acme_launch.sweep import trials
 from acme_launch.testing import sweep_dirs
 
 
-def _member(tmp_path, name='m', synced=0, argv=()):
-  """A member running through (its trial's own steps, no program until
-  one starts it, with `argv`), the population last compared at `synced`."""
+def _member(tmp_path, name='m', synced=0, argv=(), through=True):
+  """A member running through, or taking turns (its trial's own steps, no
+  program until one starts it, with `argv`), the population last compared
+  at `synced`."""
   control = tmp_path / f'control-{name}'  # Its trial id is 'default'.
   control.mkdir(exist_ok=True)
   trials.write_synced(str(control), synced)
@@ -40,7 +41,7 @@ def _member(tmp_path, name='m', synced=0, argv=()):
       sweep_dir=str(tmp_path), control=str(control), cwd=str(tmp_path),
       env=dict(os.environ), slots=(slots.Slot(0, (0,), ()),),
       argv={name: tuple(argv)}, interval_steps=1000, budget={name: 4000},
-      through=True)
+      through=through)
   member = object.__new__(trials.MemberTrial)
   member._trial_info = None  # Tune's: its trial id is then 'default'.
   member.setup({'point': name, 'values': {'lr': 0.1}}, context)
@@ -156,30 +157,36 @@ def test_an_exploit_staged_before_a_stop_is_the_members_next_values(tmp_path):
   assert _learner_text(run_dir) == 'donor'
 
 
-def test_a_member_left_out_after_failing_is_failed_in_the_summary(tmp_path):
+@pytest.mark.parametrize('resumed', [False, True])
+def test_a_member_left_out_after_failing_is_failed_in_the_summary(
+    tmp_path, resumed):
   # A member that failed past its retries before the boundary at 500:
   # compared without it (population.left_out), it is failed, the others'
   # figures stand, and the sweep's exit code is 1 (runner.run: failed).
+  # After a --resume that took it to its budget it is finished (exit 0),
+  # and the comparison it missed stays recorded.
   sweep_dir = str(tmp_path / 'sweep')
   names = sweep_dirs.write_sweep(sweep_dir, {'0.001': [10.0, 20.0, 30.0]})
   record = sweep_record.read_record(sweep_dir)
   record['scheduler'] = {'name': 'pbt'}
   record['population'] = {'compared': 500, 'left_out': [
       {'actor_steps': 500, 'members': [names[2]]}]}
-  path = layout.summary_path(os.path.join(sweep_dir, names[2]))
-  layout.write_json_atomic(path, {
-      **layout.read_json(path), 'exit_reason': 'node_failed',
-      'actor_steps': 300, 'final_eval_return_mean': None,
-      'last_eval_return': 30.0, 'last_eval_actor_steps': 300})
+  if not resumed:
+    path = layout.summary_path(os.path.join(sweep_dir, names[2]))
+    layout.write_json_atomic(path, {
+        **layout.read_json(path), 'exit_reason': 'node_failed',
+        'actor_steps': 300, 'final_eval_return_mean': None,
+        'last_eval_return': 30.0, 'last_eval_actor_steps': 300})
   for entry in record['points']:
     entry['values'] = {'ppo.learning_rate': 0.001}
   layout.write_json_atomic(sweep_record.record_path(sweep_dir), record)
   table = sweep_record.summarize(sweep_dir, record)
-  assert table['failed'] == [names[2]]
+  assert table['failed'] == ([] if resumed else [names[2]])
   assert table['population']['left_out'] == [
       {'actor_steps': 500, 'members': [names[2]]}]
-  assert table['settings'][0]['returns'] == [10.0, 20.0]
-  assert table['population']['best'] == names[1]
+  assert table['settings'][0]['returns'] == (
+      [10.0, 20.0, 30.0] if resumed else [10.0, 20.0])
+  assert table['population']['best'] == names[2 if resumed else 1]
 
 
 @pytest.mark.parametrize('summary_lost', [False, True])
@@ -203,43 +210,55 @@ def test_killed_after_a_segment_a_member_taking_turns_scores_there_again(
   assert summary['final_eval_return_mean'] == 5.0
 
 
-@pytest.mark.parametrize('start', ['dropped at its budget',
-                                   'retried after the copy'])
-def test_a_start_that_copies_nothing_says_it_copied_nothing(tmp_path, start):
+@pytest.mark.parametrize('start, through', [
+    ('applies the staged copy', True), ('applies the staged copy', False),
+    ('dropped at its budget', True), ('retried after the copy', True),
+    ('retried after the copy', False)])
+def test_a_members_start_says_it_copied_only_what_it_applied(
+    tmp_path, start, through):
   # Tune calls load_checkpoint with the donor's checkpoint when it decides
   # the exploit (and again when it starts a failed trial again: the
   # donor's is then its latest), then the member's next step starts it.
-  # Dropped: its program reached its budget before it stopped to copy (on
-  # a Ray cluster members run through without waiting), the staged copy is
-  # dropped. Retried: the copy was applied by the start before the
-  # failure. Neither start copies: its launch's `copied` (sweep.json, the
-  # replayed schedule) is None. Its program is refused at once (a flag it
-  # does not know): the start is what is under test.
+  # Applies: the copy staged at the comparison (before a stop, or not) is
+  # applied by this start. Dropped: its program reached its budget before
+  # it stopped to copy (on a Ray cluster members run through without
+  # waiting): the staged copy is dropped. Retried: the copy was applied by
+  # the start before the failure. Only the first copies: its launch's
+  # `copied` (sweep.json, the replayed schedule) names the donor, the
+  # others' none. Each goes on from its own actor steps. Its program is
+  # refused at once (a flag it does not know): the start is under test.
   donor = _member(tmp_path, name='donor')
   sweep_dirs.write_run(str(tmp_path / 'donor'), 6.0, steps=2030)
   _learner(str(tmp_path / 'donor'), 'donor')
   checkpoint = str(tmp_path / 'tune_checkpoint')
   os.makedirs(checkpoint)
   donor.save_checkpoint(checkpoint)
-  member = _member(tmp_path, argv=['--not_a_launcher_flag'])
+  member = _member(tmp_path, synced=2000, argv=['--not_a_launcher_flag'],
+                   through=through)
   (tmp_path / 'logs').mkdir()  # The sweep's, its launches' logs.
   run_dir = str(tmp_path / 'm')
-  if start == 'dropped at its budget':
-    sweep_dirs.write_run(run_dir, 1.0, steps=4000)
-    _learner(run_dir, 'own')
+  steps = 4000 if start == 'dropped at its budget' else 2000
+  sweep_dirs.write_run(run_dir, 1.0, steps=steps)
+  _learner(run_dir, 'donor' if start == 'retried after the copy' else 'own')
+  if start != 'retried after the copy':
     trials.stage_exploit(run_dir, checkpoint, 'donor', 2030, {'lr': 0.2},
                          {'lr': 0.1})
-  else:
-    sweep_dirs.write_run(run_dir, 1.0, steps=2500)
-    _learner(run_dir, 'donor')
+    at = trials.staged_exploit(run_dir)['at']
   member.load_checkpoint(checkpoint)
   try:
     started = member.step()
     assert started['event'] == 'started'
-    assert started['copied'] is None, started['copied']
+    assert started['actor_steps'] == steps
+    if start == 'applies the staged copy':
+      assert started['copied'] == {'point': 'donor', 'actor_steps': 2030,
+                                   'at': at}
+      assert started['values'] == {'lr': 0.2}
+    else:
+      assert started['copied'] is None, started['copied']
+      assert started['values'] == {'lr': 0.1}
     assert started.get('exploit_dropped', False) == (
         start == 'dropped at its budget')
-    assert started['values'] == {'lr': 0.1}
+    assert started.get('segment_end') == (None if through else 3000)
     assert _learner_text(run_dir) == (
         'own' if start == 'dropped at its budget' else 'donor')
     assert trials.staged_exploit(run_dir) is None
