@@ -1,5 +1,7 @@
 """A population's settings, refused fields and perturbations (population.py),
-with Tune's own perturbation step (no Ray instance)."""
+with Tune's own perturbation step; populations in Tune's own controller,
+their members stand-ins (tests/sweep/tune_members.py): members that end
+short of a boundary, a population resumed after a stop."""
 
 import os
 import random
@@ -223,38 +225,58 @@ def test_a_copy_from_a_member_on_a_ray_cluster_does_not_wait_for_a_save(
       'periodic')
 
 
-def test_members_waiting_at_a_boundary_go_on_when_others_end_short_of_it():
+# Populations in real Tune on the sweep's own Ray, their members stand-ins
+# (tests/sweep/tune_members.py), all run in one process (one Ray start).
+# Short: members that end short of a boundary, taking turns on one slot
+# and running through, frozen at the boundary.
+SHORT = [{'scores': {'a': 1.0, 'b': 2.0, 'c': 3.0, 'd': 4.0},
+          'fails': {'c': 'raises', 'd': 'ends'}, 'interval': 1000,
+          'budget': 2000},
+         {'scores': {'a': 1.0, 'b': 2.0, 'c': 3.0},
+          'fails': {'c': 'raises'}, 'interval': 1000, 'budget': 2000,
+          'through': True}]
+# Resumed: the launcher stopped (Ctrl-C or kill -9) after a reached 2,000
+# and before the comparison there (compared at 1,000); c had failed past
+# its retries at 500, before 1,000, and was compared there without it.
+# Taking turns, and running through.
+RESUMED = [{'scores': {'a': 1.0, 'c': 2.0}, 'fails': {}, 'interval': 1000,
+            'budget': 3000, 'compared': 1000, 'steps': {'a': 2000, 'c': 500},
+            'through': through} for through in (False, True)]
+
+
+@pytest.fixture(scope='module')
+def told():
+  """What Tune and the scheduler told of each population: {index: lines}."""
+  import json
+  import subprocess
+  import sys
+  from tests.conftest import REPO_ROOT, user_env
+  try:
+    result = subprocess.run(
+        [sys.executable, '-m', 'tests.sweep.tune_members',
+         json.dumps(SHORT + RESUMED)], cwd=REPO_ROOT, env=user_env(),
+        capture_output=True, text=True, timeout=600, check=False)
+  except subprocess.TimeoutExpired as e:
+    raise AssertionError('Tune waited for ever:\n' +
+                         (e.stdout or b'').decode()) from None
+  assert result.returncode == 0, result.stderr[-3000:]
+  lines = [json.loads(l) for l in result.stdout.splitlines()
+           if l.startswith('{')]
+  return {i: [l for l in lines if l['population'] == i]
+          for i in range(len(SHORT + RESUMED))}
+
+
+def test_members_waiting_at_a_boundary_go_on_when_others_end_short_of_it(
+    told):
   # Taking turns on one slot: a and b reach the boundary and wait there
   # paused; c fails past its retries (its trial errors: Tune keeps it
   # among its live trials), then d, the last to run before the boundary,
   # ends as a restart that exits 2 does (its trial ends). Running through,
   # frozen at the boundary: a and b wait there while c fails. Tune's own
   # PBT would wait for them for ever; the population is compared without
-  # them, naming them, and goes on to the budget. Real Tune on the sweep's
-  # own Ray (tests/sweep/tune_members.py).
-  import json
-  import subprocess
-  import sys
-  from tests.conftest import REPO_ROOT, user_env
-  specs = [{'scores': {'a': 1.0, 'b': 2.0, 'c': 3.0, 'd': 4.0},
-            'fails': {'c': 'raises', 'd': 'ends'}, 'interval': 1000,
-            'budget': 2000},
-           {'scores': {'a': 1.0, 'b': 2.0, 'c': 3.0},
-            'fails': {'c': 'raises'}, 'interval': 1000, 'budget': 2000,
-            'through': True}]
-  try:
-    result = subprocess.run(
-        [sys.executable, '-m', 'tests.sweep.tune_members',
-         json.dumps(specs)], cwd=REPO_ROOT, env=user_env(),
-        capture_output=True, text=True, timeout=600, check=False)
-  except subprocess.TimeoutExpired as e:
-    raise AssertionError('Tune waited for ever for members that ended:\n' +
-                         (e.stdout or b'').decode()) from None
-  assert result.returncode == 0, result.stderr[-3000:]
-  told = [json.loads(l) for l in result.stdout.splitlines()
-          if l.startswith('{')]
-  for index, spec in enumerate(specs):
-    said = [t for t in told if t['population'] == index]
+  # them, naming them, and goes on to the budget.
+  for index, spec in enumerate(SHORT):
+    said = told[index]
     events = [(t.get('event'), t.get('point')) for t in said]
     short = sorted(spec['fails'])
     gone = [events.index(('error' if how == 'raises' else 'ended', name))
@@ -275,6 +297,33 @@ def test_members_waiting_at_a_boundary_go_on_when_others_end_short_of_it():
     assert sorted(p for e, p in events[max(gone) + 1:] if e == 'ended') == [
         'a', 'b']
     assert said[-1]['ended']
+
+
+@pytest.mark.parametrize('index', range(len(RESUMED)),
+                         ids=['taking turns', 'through'])
+def test_a_resumed_population_is_compared_where_it_stopped_on_the_same_scores(
+    told, index):
+  # Resumed: a reports 2,000 again (taking turns, its first segment ends
+  # there, not at 3,000; running through, its score at 2,000) on the same
+  # score (2.0), and waits there while c goes on from its own 500 steps;
+  # the population is compared at 2,000 with both in it (a copies c, 4.0
+  # there), not at 1,000 again nor first at 3,000; both reach the budget.
+  said = told[len(SHORT) + index]
+  segments = [(t['point'], t['steps']) for t in said
+              if t.get('event') == 'segment']
+  firsts = {}
+  for point, steps in segments:
+    firsts.setdefault(point, steps)
+  assert firsts == {'a': 2000, 'c': 1000 if index == 0 else 2000}
+  assert [t['steps'] for t in said if t.get('event') == 'compared'] == [
+      1000, 2000]
+  assert not [t for t in said if t.get('event') == 'left_out']
+  exploits = [(t['member'], t['copied'], t['steps']) for t in said
+              if t.get('event') == 'exploit']
+  assert exploits == [('a', 'c', 2000)]  # c's score there: it was in.
+  assert sorted(t['point'] for t in said if t.get('event') == 'ended') == [
+      'a', 'c']
+  assert said[-1]['ended']
 
 
 def _stopped_population(tmp_path, compared, exploits, staged=(), part=()):

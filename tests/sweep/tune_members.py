@@ -14,7 +14,12 @@ population's index, and {'ended': ...} when its fit returned. A SPEC:
 it ends at its first segment, before the first boundary: 'raises' (fails
 past its retries) or 'ends' (its restart exits 2)}, 'interval' and
 'budget' in actor steps, 'through': whether the members run at once, each
-frozen at a boundary until the comparison (else they take turns)}.
+frozen at a boundary until the comparison (else they take turns);
+optionally, a population resumed after a stop: 'compared' (the last
+boundary compared before it, as sweep.json's `population.compared`) and
+'steps' ({member: the actor steps its run directory holds})}. A member's
+actor steps are kept in a file of its own, as in its run directory: a
+copy takes the donor's skill, never its steps.
 """
 
 import json
@@ -29,14 +34,29 @@ from acme_launch.sweep import population
 
 
 class Member(tune.Trainable):
-  """One segment a step; its actor steps and its `skill` (its return per
-  1,000 steps) kept in its Tune checkpoint: a copy takes the donor's."""
+  """One segment a step; its `skill` (its return per 1,000 steps) kept in
+  its Tune checkpoint (a copy takes the donor's), its actor steps in its
+  own file."""
 
   def setup(self, config, spec):
     self._spec = spec
     self._name = config['point']
     self._skill = spec['scores'][self._name]
-    self._steps = 0
+    self._run_dir = os.path.join(spec['steps_dir'], self._name)
+    try:
+      with open(self._run_dir) as f:
+        self._steps = int(f.read())
+    except FileNotFoundError:  # Its first start, or the first after a stop.
+      self._steps = spec.get('steps', {}).get(self._name, 0)
+
+  def _compared(self):
+    with open(self._spec['compared_path']) as f:
+      return int(f.read())
+
+  def _trained_to(self, steps):
+    self._steps = steps
+    with open(self._run_dir, 'w') as f:
+      f.write(str(steps))
 
   def step(self):
     spec = self._spec
@@ -49,7 +69,10 @@ class Member(tune.Trainable):
               'done': True}
     if spec.get('through'):
       return self._through()
-    self._steps = min(spec['budget'], self._steps + spec['interval'])
+    # As trials.MemberTrial's start: to the boundary after the last one
+    # compared (a resumed member past it stops there again), or the budget.
+    self._trained_to(population.segment_end(
+        self._steps, spec['interval'], spec['budget'], self._compared()))
     if self._steps >= spec['budget']:
       return {'event': 'ended', 'point': self._name, 'exit_code': 0,
               'done': True}
@@ -62,9 +85,8 @@ class Member(tune.Trainable):
     until the population is compared there (the driver's `compared`)."""
     time.sleep(0.5)  # A report's period, shortened.
     spec = self._spec
-    with open(spec['compared']) as f:
-      boundary = int(f.read()) + spec['interval']
-    self._steps = min(spec['budget'], boundary, self._steps + 500)
+    boundary = self._compared() + spec['interval']
+    self._trained_to(min(spec['budget'], boundary, self._steps + 500))
     if self._steps >= spec['budget']:
       return {'event': 'ended', 'point': self._name, 'exit_code': 0,
               'done': True}
@@ -93,31 +115,29 @@ class Member(tune.Trainable):
 
   def save_checkpoint(self, checkpoint_dir):
     with open(os.path.join(checkpoint_dir, 'member.json'), 'w') as f:
-      json.dump({'point': self._name, 'steps': self._steps,
-                 'skill': self._skill}, f)
+      json.dump({'point': self._name, 'skill': self._skill}, f)
 
   def load_checkpoint(self, checkpoint_dir):
     with open(os.path.join(checkpoint_dir, 'member.json')) as f:
-      saved = json.load(f)
-    if saved['point'] == self._name:
-      self._steps = saved['steps']
-    self._skill = saved['skill']  # Its own, or the one it copies.
+      self._skill = json.load(f)['skill']  # Its own, or the one it copies.
 
 
 def _run(index, spec, folder, slots) -> None:
   def say(**line):
     print(json.dumps({'population': index, **line}), flush=True)
 
-  spec = {**spec, 'compared': os.path.join(folder, f'compared-{index}'),
-          'reached': os.path.join(folder, f'reached-{index}')}
+  spec = {**spec, 'compared_path': os.path.join(folder, f'compared-{index}'),
+          'reached': os.path.join(folder, f'reached-{index}'),
+          'steps_dir': os.path.join(folder, f'steps-{index}')}
   os.makedirs(spec['reached'])
+  os.makedirs(spec['steps_dir'])
 
   def compared(steps):
-    with open(spec['compared'], 'w') as f:
+    with open(spec['compared_path'], 'w') as f:
       f.write(str(steps))
     say(event='compared', steps=steps)
 
-  compared(0)
+  compared(spec.get('compared', 0))
 
   names = {}
 
@@ -139,7 +159,8 @@ def _run(index, spec, folder, slots) -> None:
       lambda member, donor, steps, *_: say(
           event='exploit', member=names[member], copied=names[donor],
           steps=steps),
-      through=bool(spec.get('through')), on_compared=compared,
+      through=bool(spec.get('through')), compared=spec.get('compared', 0),
+      on_compared=compared,
       on_left_out=lambda steps, members: say(
           event='left_out', steps=steps,
           members=sorted(names[m] for m in members)))
