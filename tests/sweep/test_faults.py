@@ -189,12 +189,14 @@ def test_a_member_left_out_after_failing_is_failed_in_the_summary(
   assert table['population']['best'] == names[2 if resumed else 1]
 
 
-@pytest.mark.parametrize('summary_lost', [False, True])
+@pytest.mark.parametrize('summary_lost, torn', [(False, False),
+                                               (True, False), (True, True)])
 def test_killed_after_a_segment_a_member_taking_turns_scores_there_again(
-    tmp_path, summary_lost):
+    tmp_path, summary_lost, torn):
   # Its segment ended at 2,000 (its final evaluation 5.0) and the launcher
   # stopped before the comparison there; or its program was killed after
-  # that evaluation, before its summary. Resumed, it stops at 2,000 again
+  # that evaluation, before its summary (and in the middle of an
+  # evaluator's row). Resumed, it stops at 2,000 again
   # (population.segment_end) and its launch there has nothing to do: its
   # summary, the member's score, says 5.0 at 2,000 again.
   from acme_launch.run import summary as summary_lib
@@ -203,11 +205,15 @@ def test_killed_after_a_segment_a_member_taking_turns_scores_there_again(
   sweep_dirs.write_run(run_dir, 5.0, steps=2000)
   if summary_lost:
     os.remove(layout.summary_path(run_dir))
+  if torn:
+    with open(layout.metrics_path(run_dir, 'evaluator/0'), 'a') as f:
+      f.write('204')  # Cut by the kill, in its first field.
   end = population.segment_end(2040, 1000, 4000, compared=1000)
   summary = summary_lib.at_budget(run_dir, end, {'actor_steps': 2040})
   assert end == 2000
   assert summary['exit_reason'] == 'budget_reached'
   assert summary['final_eval_return_mean'] == 5.0
+  assert summary['last_eval_return'] == (5.0 if summary_lost else 2.5)
 
 
 @pytest.mark.parametrize('start, through', [
