@@ -274,3 +274,72 @@ def test_a_members_start_says_it_copied_only_what_it_applied(
     assert ended['exit_code'] == 2  # Its program ran, and was refused.
   finally:
     member.cleanup()
+
+
+# A member's program as a stop sees it: on SIGINT or SIGTERM it saves (a
+# file naming the signal) and exits 130.
+PROGRAM = r'''
+import signal, sys, time
+def stop(signum, frame):
+  with open(sys.argv[1], 'w') as f:
+    f.write(str(signum))
+  sys.exit(130)
+signal.signal(signal.SIGINT, stop)
+signal.signal(signal.SIGTERM, stop)
+open(sys.argv[1] + '.started', 'w').close()
+while True:
+  time.sleep(0.05)
+'''
+
+
+@pytest.mark.parametrize('kill', [False, True])
+def test_a_stop_while_frozen_before_the_comparison_reaches_the_program(
+    tmp_path, kill):
+  # Frozen at a boundary until the comparison there, when the launcher
+  # gets Ctrl-C: the member's program is thawed, gets the signal once,
+  # saves and ends (--resume goes on from what it saved; the boundary is
+  # compared then), and its trial ends with it, none left stopped. After
+  # the grace time (`kill`): killed, frozen or not.
+  import signal
+  import subprocess
+  import sys
+  import time
+  from acme_launch.sweep import freeze
+  from acme_launch.testing.launcher import wait_for
+  member = _member(tmp_path, synced=1000)
+  context = member._context
+  member._context = trials.TrialContext(**{
+      **context.__dict__, 'freeze': True, 'report_seconds': 0.2,
+      'member_slots': {'m': 0}})
+  script, saved = tmp_path / 'program.py', str(tmp_path / 'saved')
+  script.write_text(PROGRAM)
+  member._popen = subprocess.Popen([sys.executable, str(script), saved],
+                                   start_new_session=True)
+  # What its start sets (trials.MemberTrial._start_member), for this one.
+  member._slot = member._launch_slot = context.slots[0]
+  member._started, member._signals_passed = time.time(), 0
+  member._log = open(tmp_path / 'm.log', 'a')
+  try:
+    wait_for(lambda: os.path.exists(saved + '.started'), 30,
+             'the program started')
+    member._frozen = freeze.stop(member._popen.pid)
+    member._frozen_slot = member._slot
+    trials.write_stop(context.control, {'signal': int(signal.SIGINT),
+                                        'count': 1, 'kill': kill})
+    deadline = time.monotonic() + 30
+    result = member.step()
+    while not result.get('done'):
+      assert time.monotonic() < deadline, 'its program never ended'
+      result = member.step()
+    assert result['event'] == 'ended'
+    assert result['exit_code'] == (-signal.SIGKILL if kill else 130)
+    assert os.path.exists(saved) != kill
+    if not kill:
+      with open(saved) as f:
+        assert f.read() == str(int(signal.SIGINT))
+    assert member._frozen is None
+  finally:
+    if member._popen.poll() is None:
+      member._popen.kill()
+    member._popen.wait()
+    member._log.close()
