@@ -1,21 +1,26 @@
 """Where a fault can land in a population (population.py, trials.py), in
 process: what a member reports and what its run directory holds after
 the launcher stopped (Ctrl-C or kill -9) at each place, read back as a
---resume reads it. Tune's own part (who waits, who is compared) is in
-tests/sweep/test_population.py; one population killed and resumed end to
-end is tests/e2e/sweep/test_population.py.
+--resume reads it. Tune's own part (who waits, who is compared, a resumed
+population compared where it stopped) is in tests/sweep/test_population.py;
+one population killed and resumed end to end is
+tests/e2e/sweep/test_population.py.
 
-    where the fault lands          through / frozen        taking turns
-    after a boundary, before its   the score at B again    the member stops at B
-      comparison                   from the run's rows     again (segment_end)
-    an exploit staged, not         kept; applied at the    the same
-      applied                      next start
-    during a copy (decided, or     the comparison is made  the same
-      applied)                     again / the apply ends
-    a member failing past its      compared without it     the same (Tune-level)
-      retries before a boundary
-    a torn metrics row             skipped; the next       the score is its
-                                   whole evaluation        summary's
+    where the fault lands       through / frozen          taking turns
+    after a boundary, before    the score at B again      it stops at B again
+      its comparison            from the run's rows;      (segment_end), its
+                                frozen: thawed for the    summary's score
+                                stop, saved, ended
+    an exploit staged, not      kept; applied at the      the same
+      applied                   next start, which alone
+                                says it copied
+    during a copy (decided,     the comparison is made    the same
+      or applied)               again / the apply ends
+    a member failing past its   compared without it,      the same
+      retries before a boundary failed; after --resume
+                                it catches up
+    a torn metrics row          skipped; the next whole   skipped; the score
+                                evaluation                is its summary's
 """
 
 import os
