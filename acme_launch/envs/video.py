@@ -39,6 +39,7 @@ import dataclasses
 import io
 import os
 import sys
+import weakref
 from typing import Callable, Dict, List, Optional
 
 from acme_launch import compat  # noqa: F401  JAX aliases; before acme
@@ -160,12 +161,19 @@ class MujocoFrames:
   off-screen viewer (its GL context, camera and scene), made at the first
   frame and drawn with a Look: the context made current for each frame
   (several filmed tasks play side by side), RGB read alone (no depth),
-  turned upright. `make()`: (viewer, camera id or None, width, height)."""
+  turned upright. `make()`: (viewer, camera id or None, width, height).
+  The task owns its viewer (held here by a weak reference): closing the
+  task frees its GL context then, not a finalizer at exit, when EGL is
+  gone."""
 
   def __init__(self, make: Callable[[], tuple], look: Look):
     self._make = make
     self._look = look
-    self.viewer = None
+    self._viewer = None
+
+  @property
+  def viewer(self):
+    return self._viewer() if self._viewer is not None else None
 
   @property
   def scene(self):
@@ -177,17 +185,19 @@ class MujocoFrames:
 
   def _made(self):
     import mujoco
-    self.viewer, self._camera_id, width, height = self._make()
+    viewer, self._camera_id, width, height = self._make()
+    self._viewer = weakref.ref(viewer)
     self._shape = (height, width, 3)
     self._rect = mujoco.MjrRect(0, 0, width, height)
     for flag, on in self._look.flags().items():
-      self.viewer.scn.flags[flag] = on
+      viewer.scn.flags[flag] = on
+    return viewer
 
   def __call__(self) -> np.ndarray:
     import mujoco
-    if self.viewer is None:
-      self._made()
     viewer = self.viewer
+    if viewer is None:  # The first frame, or the first after a close.
+      viewer = self._made()
     viewer.opengl_context.make_current()
     if self._camera_id is not None:  # As the task's own render sets it.
       viewer.cam.type = (mujoco.mjtCamera.mjCAMERA_FREE
