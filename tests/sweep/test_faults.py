@@ -250,6 +250,7 @@ def test_a_members_start_says_it_copied_only_what_it_applied(
   run_dir = str(tmp_path / 'm')
   steps = 4000 if start == 'dropped at its budget' else 2000
   sweep_dirs.write_run(run_dir, 1.0, steps=steps)
+  layout.write_json_atomic(layout.config_path(run_dir), {'config': {}})
   _learner(run_dir, 'donor' if start == 'retried after the copy' else 'own')
   if start != 'retried after the copy':
     trials.stage_exploit(run_dir, checkpoint, 'donor', 2030, {'lr': 0.2},
@@ -259,7 +260,10 @@ def test_a_members_start_says_it_copied_only_what_it_applied(
   try:
     started = member.step()
     assert started['event'] == 'started'
-    assert started['actor_steps'] == steps
+    # It goes on from its own run directory, none of its steps lost.
+    assert started['resumed'] and started['actor_steps'] == steps
+    with open(tmp_path / 'logs' / 'm.log') as f:
+      assert f'--resume={run_dir}' in f.read()
     if start == 'applies the staged copy':
       assert started['copied'] == {'point': 'donor', 'actor_steps': 2030,
                                    'at': at}
