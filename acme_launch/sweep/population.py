@@ -390,9 +390,18 @@ def schedule(record: Dict[str, Any], member: str,
   a copy: the launches started before it, up to those steps. Consecutive
   spans with the same values are one."""
   entries = {p['name']: p for p in record['points']}
-  launches = [l for l in entries[member]['launches']
-              if 'values' in l and not l.get('retried') and
-              (until is None or l['started'] < until[1])]
+  launches, carried = [], None
+  for launch in entries[member]['launches']:
+    if 'values' not in launch or (until is not None and
+                                  launch['started'] >= until[1]):
+      continue
+    if launch.get('retried'):  # Run again by the next: what it copied too.
+      carried = launch.get('copied') or carried
+      continue
+    if carried and not launch.get('copied'):
+      launch = {**launch, 'copied': carried}
+    carried = None
+    launches.append(launch)
   spans = []
   for i, launch in enumerate(launches):
     if 'segment_end' in launch:  # One segment (members taking turns).

@@ -133,6 +133,23 @@ def test_a_members_schedule_follows_what_it_copied():
                                                (3000, {'ppo.learning_rate': 0.2})]
 
 
+def test_a_members_schedule_keeps_a_copy_whose_launch_failed_and_ran_again():
+  # Taking turns: b copied a at the 1,000 boundary, and that launch failed
+  # (--trial_retries): its retry goes on from the copied learner and says
+  # it copied nothing (trials.MemberTrial: a launch names only the copy it
+  # applied). b's learner is still a's until the copy.
+  record = {'points': [
+      {'name': 'a', 'launches': [_launch(1000, 0.1, 10), _launch(2000, 0.1, 20),
+                                 _launch(3000, 0.1, 30)]},
+      {'name': 'b', 'launches': [_launch(1000, 0.3, 10),
+                                 _launch(2000, 0.12, 20, copied=('a', 1040),
+                                         retried=True),
+                                 _launch(2000, 0.12, 25),
+                                 _launch(3000, 0.12, 31)]}]}
+  assert population.schedule(record, 'b') == [
+      (1000, {'ppo.learning_rate': 0.1}), (3000, {'ppo.learning_rate': 0.12})]
+
+
 def test_a_schedule_of_members_running_through_ends_each_launch_at_the_next():
   # Running through to 4,000: b stopped at 2,300 steps to copy a, which had
   # 2,500 then; a launch killed with the launcher went on resumed.
