@@ -22,11 +22,11 @@ prints, in one run, side by side:
   default's episodes as the evaluator node plays them, an EnvPool each.
 - render: milliseconds a 480 x 480 HalfCheetah-v4 frame takes to render
   off-screen (gym 0.25 + mujoco, EGL or OSMesa) as filming draws it
-  (envs/video.py FILMED: no multisampling, no shadows) and, side by side
-  (a frame of each in turn, the same scene), with MuJoCo's own look (the
-  task's own render: filming's before), the median over --frames frames
-  and the ratio; and to encode (libx264, imageio-ffmpeg) (goal: at most
-  10 ms to render).
+  (envs/video.py FILMED: no multisampling, shadows or reflections) and,
+  side by side (a frame of each in turn, the same scene), with MuJoCo's
+  own look (TASKS_OWN: what the task's own render draws), the median over
+  --frames frames and the ratio; and to encode (libx264, imageio-ffmpeg)
+  (goal: at most 10 ms to render).
 - memory: the peak resident memory (ru_maxrss from wait4) of an evaluate
   process and of an export process (goal: under 2 GiB each).
 - video: `evaluate --video` of one Atari episode (--atari, cut at
@@ -152,7 +152,7 @@ def envpool_alone(episodes: int, steps: int) -> dict:
 def render_cost(frames: int, folder: str) -> dict:
   """Milliseconds a 480 x 480 HalfCheetah-v4 frame takes to render as
   filming draws it (video.FILMED) and with MuJoCo's own look (TASKS_OWN,
-  how the task renders itself: filming's before), side by side: two
+  how the task renders itself), side by side: two
   environments of the same seed and actions, one frame of each in turn,
   so the machine's load weighs on both alike. Then the filmed frames'
   encoding."""

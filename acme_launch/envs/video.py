@@ -17,9 +17,10 @@ imported, so `choose_gl` runs first thing. A machine with neither gets one
 line naming the Debian packages, and the episodes play without video.
 MuJoCo's and dm_control's frames are drawn with one frozen `Look`,
 `FILMED`, set where the task's renderer is made (its first frame): no
-multisampling and no shadows, the two costs of MuJoCo's own look on a
-software rasterizer (bench/evaluate.py measures both side by side); one
-renderer a task, its GL context made current for each frame, RGB alone.
+multisampling, no shadows, no reflections, the costs of MuJoCo's own look
+on a software rasterizer (bench/evaluate.py measures both side by side);
+one renderer a task, its GL context made current for each frame, RGB
+alone.
 Filming reads the simulator's state and never changes it: the episodes'
 returns are the same with and without it.
 
@@ -125,13 +126,14 @@ def _minatar(game) -> Callable[[], np.ndarray]:
 class Look:
   """How a filmed MuJoCo or dm_control frame is drawn. On Mesa's software
   rasterizer (llvmpipe, what EGL and OSMesa are on a machine without a GPU)
-  MuJoCo's own defaults cost a 480 x 480 HalfCheetah frame about 50 ms:
-  its shadow map (4096 x 4096, drawn every frame) and 4x multisampling
-  take most of it, for shadows a top light hides and edges the encoder
-  blurs. `offsamples` None and the flags True are MuJoCo's own."""
+  MuJoCo's own look costs a 480 x 480 HalfCheetah frame 4 to 5 times what
+  this one does: its shadow map (4096 x 4096, drawn every frame) and 4x
+  multisampling take most of it, then the floor's mirror image (the scene
+  drawn twice), for a picture of the same body in the same place.
+  `offsamples` None and the flags True are MuJoCo's own."""
   offsamples: Optional[int] = 0   # Multisampling (MSAA) off.
   shadows: bool = False
-  reflections: bool = True        # The floor's mirror image: cheap here.
+  reflections: bool = False
   skybox: bool = True             # Without it the background is black.
 
   def flags(self) -> Dict[int, bool]:
@@ -153,7 +155,7 @@ class Look:
 
 
 FILMED = Look()                     # What filming draws (bench/evaluate.py).
-TASKS_OWN = Look(offsamples=None, shadows=True)  # MuJoCo's defaults.
+TASKS_OWN = Look(offsamples=None, shadows=True, reflections=True)  # MuJoCo's.
 
 
 class MujocoFrames:

@@ -203,8 +203,9 @@ print(json.dumps(seen))
 
 def test_mujoco_and_dm_control_frames_are_drawn_with_the_filmed_look():
   """The look is applied where the renderer is made (gym 0.25, Gymnasium,
-  dm_control): no multisampling, no shadows, as read back from the
-  renderer's context and scene; the frame is the task's own view, upright.
+  dm_control): no multisampling, shadows or reflections, as read back
+  from the renderer's context and scene; the frame is the task's own view,
+  upright.
   In a process of its own: the GL choice comes before MuJoCo's import."""
   result = subprocess.run(
       [sys.executable, '-c', _LOOK], cwd=REPO_ROOT, capture_output=True,
@@ -215,6 +216,7 @@ def test_mujoco_and_dm_control_frames_are_drawn_with_the_filmed_look():
   seen = json.loads(result.stdout.strip().splitlines()[-1])
   flags = {str(int(f)): int(on) for f, on in video.FILMED.flags().items()}
   assert video.FILMED.offsamples == 0 and not video.FILMED.shadows
+  assert not video.FILMED.reflections and video.FILMED.skybox
   for name, frame in seen.items():
     assert frame['shape'] == [480, 480, 3], name
     assert frame['std'] > 20, name  # A picture, not a blank.
