@@ -3,7 +3,8 @@
     .venv/bin/python bench/throughput.py [--seconds=40]
         [--cells=1x1,1x16,1x64,2x16] [--backends=gym,envpool] [--out=bench/out]
 
-(tests/test_bench.py runs it tiny: --seconds=5 --steps=8000 --warmup=0 ...)
+(tests/e2e/test_bench.py runs it tiny: --seconds=5 --steps=16000 --warmup=0
+...)
 
 Everything runs in this one invocation on this machine:
   1. the ceilings, env steps/s on one core with random actions: gym's

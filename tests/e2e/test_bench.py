@@ -29,9 +29,10 @@ def _bench(script: str, *args: str, timeout: float = 300):
 
 
 def test_throughput_measures_stock_acme_and_acme_launch(tmp_path):
-  # Enough steps for a few progress rows: a 2-env EnvPool actor makes
-  # 8,000 in about a second.
-  _bench('throughput.py', '--seconds=5', '--warmup=0', '--steps=30000',
+  # Enough steps for several progress rows (a second apart) as counts
+  # move: actors count 2,000 steps a pair of episodes, a few thousand a
+  # second on a loaded 2-core host.
+  _bench('throughput.py', '--seconds=5', '--warmup=0', '--steps=16000',
          '--ceiling_seconds=1', '--cells=1x2',
          '--backends=envpool,envpool_async', f'--out={tmp_path}')
   results = read_json(os.path.join(tmp_path, 'throughput.json'))
