@@ -6,7 +6,7 @@ by side.
         [--rounds=3] [--seconds=40] [--out=bench/out]
 
 (tests/e2e/test_bench_cluster.py runs it tiny: --configs=ppo_mujoco
---rounds=1 --seconds=5 --steps=30000 ...)
+--rounds=1 --seconds=5 --steps=24000 ...)
 
 The cluster is bench/cluster.py's (tests/netns_cluster.py's network
 namespaces, Ray's own CLI, token authentication): learner, replay and
