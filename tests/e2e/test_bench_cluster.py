@@ -55,7 +55,7 @@ def test_run_key_measures_a_ray_run_with_the_key_and_with_run_key_off(tmp_path):
   assert ppo['median_key_over_off_minus_1'] > -1
   # Measured while learning: 24,000 steps leave counter rows after the
   # learner's first step (2,048 steps a batch; on a loaded 2-core host it
-  # came at 6,000 to 8,000 actor steps).
+  # came at 6,000 to 12,000 actor steps).
   # The arms differ by the proof alone: the actor of the key's run (on
   # host b) was given the key, the other's was not, and was warned of.
   runs = os.path.join(tmp_path, 'run_key')
