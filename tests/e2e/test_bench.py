@@ -421,6 +421,10 @@ def test_evaluate_measures_speed_render_memory_and_a_filmed_episode(tmp_path):
   assert 0 < evaluate['peak_rss_mib'] < 4096
   assert 0 < results['export']['peak_rss_mib'] < 4096
   assert results['render']['shape'] == [480, 480, 3]
-  assert results['render']['render_ms'] > 0
+  render = results['render']
+  assert render['render_ms'] > 0 and render['tasks_own_render_ms'] > 0
+  assert render['ratio'] == pytest.approx(
+      render['tasks_own_render_ms'] / render['render_ms'])
+  assert render['encode_ms'] > 0
   assert 0 < video['steps'] <= 30 and video['samples'] > 0
   assert video['video_bytes'] > 0
