@@ -58,7 +58,9 @@ def base_config(*, agent: str, env_name: str, max_actor_steps: int,
   config.eval_episodes = 1                  # Episodes per evaluation.
   config.final_eval_episodes = 10           # At the budget, with the final
                                             # parameters (0: none).
-  config.log_every_seconds = 10.0           # Node metric rows at most this often.
+  config.log_every_seconds = 10.0           # Actor and learner metric rows at
+                                            # most this often (every evaluation
+                                            # is a row).
   config.eval_video_every = 0               # K > 0: film the first episode of
                                             # every K-th evaluation and of the
                                             # final one into videos/ (0: none).

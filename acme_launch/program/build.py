@@ -52,6 +52,14 @@ def node_list(config: ml_collections.ConfigDict) -> List[Tuple[str, int]]:
                             schema.central_inference(config))
 
 
+# How the final evaluation draws its episodes' seeds, recorded in the run's
+# config.json ('final_eval_seeds') so that use/evaluate.py replays them:
+# consecutive from one drawn value (envs.consecutive_seeds), one EnvPool.
+# Runs without the record drew unrelated values, node_seed(seed,
+# 'final_eval', j).
+FINAL_EVAL_SEEDS = 'consecutive'
+
+
 def node_seeds(config: ml_collections.ConfigDict) -> Dict[str, int]:
   """The seed of every node that has one, by node name."""
   return {f'{group}/{index}': environments.node_seed(config.seed, group, index)
@@ -297,16 +305,18 @@ def make_program(config: ml_collections.ConfigDict,
           environments.node_seed(seed, 'final_eval_key', 0))
       final = evaluation.Evaluation(
           make_eval_env,
-          [environments.node_seed(seed, 'final_eval', j)
-           for j in range(config.final_eval_episodes)],
+          environments.consecutive_seeds(seed, 'final_eval',
+                                         config.final_eval_episodes),
           policy,
           agents.make_variable_client(adapter, config, learner),
           final_key, adapter.policy_returns_extras,
           make_actor=functools.partial(builder.make_actor, final_key, policy,
                                        variable_source=learner)
           if adapter.recurrent else None, make_first=make_filmed)
+    # Every evaluation a row: they come once per eval_every_steps at most,
+    # and a population's score at a boundary is the first one there.
     return nodes.ScheduledEvaluator(
-        during, counter, logger_for(f'evaluator/{index}'),
+        during, counter, nodes.MetricsLogger(run_dir, f'evaluator/{index}'),
         config.eval_every_steps, max_actor_steps=config.max_actor_steps,
         run_dir=run_dir, final_evaluation=final, video_every=video_every,
         video_name=topology.file_stem(f'evaluator/{index}'))
