@@ -140,6 +140,23 @@ def _lock(fd: int, run_dir: str) -> None:
   _held_locks[run_dir] = lock_file
 
 
+def in_use(run_dir: str) -> bool:
+  """Whether a launcher holds the run directory (its lock, as `take` takes
+  it): a launcher that ended, however, holds nothing."""
+  try:
+    fd = os.open(os.path.join(run_dir, '.lock'),
+                 os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+  except OSError:
+    return False  # No lock file (never taken), or a link: not a lock.
+  try:
+    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+  except OSError:
+    return True
+  finally:
+    os.close(fd)  # Also gives the shared lock back.
+  return False
+
+
 def unlock(run_dir: str) -> None:
   """Gives the run directory back (a run of the Python API has ended)."""
   lock_file = _held_locks.pop(run_dir, None)

@@ -15,6 +15,11 @@ def evaluation_rows(run_dir: str) -> List[Dict[str, float]]:
   return read_evaluations(run_dir)[0]
 
 
+def evaluation_files(run_dir: str) -> List[str]:
+  """Every evaluator's metrics CSV, by name."""
+  return sorted(glob.glob(os.path.join(run_dir, 'metrics', 'evaluator_*.csv')))
+
+
 def read_evaluations(run_dir: str) -> Tuple[List[Dict[str, float]],
                                             Dict[str, int]]:
   """(every whole evaluation row of every evaluator, in actor-step order;
@@ -22,7 +27,7 @@ def read_evaluations(run_dir: str) -> Tuple[List[Dict[str, float]],
   resumed node starts its rows on a new line (program/nodes.py), so a torn
   row is one of the wrong length or with a field that is no number."""
   rows, torn = [], {}
-  for path in sorted(glob.glob(os.path.join(run_dir, 'metrics', 'evaluator_*.csv'))):
+  for path in evaluation_files(run_dir):
     whole, skipped = read_csv_rows(path)
     rows.extend(whole)
     if skipped:

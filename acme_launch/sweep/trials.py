@@ -42,7 +42,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ray import tune
 
@@ -252,12 +252,16 @@ class PointTrial(tune.Trainable):
             'resumed': self._resumed,
             'actor_steps': 0}
 
-  def _wait(self) -> Optional[int]:
+  def _wait(self, until: Optional[Callable[[], bool]] = None
+            ) -> Optional[int]:
     """The child's exit code, or None if it still runs after a report's
-    period (the sweep's signals passed on meanwhile)."""
+    period, or once `until()` holds (the sweep's signals passed on
+    meanwhile)."""
     deadline = time.time() + self._context.report_seconds
     while self._popen.poll() is None and time.time() < deadline:
       self._pass_signals()
+      if until is not None and until():
+        break
       time.sleep(0.2)
     return self._popen.poll()
 
@@ -503,6 +507,7 @@ class MemberTrial(PointTrial):
     self._frozen: Optional[List[int]] = None  # Its program's stopped pids.
     self._frozen_slot = None
     self._launch_slot = None  # The slot its program planned its nodes on.
+    self._evaluations_seen = ()  # (evaluator metrics file, size), as read.
 
   def step(self) -> Dict[str, Any]:
     if self._popen is None:
@@ -513,7 +518,10 @@ class MemberTrial(PointTrial):
       return self._start_member()
     if self._frozen is not None:
       return self._frozen_result()
-    code = self._wait()
+    # Frozen at a boundary as soon as it has its score there, not at the
+    # end of the report's period: a fast task runs thousands of actor
+    # steps a second past the boundary.
+    code = self._wait(self._has_next_score if self._context.freeze else None)
     if self._context.through:
       if code is not None:
         return self._ended_result(code)
@@ -542,6 +550,7 @@ class MemberTrial(PointTrial):
   def _start_member(self) -> Dict[str, Any]:
     from acme_launch.sweep import population
     context = self._context
+    self._wait_for_last_program()
     budget = context.budget[self._name]
     staged = staged_exploit(self._run_dir)
     dropped = (context.through and staged is not None and
@@ -582,16 +591,26 @@ class MemberTrial(PointTrial):
       result['segment_end'] = self._segment_end
     return result
 
+  def _wait_for_last_program(self) -> None:
+    """Until the member's last program let go of its run directory. Tune
+    starts a trial it paused (to copy another member) in a new worker
+    while the old worker's cleanup still stops that program, which saves
+    its checkpoints as it ends: what this start reads (its steps, the copy
+    to apply) is what it left, and its launch is not refused as a second
+    one. Past the old cleanup's kill, the launch says why it cannot start."""
+    from acme_launch.run import rundir
+    deadline = time.time() + STOP_GRACE_SECONDS + 10
+    while (rundir.in_use(self._run_dir) and time.time() < deadline and
+           not read_stop(self._context.control)):
+      time.sleep(0.2)
+
   def _boundary_result(self) -> Dict[str, Any]:
     """Progress, with the member's score at the next boundary once it has
     one and the population compared the boundary before: Tune's PBT reads
     `segment_steps` and `segment_return`."""
-    context = self._context
     result = self._progress_result()
-    synced = read_synced(context.control)
-    steps = synced + context.interval_steps
-    score = (boundary_score(self._run_dir, steps)
-             if steps < context.budget[self._name] else None)
+    synced = read_synced(self._context.control)
+    steps, score = self._next_boundary_score(synced)
     if score is None:
       steps = synced
       score = boundary_score(self._run_dir, synced) if synced else None
@@ -602,7 +621,28 @@ class MemberTrial(PointTrial):
       result.update(boundary=True, values=dict(self._values))
     return result
 
+  def _next_boundary_score(self, synced: int) -> Tuple[int, Optional[float]]:
+    """(the boundary after `synced`, the compared one; its score there, or
+    None before it has one or if the budget comes first)."""
+    steps = synced + self._context.interval_steps
+    if steps >= self._context.budget[self._name]:
+      return steps, None
+    return steps, boundary_score(self._run_dir, steps)
+
   # Frozen at a boundary (TrialContext.freeze) ----------------------------
+
+  def _has_next_score(self) -> bool:
+    """Whether it has a score at the boundary after the one compared last
+    (_boundary_result reports it), read again only once an evaluator's
+    metrics file changed."""
+    from acme_launch.run import summary as summary_lib
+    files = tuple((path, os.stat(path).st_size)
+                  for path in summary_lib.evaluation_files(self._run_dir))
+    if files == self._evaluations_seen:
+      return False
+    self._evaluations_seen = files
+    steps, score = self._next_boundary_score(read_synced(self._context.control))
+    return steps > self._reported and score is not None
 
   def _takes_turns(self) -> bool:
     """Whether it takes a free slot for each turn (fewer than members)."""
@@ -629,7 +669,11 @@ class MemberTrial(PointTrial):
     when it takes turns."""
     self._frozen = freeze_lib.stop(self._popen.pid)
     self._frozen_slot = self._slot
-    steps = int(run_progress(self._run_dir).get('actor_steps', 0))
+    # The counter's progress file is written every second: the evaluation
+    # that scored it may have counted more.
+    progress = run_progress(self._run_dir)
+    steps = max(int(progress.get('actor_steps', 0)),
+                int(progress.get('eval_steps', 0)))
     result.update(frozen=time.time(), frozen_steps=steps)
     if self._takes_turns():
       os.close(self._lock_fd)

@@ -21,18 +21,28 @@ tests/e2e/sweep/test_population.py.
                                 it catches up
     a torn metrics row          skipped; the next whole   skipped; the score
                                 evaluation                is its summary's
+    a new start while the old   waits for it to let go    the same
+      program still stops       of the run directory
+
+A member running through, frozen at boundaries, is frozen as soon as its
+evaluator scores it at the boundary, not at its next report.
 """
 
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
 from acme_launch import layout
 from acme_launch.program import nodes
+from acme_launch.run import rundir
 from acme_launch.sweep import record as sweep_record
 from acme_launch.sweep import slots
 from acme_launch.sweep import trials
 from acme_launch.testing import sweep_dirs
+from acme_launch.testing.launcher import REPO_ROOT, wait_for
 
 
 def _member(tmp_path, name='m', synced=0, argv=(), through=True):
@@ -301,24 +311,13 @@ while True:
 '''
 
 
-@pytest.mark.parametrize('kill', [False, True])
-def test_a_stop_while_frozen_before_the_comparison_reaches_the_program(
-    tmp_path, kill):
-  # Frozen at a boundary until the comparison there, when the launcher
-  # gets Ctrl-C: the member's program is thawed, gets the signal once,
-  # saves and ends (--resume goes on from what it saved; the boundary is
-  # compared then), and its trial ends with it, none left stopped. After
-  # the grace time (`kill`): killed, frozen or not.
-  import signal
-  import subprocess
-  import sys
-  import time
-  from acme_launch.sweep import freeze
-  from acme_launch.testing.launcher import wait_for
+def _member_running_frozen(tmp_path, report_seconds):
+  """A member running through, frozen at boundaries, the population
+  compared at 1,000, its program PROGRAM (saving to the path returned)."""
   member = _member(tmp_path, synced=1000)
   context = member._context
   member._context = trials.TrialContext(**{
-      **context.__dict__, 'freeze': True, 'report_seconds': 0.2,
+      **context.__dict__, 'freeze': True, 'report_seconds': report_seconds,
       'member_slots': {'m': 0}})
   script, saved = tmp_path / 'program.py', str(tmp_path / 'saved')
   script.write_text(PROGRAM)
@@ -328,6 +327,21 @@ def test_a_stop_while_frozen_before_the_comparison_reaches_the_program(
   member._slot = member._launch_slot = context.slots[0]
   member._started, member._signals_passed = time.time(), 0
   member._log = open(tmp_path / 'm.log', 'a')
+  return member, saved
+
+
+@pytest.mark.parametrize('kill', [False, True])
+def test_a_stop_while_frozen_before_the_comparison_reaches_the_program(
+    tmp_path, kill):
+  # Frozen at a boundary until the comparison there, when the launcher
+  # gets Ctrl-C: the member's program is thawed, gets the signal once,
+  # saves and ends (--resume goes on from what it saved; the boundary is
+  # compared then), and its trial ends with it, none left stopped. After
+  # the grace time (`kill`): killed, frozen or not.
+  import signal
+  from acme_launch.sweep import freeze
+  member, saved = _member_running_frozen(tmp_path, report_seconds=0.2)
+  context = member._context
   try:
     wait_for(lambda: os.path.exists(saved + '.started'), 30,
              'the program started')
@@ -352,3 +366,84 @@ def test_a_stop_while_frozen_before_the_comparison_reaches_the_program(
       member._popen.kill()
     member._popen.wait()
     member._log.close()
+
+
+# A launcher that has taken its run directory (run/rundir.py's lock) and
+# ends after a while, as a member's program stopped to copy does once its
+# checkpoints are saved.
+HOLDER = r'''
+import sys, time
+from acme_launch.run import rundir
+rundir.take(sys.argv[1])
+open(sys.argv[1] + '.taken', 'w').close()
+time.sleep(float(sys.argv[2]))
+'''
+
+
+def test_a_member_starts_again_once_its_last_program_let_go_of_its_run_dir(
+    tmp_path):
+  # Tune starts a member it paused to copy in a new worker while the old
+  # worker's cleanup still stops its program: the new start waits for that
+  # launcher to end (a second launcher on the run directory is refused).
+  member = _member(tmp_path)
+  run_dir = str(tmp_path / 'm')
+  member._wait_for_last_program()  # Nothing there: no wait.
+  holder = subprocess.Popen([sys.executable, '-c', HOLDER, run_dir, '3'],
+                            cwd=REPO_ROOT)
+  try:
+    wait_for(lambda: os.path.exists(run_dir + '.taken'), 60,
+             'the launcher to take the run directory')
+    assert rundir.in_use(run_dir)
+    started = time.monotonic()
+    member._wait_for_last_program()
+    waited = time.monotonic() - started
+    assert holder.wait(5) == 0 and not rundir.in_use(run_dir)
+    assert 1.0 < waited < 10, waited
+  finally:
+    holder.kill()
+    holder.wait()
+  # A stop of the sweep ends the wait.
+  holder = subprocess.Popen([sys.executable, '-c', HOLDER, run_dir, '60'],
+                            cwd=REPO_ROOT)
+  try:
+    os.unlink(run_dir + '.taken')
+    wait_for(lambda: os.path.exists(run_dir + '.taken'), 60,
+             'the launcher to take the run directory')
+    trials.write_stop(member._context.control, {'signal': 2, 'count': 1})
+    started = time.monotonic()
+    member._wait_for_last_program()
+    assert time.monotonic() - started < 1 and rundir.in_use(run_dir)
+  finally:
+    holder.kill()
+    holder.wait()
+
+
+def test_a_member_is_frozen_as_soon_as_it_has_its_score_at_the_boundary(
+    tmp_path):
+  # Its report's period is long (30 s here): the evaluation that scores it
+  # at the next boundary (2,000, the population compared at 1,000) freezes
+  # its program at once, not at the end of the period; a fast task would
+  # run on thousands of actor steps.
+  run_dir = str(tmp_path / 'm')
+  _evaluations(run_dir, ROWS[:3])  # Up to 1,900: none at 2,000 yet.
+  member, saved = _member_running_frozen(tmp_path, report_seconds=30.0)
+  try:
+    wait_for(lambda: os.path.exists(saved + '.started'), 30,
+             'the program started')
+    # The counter's progress file (written every second) not yet past the
+    # boundary: its evaluation's count is the later one.
+    layout.write_json_atomic(layout.progress_path(run_dir), {
+        'counts': {'actor_steps': 1990}, 'time': time.time()})
+    logger = nodes.MetricsLogger(run_dir, 'evaluator/0')
+    logger.write({'actor_steps': 2050, 'episode_return': 5.0})
+    logger.close()
+    started = time.monotonic()
+    result = member.step()
+    assert time.monotonic() - started < 5
+    assert result['boundary'] and result['frozen']
+    assert (result['segment_steps'], result['segment_return']) == (2000, 5.0)
+    assert result['frozen_steps'] == 2050
+    assert member._frozen
+  finally:
+    member.cleanup()
+    member._popen.wait()

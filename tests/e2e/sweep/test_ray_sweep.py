@@ -59,6 +59,9 @@ def test_a_population_on_the_cluster_runs_two_members_at_once_and_one_copies(
                   # whose program started late on the cluster reaches it
                   # before the other ends.
                   '--sweep_scheduler=pbt', '--pbt_interval_steps=8000',
+                  # On a cluster the copy is the donor's latest periodic
+                  # save: one every 6 s, so the first boundary has one.
+                  '--config.checkpoint.interval_minutes=0.1',
                   '--run_name=population', '--config.max_actor_steps=16000',
                   '--progress_every=5', timeout=600)
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -87,6 +90,7 @@ def test_a_population_on_the_cluster_runs_two_members_at_once_and_one_copies(
   assert (frozen[1]['copied'] is None) == bool(dropped), frozen[1]
   if not dropped:
     assert frozen[1]['copied']['point'] == 'ppo.learning_rate=0.003'
+    assert exploit['learner_copied'], exploit
   hosts_of = {}
   for point in ('ppo.learning_rate=0.003', 'ppo.learning_rate=0.0'):
     run_dir = os.path.join(sweep_dir, point)
