@@ -46,11 +46,22 @@ def _is_folder_list(value) -> bool:
   return isinstance(value, list) and all(isinstance(p, str) for p in value)
 
 
+def _as_written(value):
+  """A config value as the config file wrote it: JSON keeps tuples as
+  lists, and config_flags takes overrides only of tuple fields."""
+  if isinstance(value, dict):
+    return {key: _as_written(item) for key, item in value.items()}
+  if isinstance(value, list):
+    return tuple(_as_written(item) for item in value)
+  return value
+
+
 def config_of(saved: dict) -> ml_collections.ConfigDict:
-  """The experiment config of a saved config.json, with the shared fields
-  added since it was written (schema.add_missing_fields)."""
+  """The experiment config of a saved config.json, its lists tuples again
+  (the configs' sequences are tuples), with the shared fields added since
+  it was written (schema.add_missing_fields)."""
   try:
-    config = ml_collections.ConfigDict(saved['config'])
+    config = ml_collections.ConfigDict(_as_written(saved['config']))
   except (TypeError, ValueError, KeyError, AttributeError) as e:
     raise errors.LaunchError(
         f'the saved config is not a config: {" ".join(str(e).split())[:200]}'

@@ -119,3 +119,13 @@ def test_resume_of_a_file_is_one_line(tmp_path):
     options_lib.parse_again(['launch.py', f'--resume={tmp_path}/file'])
   assert str(raised.value) == (f'--resume={tmp_path}/file: run directory '
                                f'{tmp_path}/file is not a directory')
+
+
+def test_a_saved_tuple_field_is_a_tuple_again_and_takes_an_override(run_dir):
+  # config.json keeps the network's layer tuples as JSON lists.
+  assert saved.get_config(run_dir).network.policy_layers == (16, 16)
+  options = options_lib.parse_again([
+      'launch.py', f'--resume={run_dir}',
+      '--config.network.policy_layers=(8,)'])
+  assert options.config.network.policy_layers == (8,)
+  assert options.config.network.value_layers == (16, 16)
