@@ -33,6 +33,7 @@ def _package_versions() -> dict:
 def _write_run_config(run_dir, config_name, config, built, plan, seeds,
                       launch_type, argv, python_path) -> None:
   from acme_launch import layout
+  from acme_launch.program import build as program_lib
   layout.write_json_atomic(layout.config_path(run_dir), {
       'config_name': config_name,
       'config': config.to_dict(),
@@ -42,6 +43,7 @@ def _write_run_config(run_dir, config_name, config, built, plan, seeds,
       'argv': credentials.mask_all(argv),
       'python_path': list(python_path),
       'node_seeds': seeds,
+      'final_eval_seeds': program_lib.FINAL_EVAL_SEEDS,
       'resource_plan': [
           {'node': p.node, 'group': p.group, 'label': p.label,
            'gpus': list(p.gpus), 'cores': list(p.cores), 'env': dict(p.env)}

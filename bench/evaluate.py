@@ -9,12 +9,13 @@ prints, in one run, side by side:
 - evaluate: `python -m acme_launch.evaluate RUN_DIR --episodes=N` on a
   `ppo_mujoco` run (HalfCheetah-v4 on EnvPool, 1,000-step episodes; a
   learner checkpoint of its shipped networks, made here), the seconds it
-  played (its own figure) with the final evaluation's seeds (the default:
-  its 10 unrelated seeds an EnvPool each, the other episodes' consecutive
-  seeds one EnvPool; use/episodes.py), against EnvPool alone stepping the
-  same N x 1,000 steps with zero actions, in this process, two ways: one
-  EnvPool of N environments (its ceiling) and N EnvPools of one, stepped
-  in turn: the ratios (goal: evaluate at most 1.5x). Then the same
+  played (its own figure: its pools made, reset and stepped) with the
+  final evaluation's seeds (the default: consecutive, as the run drew
+  them, one EnvPool of N; use/episodes.py), against EnvPool alone playing
+  the same N x 1,000 steps with random actions, in this process, two ways:
+  one EnvPool of N environments, made, reset and stepped (its ceiling;
+  the stepping alone printed too) and N EnvPools of one, stepped in turn:
+  the ratios (goal: evaluate at most 1.5x). Then the same
   episodes and those of `--seed=1` (consecutive seeds: one EnvPool of N)
   played in this process, in wall and CPU seconds (this process's, its
   threads included) as EnvPool alone is (on a machine other jobs load,
@@ -123,29 +124,37 @@ def written(out: str) -> dict:
 
 def envpool_alone(episodes: int, steps: int) -> dict:
   """Seconds (wall and this process's CPU, its threads included) EnvPool
-  steps `episodes` HalfCheetah-v4 environments for `steps` steps each with
-  zero actions: one pool of them all, and one pool per environment stepped
-  in turn."""
+  needs to play `episodes` HalfCheetah-v4 environments for `steps` steps
+  each with uniform random actions (fixed, drawn beforehand; zero actions
+  cost it more): one pool of them all, made, reset and stepped, as
+  evaluate's own seconds count its pools' making and resets (and the
+  steps alone); and one pool per environment stepped in turn."""
   import envpool
-  pool = envpool.make_dm('HalfCheetah-v4', num_envs=episodes, seed=0)
-  zeros = np.zeros((episodes, 6), np.float32)
-  pool.reset()
+  actions = np.random.default_rng(0).uniform(
+      -1, 1, (steps, episodes, 6)).astype(np.float32)
   started, cpu = time.perf_counter(), time.process_time()
-  for _ in range(steps):
-    pool.step(zeros)
-  together = time.perf_counter() - started
-  together_cpu = time.process_time() - cpu
+  pool = envpool.make_dm('HalfCheetah-v4', num_envs=episodes, seed=0)
+  pool.reset()
+  stepping, stepping_cpu = time.perf_counter(), time.process_time()
+  for step in range(steps):
+    pool.step(actions[step])
+  ended, ended_cpu = time.perf_counter(), time.process_time()
+  together, together_cpu = ended - started, ended_cpu - cpu
+  steps_only = ended - stepping
+  steps_only_cpu = ended_cpu - stepping_cpu
+  pool.close()
   pools = [envpool.make_dm('HalfCheetah-v4', num_envs=1, seed=i)
            for i in range(episodes)]
-  one = np.zeros((1, 6), np.float32)
   for p in pools:
     p.reset()
   started = time.perf_counter()
-  for _ in range(steps):
-    for p in pools:
-      p.step(one)
+  for step in range(steps):
+    for i, p in enumerate(pools):
+      p.step(actions[step, i:i + 1])
   apart = time.perf_counter() - started
   return {'one_pool_seconds': together, 'one_pool_cpu_seconds': together_cpu,
+          'one_pool_steps_seconds': steps_only,
+          'one_pool_steps_cpu_seconds': steps_only_cpu,
           'pool_per_env_seconds': apart}
 
 
@@ -300,8 +309,10 @@ def main(argv) -> int:
     e, x = results['evaluate'], results['export']
     print(f'evaluate  {e["episodes"]} episodes, {e["steps"]} steps, the '
           f'final evaluation\'s seeds: played in {e["played_seconds"]:.1f} s '
-          f'({e["process_seconds"]:.1f} s with its start); EnvPool alone {e["one_pool_seconds"]:.1f} s in '
-          f'one pool, {e["pool_per_env_seconds"]:.1f} s in a pool each: '
+          f'({e["process_seconds"]:.1f} s with its start); EnvPool alone '
+          f'{e["one_pool_seconds"]:.1f} s in one pool made, reset and '
+          f'stepped ({e["one_pool_steps_seconds"]:.1f} s the steps alone), '
+          f'{e["pool_per_env_seconds"]:.1f} s in a pool each: '
           f'{e["ratio_one_pool"]:.2f}x and {e["ratio_pool_per_env"]:.2f}x '
           '(goal: at most 1.5x)')
     final, seeded = (e['in_process'][k] for k in ('final_eval_seeds',

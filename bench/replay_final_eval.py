@@ -98,10 +98,15 @@ def main(argv) -> int:
       config.env_name, 0, backend=config.env_backend))
   networks = adapter.make_networks(config, spec)
   builder = adapter.make_builder(config, loggers.NoOpLogger, spec)
-  # The evaluator's seeds, as program/build.py derives them.
+  # The evaluator's seeds, as program/build.py derives them (a run made
+  # before config.json recorded 'final_eval_seeds' drew unrelated ones).
   seed = saved['node_seeds']['evaluator/0']
-  seeds = [environments.node_seed(seed, 'final_eval', j)
-           for j in range(final['episodes'])]
+  if saved.get('final_eval_seeds') == 'consecutive':
+    seeds = environments.consecutive_seeds(seed, 'final_eval',
+                                           final['episodes'])
+  else:
+    seeds = [environments.node_seed(seed, 'final_eval', j)
+             for j in range(final['episodes'])]
   seeds += list(range(1000, 1000 + args.extra))
   key = jax.random.PRNGKey(environments.node_seed(seed, 'final_eval_key', 0))
 

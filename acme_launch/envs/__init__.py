@@ -49,7 +49,8 @@ from acme_launch import compat  # JAX aliases; before acme
 from acme_launch.envs import families, atari, minatar, pomdp, user  # noqa: F401
 from acme_launch.envs.batched import PythonEnvironments, TimeSteps
 from acme_launch.envs.envpool_backend import EnvPoolEnvironment, EnvPoolEnvironments
-from acme_launch.envs.factory import make_environment, make_environments, node_seed
+from acme_launch.envs.factory import (
+    consecutive_seeds, make_environment, make_environments, node_seed)
 from acme_launch.envs.families import GymnasiumEnvironment
 from acme_launch.envs.minatar import MinAtarEnvironment
 from acme_launch.envs.registry import (
@@ -59,7 +60,7 @@ from acme_launch.envs.registry import (
 __all__ = [
     'BACKENDS', 'EnvPoolEnvironment', 'EnvPoolEnvironments', 'Family',
     'GymnasiumEnvironment', 'MinAtarEnvironment', 'PythonEnvironments',
-    'Task', 'TimeSteps', 'all_families', 'check_task', 'family',
-    'make_environment', 'make_environments', 'node_seed', 'parse_task',
-    'register_family',
+    'Task', 'TimeSteps', 'all_families', 'check_task', 'consecutive_seeds',
+    'family', 'make_environment', 'make_environments', 'node_seed',
+    'parse_task', 'register_family',
 ]

@@ -2,7 +2,7 @@
 and each node's seed."""
 
 import inspect
-from typing import Sequence
+from typing import List, Sequence
 
 from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
@@ -95,3 +95,11 @@ def node_seed(base_seed: int, group: str, index: int) -> int:
   group_code = sum(ord(c) * 31**i for i, c in enumerate(group)) % 2**31
   sequence = np.random.SeedSequence([int(base_seed), group_code, int(index)])
   return int(sequence.generate_state(1)[0] % 2**31)
+
+
+def consecutive_seeds(seed: int, group: str, count: int) -> List[int]:
+  """`count` consecutive seeds from one drawn from `seed` and `group`
+  (node_seed's): EnvPool seeds a pool's environments so, and one pool
+  plays them (use/episodes.py). All below 2**31, EnvPool's int."""
+  first = node_seed(seed, group, 0) % (2**31 - count)
+  return [first + j for j in range(count)]

@@ -48,14 +48,20 @@ def make_learner(config):
 
 
 def make_run_dir(run_dir: str, config, python_path: Sequence[str] = (),
-                 evaluator_seed: int = 17) -> str:
-  """RUN_DIR with config.json and the learner's checkpoint of `config`."""
+                 evaluator_seed: int = 17,
+                 final_eval_seeds: Optional[str] = 'consecutive') -> str:
+  """RUN_DIR with config.json and the learner's checkpoint of `config`.
+  `final_eval_seeds`: the scheme config.json records (the driver's); None:
+  none, as in a run made before the record."""
   _, _, learner = make_learner(config)
   os.makedirs(layout.component_dir(run_dir, 'learner'))
+  saved = {'config_name': 'test', 'config': config.to_dict(),
+           'python_path': list(python_path),
+           'node_seeds': {'evaluator/0': evaluator_seed}}
+  if final_eval_seeds:
+    saved['final_eval_seeds'] = final_eval_seeds
   with open(layout.config_path(run_dir), 'w') as f:
-    json.dump({'config_name': 'test', 'config': config.to_dict(),
-               'python_path': list(python_path),
-               'node_seeds': {'evaluator/0': evaluator_seed}}, f)
+    json.dump(saved, f)
   checkpointing.Checkpointer(learner, layout.component_dir(run_dir, 'learner'),
                              config.checkpoint).save(force=True)
   return run_dir

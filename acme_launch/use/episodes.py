@@ -11,11 +11,11 @@ per step: 5.3x the time one pool of 100 takes for the same steps
 EnvPool 0.8.4 seeds a pool's environment i with the pool's seed + i and
 takes no seed per environment, nor a state to start from: one pool can play
 only consecutive seeds. So the seeds are cut into runs of consecutive
-values, one pool each. The final evaluation's seeds are unrelated values
-(envs.node_seed), so replaying them still takes a pool per episode, as the
-evaluator made them: their start states are the final evaluation's only
-that way. The episodes beyond the final evaluation's and all of
-`--seed`'s take consecutive seeds (use/evaluate.py): one pool.
+values, one pool each. The final evaluation's seeds and `--seed`'s are
+consecutive (envs.consecutive_seeds; use/evaluate.py): one pool. A run
+made before the final evaluation drew them so has unrelated ones
+(envs.node_seed): replaying them takes a pool per episode, their start
+states the final evaluation's only that way.
 
 Every pool is sent its step before any is received, so the pools step in
 their own threads while the rest are sent and while the Python-side

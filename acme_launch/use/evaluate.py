@@ -9,8 +9,9 @@ from the evaluator's own loops (program/evaluation.py): a feed-forward
 agent's all at once, one batched policy call a step; a recurrent one's one
 after another with its builder's actor. A feed-forward agent on EnvPool
 plays the same steps in as few pools as its seeds allow, all stepped at
-once (use/episodes.py): the final evaluation's unrelated seeds a pool
-each, --seed's consecutive ones one pool. With the final evaluation's
+once (use/episodes.py): the final evaluation's and --seed's consecutive
+seeds one pool (a run made before the final evaluation drew consecutive
+seeds: its unrelated ones a pool each). With the final evaluation's
 seeds and key (the default) and the checkpoint its parameters were saved
 in, the episodes are the final evaluation's, return for return.
 
@@ -91,23 +92,32 @@ def _spec(config):
         f'{" ".join(str(e).split())[:300]}') from None
 
 
-def consecutive_seeds(seed: int, group: str, count: int) -> List[int]:
-  """`count` consecutive seeds from one drawn from `seed`: EnvPool seeds a
-  pool's environments so, and one pool plays them (use/episodes.py). All
-  below 2**31, EnvPool's int."""
+def final_eval_seeds(run: restore.Run, seed: int, played: int,
+                     episodes: int) -> List[int]:
+  """The final evaluation's `played` seeds as the run drew them
+  (program/build.py), then `episodes - played` more, which it never played.
+
+  A run that records 'final_eval_seeds': 'consecutive' drew consecutive
+  seeds: the more ones continue them (one EnvPool for all) unless that
+  passes 2**31. Runs made before it drew unrelated values, a pool each on
+  EnvPool; their more ones are consecutive from another drawn value."""
   from acme_launch import envs as environments
-  first = environments.node_seed(seed, group, 0) % (2**31 - count)
-  return [first + j for j in range(count)]
+  if run.saved.get('final_eval_seeds') == 'consecutive':
+    seeds = environments.consecutive_seeds(seed, 'final_eval', played)
+    if played and seeds[0] + episodes <= 2**31:
+      return [seeds[0] + j for j in range(episodes)]
+  else:
+    seeds = [environments.node_seed(seed, 'final_eval', j)
+             for j in range(played)]
+  return seeds + environments.consecutive_seeds(seed, 'final_eval_more',
+                                                episodes - played)
 
 
 def seeds_and_key(run: restore.Run, request: Request, episodes: int):
   """The episodes' environment seeds and the policy's key: the final
-  evaluation's (program/build.py), or drawn from `request.seed`.
-
-  The final evaluation's seeds are unrelated values, a pool each on
-  EnvPool: only its own episodes take them (the saved config's
-  final_eval_episodes); episodes beyond those, which the run never
-  played, and all of --seed's take consecutive seeds (one pool)."""
+  evaluation's (program/build.py; its own episodes are the saved config's
+  final_eval_episodes), or drawn from `request.seed`: consecutive seeds,
+  one pool on EnvPool."""
   import jax
   from acme_launch import envs as environments
   if request.seed is None:
@@ -116,12 +126,10 @@ def seeds_and_key(run: restore.Run, request: Request, episodes: int):
       seed = environments.node_seed(run.config.seed, 'evaluator', 0)
     played = min(episodes, int(run.saved.get('config', {}).get(
         'final_eval_episodes', run.config.final_eval_episodes)))
-    return ([environments.node_seed(seed, 'final_eval', j)
-             for j in range(played)] +
-            consecutive_seeds(seed, 'final_eval_more', episodes - played),
+    return (final_eval_seeds(run, seed, played, episodes),
             jax.random.PRNGKey(environments.node_seed(seed, 'final_eval_key',
                                                       0)))
-  return (consecutive_seeds(request.seed, 'evaluate', episodes),
+  return (environments.consecutive_seeds(request.seed, 'evaluate', episodes),
           jax.random.PRNGKey(environments.node_seed(request.seed,
                                                     'evaluate_key', 0)))
 

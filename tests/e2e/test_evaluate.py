@@ -61,6 +61,12 @@ def test_the_final_evaluation_is_replayed_episode_for_episode(run_dir):
   assert evaluated['returns'] == final['returns']
   assert evaluated['lengths'] == final['lengths']
   assert evaluated['final_eval_seeds'] and evaluated['policy'] == 'deterministic'
+  # The driver records how the final evaluation drew its seeds: consecutive
+  # ones (program/build.py), which one EnvPool plays.
+  saved = read_json(os.path.join(run_dir, 'config.json'))
+  assert saved['final_eval_seeds'] == 'consecutive'
+  first = evaluated['seeds'][0]
+  assert evaluated['seeds'] == list(range(first, first + 10))
   # One line per episode, then the summary in a run's words, with the IQM
   # and its interval at 10 episodes.
   lines = result.stdout.splitlines()

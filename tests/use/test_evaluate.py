@@ -9,6 +9,7 @@ tests/e2e/test_evaluate.py.
 
 import os
 
+import numpy as np
 import pytest
 
 from acme_launch import layout
@@ -68,12 +69,15 @@ def test_every_agent_plays_its_checkpoint(run_dirs, monkeypatch, config_name,
 @pytest.fixture(scope='module')
 def pendulum_on_envpool(tmp_path_factory):
   """A smoke (PPO) run on EnvPool's InvertedPendulum-v4: its episodes end at
-  different steps (the untrained policy lets the pole fall)."""
+  different steps (the untrained policy lets the pole fall). Made before
+  the final evaluation drew consecutive seeds: its seeds are unrelated,
+  so pools of one and of more step together."""
   config = checkpointed.load_config(
       'smoke', {'env_name': 'InvertedPendulum-v4', 'env_backend': 'envpool',
                 'env_max_episode_steps': 100, 'final_eval_episodes': 4})
   return checkpointed.make_run_dir(
-      str(tmp_path_factory.mktemp('pendulum') / 'run'), config)
+      str(tmp_path_factory.mktemp('pendulum') / 'run'), config,
+      final_eval_seeds=None)
 
 
 @pytest.mark.parametrize('seed, sample', [(None, False), (3, True)],
@@ -84,8 +88,9 @@ def test_envpool_pools_play_the_evaluators_episodes(pendulum_on_envpool, seed,
   consecutive seeds (use/episodes.py), all stepped at once: the returns
   and lengths of the evaluator's own loop, an environment per episode
   (program/evaluation.py), with or without environments of their own
-  for the first episodes (--video). The final evaluation's 4 seeds take a
-  pool each, the 2 episodes beyond them one pool; --seed's 6 one pool."""
+  for the first episodes (--video). The final evaluation's 4 seeds (a run
+  made before they were consecutive) take a pool each, the 2 episodes
+  beyond them one pool; --seed's 6 one pool."""
   from acme_launch.use import episodes
   prepared = evaluate.prepare(evaluate.Request(
       pendulum_on_envpool, episodes=6, seed=seed, sample=sample))
@@ -107,3 +112,40 @@ def test_consecutive_runs():
   assert episodes.consecutive_runs([7, 8, 9, 3, 5, 6]) == [(0, 3), (3, 1),
                                                             (4, 2)]
   assert episodes.consecutive_runs([]) == []
+
+
+@pytest.mark.parametrize('scheme', [None, 'consecutive'],
+                         ids=['made-before', 'consecutive'])
+def test_the_final_evaluations_seeds_are_those_the_run_drew(tmp_path, scheme):
+  """A run whose config.json records 'final_eval_seeds': 'consecutive' (the
+  driver writes it) drew its final evaluation's seeds consecutive from one
+  value (program/build.py): evaluate replays them and continues them, one
+  pool. One made before the record drew unrelated values: evaluate replays
+  those, then consecutive seeds of their own for the episodes beyond."""
+  import jax
+  from acme_launch import envs as environments
+  from acme_launch.program import build
+  from acme_launch.use import episodes
+  from acme_launch.use import restore
+  config = checkpointed.load_config('smoke', {'final_eval_episodes': 4})
+  saved = {'config_name': 'smoke', 'config': config.to_dict(),
+           'node_seeds': {'evaluator/0': 17}}
+  if scheme:
+    saved['final_eval_seeds'] = scheme
+  layout.write_json_atomic(layout.config_path(str(tmp_path)), saved)
+  run = restore.read_run(str(tmp_path))
+  seeds, key = evaluate.seeds_and_key(run, evaluate.Request(str(tmp_path)), 6)
+  if scheme:
+    assert scheme == build.FINAL_EVAL_SEEDS
+    first = environments.node_seed(17, 'final_eval', 0) % (2**31 - 4)
+    assert seeds[:4] == environments.consecutive_seeds(17, 'final_eval', 4)
+    assert seeds == list(range(first, first + 6))
+    assert episodes.consecutive_runs(seeds) == [(0, 6)]
+  else:
+    assert seeds[:4] == [environments.node_seed(17, 'final_eval', j)
+                         for j in range(4)]
+    assert seeds[4:] == environments.consecutive_seeds(17, 'final_eval_more',
+                                                       2)
+    assert len(episodes.consecutive_runs(seeds)) == 5
+  assert (np.asarray(key) == np.asarray(jax.random.PRNGKey(
+      environments.node_seed(17, 'final_eval_key', 0)))).all()
