@@ -12,14 +12,17 @@ prints, in one run, side by side:
   played (its own figure: its pools made, reset and stepped) with the
   final evaluation's seeds (the default: consecutive, as the run drew
   them, one EnvPool of N; use/episodes.py), against EnvPool alone playing
-  the same N x 1,000 steps with random actions, in this process, two ways:
+  the same N x 1,000 steps in this process (the same seeds, and the
+  actions the policy sent, recorded from a play of those episodes here),
   one EnvPool of N environments, made, reset and stepped (its ceiling;
-  the stepping alone printed too) and N EnvPools of one, stepped in turn:
-  the ratios (goal: evaluate at most 1.5x). Then the same
-  episodes and those of `--seed=1` (consecutive seeds: one EnvPool of N)
-  played in this process, in wall and CPU seconds (this process's, its
-  threads included) as EnvPool alone is (on a machine other jobs load,
-  wall times swing 2x from minute to minute; CPU time much less), and the
+  the stepping alone printed too): --rounds pairs in alternating order,
+  each round's ratio and their median (goal: evaluate at most 1.5x); and,
+  once, against N EnvPools of one stepped in turn with random actions.
+  Then the same episodes and those of `--seed=1` (consecutive seeds: one
+  EnvPool of N) played in this process, in wall and CPU seconds (this
+  process's, its threads included) as EnvPool alone is, with random
+  actions (on a machine other jobs load, wall times swing 2x from minute
+  to minute; CPU time much less), and the
   default's episodes as the evaluator node plays them, an EnvPool each.
 - render: milliseconds a 480 x 480 HalfCheetah-v4 frame takes to render
   off-screen (gym 0.25 + mujoco, EGL or OSMesa) as filming draws it
@@ -122,18 +125,25 @@ def written(out: str) -> dict:
     return json.load(f)
 
 
-def envpool_alone(episodes: int, steps: int) -> dict:
+def envpool_alone(episodes: int, steps: int, apart: bool = True,
+                  played=None) -> dict:
   """Seconds (wall and this process's CPU, its threads included) EnvPool
   needs to play `episodes` HalfCheetah-v4 environments for `steps` steps
-  each with uniform random actions (fixed, drawn beforehand; zero actions
-  cost it more): one pool of them all, made, reset and stepped, as
-  evaluate's own seconds count its pools' making and resets (and the
-  steps alone); and one pool per environment stepped in turn."""
+  each: one pool of them all, made, reset and stepped, as evaluate's own
+  seconds count its pools' making and resets (and the steps alone); and,
+  with `apart`, one pool per environment stepped in turn. The actions:
+  `played` (policy_actions': the same steps evaluate plays, from the same
+  seeds), else uniform random ones (fixed, drawn beforehand)."""
   import envpool
-  actions = np.random.default_rng(0).uniform(
-      -1, 1, (steps, episodes, 6)).astype(np.float32)
+  if played is None:
+    seed, actions = 0, np.random.default_rng(0).uniform(
+        -1, 1, (steps, episodes, 6)).astype(np.float32)
+  else:
+    seed, actions = played
+  kwargs = {} if played is None else {'max_episode_steps': steps}
   started, cpu = time.perf_counter(), time.process_time()
-  pool = envpool.make_dm('HalfCheetah-v4', num_envs=episodes, seed=0)
+  pool = envpool.make_dm('HalfCheetah-v4', num_envs=episodes, seed=seed,
+                         **kwargs)
   pool.reset()
   stepping, stepping_cpu = time.perf_counter(), time.process_time()
   for step in range(steps):
@@ -143,6 +153,11 @@ def envpool_alone(episodes: int, steps: int) -> dict:
   steps_only = ended - stepping
   steps_only_cpu = ended_cpu - stepping_cpu
   pool.close()
+  figures = {'one_pool_seconds': together, 'one_pool_cpu_seconds': together_cpu,
+             'one_pool_steps_seconds': steps_only,
+             'one_pool_steps_cpu_seconds': steps_only_cpu}
+  if not apart:
+    return figures
   pools = [envpool.make_dm('HalfCheetah-v4', num_envs=1, seed=i)
            for i in range(episodes)]
   for p in pools:
@@ -151,11 +166,8 @@ def envpool_alone(episodes: int, steps: int) -> dict:
   for step in range(steps):
     for i, p in enumerate(pools):
       p.step(actions[step, i:i + 1])
-  apart = time.perf_counter() - started
-  return {'one_pool_seconds': together, 'one_pool_cpu_seconds': together_cpu,
-          'one_pool_steps_seconds': steps_only,
-          'one_pool_steps_cpu_seconds': steps_only_cpu,
-          'pool_per_env_seconds': apart}
+  figures['pool_per_env_seconds'] = time.perf_counter() - started
+  return figures
 
 
 def render_cost(frames: int, folder: str) -> dict:
@@ -232,14 +244,71 @@ def played_in_process(run_dir: str, args, seed, as_evaluator=False) -> dict:
           'steps': int(sum(played['lengths']))}
 
 
+def policy_actions(run_dir: str, args):
+  """(the pool's seed, every action sent to it, steps x episodes x 6) of
+  evaluate's episodes with the final evaluation's seeds (one EnvPool of
+  consecutive seeds), played in this process, for EnvPool alone to step
+  the same steps."""
+  from acme_launch import envs as environments
+  from acme_launch.use import evaluate
+  from acme_launch.use import restore
+  config = restore.read_run(run_dir).config
+  config.env_max_episode_steps = args.episode_steps
+  prepared = evaluate.prepare(evaluate.Request(
+      run_dir, episodes=args.episodes, config=config))
+  seeds = prepared.seeds
+  assert seeds == list(range(seeds[0], seeds[0] + len(seeds))), seeds
+  sent = []
+  send = environments.EnvPoolEnvironments.send
+
+  def recorded(pool, actions, env_id):
+    sent.append(np.array(pool._scale(actions), np.float32))  # pylint: disable=protected-access
+    return send(pool, actions, env_id)
+
+  environments.EnvPoolEnvironments.send = recorded
+  try:
+    evaluate.play(prepared)
+  finally:
+    environments.EnvPoolEnvironments.send = send
+  return seeds[0], np.stack(sent)
+
+
+def evaluate_rounds(ppo_run: str, args, played) -> dict:
+  """`--rounds` pairs, in alternating order (evaluate first in odd rounds):
+  the evaluate process's played seconds, and EnvPool alone in one pool;
+  each round's ratio, and their median (the figure to read: runs on a
+  shared machine move by 20% or more from one to the next)."""
+  cut = f'--config.env_max_episode_steps={args.episode_steps}'
+  rounds = []
+  for index in range(args.rounds):
+    figures = {}
+    for part in (('evaluate', 'alone') if index % 2 == 0 else
+                 ('alone', 'evaluate')):
+      if part == 'evaluate':
+        wall, peak, _, out = run_measured(
+            ['-m', 'acme_launch.evaluate', ppo_run,
+             f'--episodes={args.episodes}', cut])
+        evaluated = written(out)
+        figures.update(steps=int(sum(evaluated['lengths'])),
+                       played_seconds=evaluated['seconds'],
+                       process_seconds=wall, peak_rss_mib=peak)
+      else:
+        figures.update(envpool_alone(args.episodes, args.episode_steps,
+                                     apart=False, played=played))
+    figures['ratio_one_pool'] = (figures['played_seconds'] /
+                                 figures['one_pool_seconds'])
+    rounds.append(figures)
+  return {'rounds': rounds,
+          **{f'{name}_median': statistics.median(r[name] for r in rounds)
+             for name in ('played_seconds', 'one_pool_seconds',
+                          'one_pool_steps_seconds', 'ratio_one_pool')},
+          'peak_rss_mib': max(r['peak_rss_mib'] for r in rounds)}
+
+
 def evaluate_and_export(args, work: str) -> dict:
   ppo = checkpointed.load_config('ppo_mujoco')
   ppo_run = checkpointed.make_run_dir(os.path.join(work, 'ppo'), ppo)
-  cut = f'--config.env_max_episode_steps={args.episode_steps}'
-  wall, peak, _, out = run_measured(
-      ['-m', 'acme_launch.evaluate', ppo_run, f'--episodes={args.episodes}',
-       cut])
-  evaluated = written(out)
+  measured = evaluate_rounds(ppo_run, args, policy_actions(ppo_run, args))
   final = played_in_process(ppo_run, args, None)
   seeded = played_in_process(ppo_run, args, 1)
   evaluator_way = played_in_process(ppo_run, args, None, as_evaluator=True)
@@ -247,24 +316,20 @@ def evaluate_and_export(args, work: str) -> dict:
   export_wall, export_peak, _, _ = run_measured(
       ['-m', 'acme_launch.export', ppo_run, os.path.join(work, 'policy')])
   return {'evaluate': {
-      'episodes': args.episodes, 'steps': int(sum(evaluated['lengths'])),
-      'played_seconds': evaluated['seconds'], 'process_seconds': wall,
-      **alone,
-      'ratio_one_pool': evaluated['seconds'] / alone['one_pool_seconds'],
-      'ratio_pool_per_env': (evaluated['seconds'] /
-                             alone['pool_per_env_seconds']),
+      'episodes': args.episodes, 'steps': measured['rounds'][0]['steps'],
+      **measured,
       'in_process': {'final_eval_seeds': final, 'seed_1': seeded,
-                     'as_evaluator': evaluator_way},
+                     'as_evaluator': evaluator_way, 'envpool_alone': alone},
+      'ratio_pool_per_env': (measured['played_seconds_median'] /
+                             alone['pool_per_env_seconds']),
       'evaluator_cpu_ratio_one_pool': (evaluator_way['cpu_seconds'] /
                                        alone['one_pool_cpu_seconds']),
-      'seeded_played_seconds': seeded['seconds'],
       'seeded_ratio_one_pool': (seeded['seconds'] /
                                 alone['one_pool_seconds']),
       'cpu_ratio_one_pool': (final['cpu_seconds'] /
                              alone['one_pool_cpu_seconds']),
       'seeded_cpu_ratio_one_pool': (seeded['cpu_seconds'] /
-                                    alone['one_pool_cpu_seconds']),
-      'peak_rss_mib': peak},
+                                    alone['one_pool_cpu_seconds'])},
           'export': {'seconds': export_wall, 'peak_rss_mib': export_peak}}
 
 
@@ -293,12 +358,17 @@ def main(argv) -> int:
   parser.add_argument('--episodes', type=int, default=100)
   parser.add_argument('--episode_steps', type=int, default=1000,
                       help='HalfCheetah-v4 episodes cut here (its own: 1,000)')
+  parser.add_argument('--rounds', type=int, default=5,
+                      help='evaluate and EnvPool alone, in alternating order')
   parser.add_argument('--frames', type=int, default=100)
   parser.add_argument('--atari', default='atari:Breakout')
   parser.add_argument('--atari_steps', type=int, default=6000)
   parser.add_argument('--parts', default='evaluate,render,video',
                       help='evaluate (with export), render, video')
   args = parser.parse_args(argv)
+  if args.rounds < 1:
+    parser.exit(2, f'bench/evaluate.py: error: --rounds must be at least 1, '
+                f'not {args.rounds}\n')
   os.makedirs(args.out, exist_ok=True)
   work = tempfile.mkdtemp(prefix='bench-evaluate-', dir=args.out)
   results = {'argv': argv}
@@ -307,21 +377,26 @@ def main(argv) -> int:
   if 'evaluate' in parts:
     results.update(evaluate_and_export(args, work))
     e, x = results['evaluate'], results['export']
-    print(f'evaluate  {e["episodes"]} episodes, {e["steps"]} steps, the '
-          f'final evaluation\'s seeds: played in {e["played_seconds"]:.1f} s '
-          f'({e["process_seconds"]:.1f} s with its start); EnvPool alone '
-          f'{e["one_pool_seconds"]:.1f} s in one pool made, reset and '
-          f'stepped ({e["one_pool_steps_seconds"]:.1f} s the steps alone), '
-          f'{e["pool_per_env_seconds"]:.1f} s in a pool each: '
-          f'{e["ratio_one_pool"]:.2f}x and {e["ratio_pool_per_env"]:.2f}x '
-          '(goal: at most 1.5x)')
+    for index, r in enumerate(e['rounds']):
+      print(f'evaluate  round {index + 1}: {e["episodes"]} episodes, '
+            f'{r["steps"]} steps, the final evaluation\'s seeds: played in '
+            f'{r["played_seconds"]:.1f} s ({r["process_seconds"]:.1f} s with '
+            f'its start); EnvPool alone {r["one_pool_seconds"]:.1f} s in one '
+            f'pool made, reset and stepped ({r["one_pool_steps_seconds"]:.1f}'
+            f' s the steps alone): {r["ratio_one_pool"]:.2f}x', flush=True)
+    print(f'evaluate  median of {len(e["rounds"])} round(s): '
+          f'{e["ratio_one_pool_median"]:.2f}x EnvPool alone in one pool '
+          f'(goal: at most 1.5x); {e["ratio_pool_per_env"]:.2f}x EnvPool '
+          f'alone in a pool per episode '
+          f'({e["in_process"]["envpool_alone"]["pool_per_env_seconds"]:.1f} s)')
     final, seeded = (e['in_process'][k] for k in ('final_eval_seeds',
                                                     'seed_1'))
     print(f'evaluate  in this process: the final evaluation\'s seeds '
           f'{final["seconds"]:.1f} s ({final["cpu_seconds"]:.1f} s CPU), '
           f'--seed=1 (one pool) {seeded["seconds"]:.1f} s '
           f'({seeded["cpu_seconds"]:.1f} s CPU); EnvPool alone in one pool '
-          f'{e["one_pool_cpu_seconds"]:.1f} s CPU: '
+          f'{e["in_process"]["envpool_alone"]["one_pool_cpu_seconds"]:.1f} '
+          's CPU: '
           f'{e["cpu_ratio_one_pool"]:.2f}x and '
           f'{e["seeded_cpu_ratio_one_pool"]:.2f}x its CPU time, '
           f'{e["seeded_ratio_one_pool"]:.2f}x its wall time with --seed=1')

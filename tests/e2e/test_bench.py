@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 
@@ -412,11 +413,20 @@ def test_population_compares_pbt_and_asha_with_random_search(tmp_path):
 
 def test_evaluate_measures_speed_render_memory_and_a_filmed_episode(tmp_path):
   _bench('evaluate.py', f'--out={tmp_path}', '--episodes=2',
-         '--episode_steps=20', '--frames=3', '--atari_steps=30', timeout=600)
+         '--episode_steps=20', '--frames=3', '--atari_steps=30',
+         '--rounds=2', timeout=600)
   results = read_json(os.path.join(tmp_path, 'evaluate.json'))
   evaluate, video = results['evaluate'], results['video']
-  assert evaluate['steps'] == 40 and evaluate['ratio_one_pool'] > 0
-  assert evaluate['pool_per_env_seconds'] > 0
+  # Two rounds side by side, each with its ratio; the median of them.
+  rounds = evaluate['rounds']
+  assert len(rounds) == 2 and evaluate['steps'] == 40
+  for one in rounds:
+    assert one['steps'] == 40
+    assert one['ratio_one_pool'] == pytest.approx(
+        one['played_seconds'] / one['one_pool_seconds'])
+  assert evaluate['ratio_one_pool_median'] == pytest.approx(
+      statistics.median(one['ratio_one_pool'] for one in rounds))
+  assert evaluate['in_process']['envpool_alone']['pool_per_env_seconds'] > 0
   assert evaluate['seeded_ratio_one_pool'] > 0  # --seed: one pool.
   assert 0 < evaluate['peak_rss_mib'] < 4096
   assert 0 < results['export']['peak_rss_mib'] < 4096
