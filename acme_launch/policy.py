@@ -6,6 +6,7 @@ and JAX only: no Launchpad, Reverb, TensorFlow, Acme or the launcher.
     actions = act(observations)                 # feed-forward: a batch [B, ...]
     state = act.initial_state(batch_size)       # recurrent (R2D2, IMPALA)
     actions, state = act(observations, state)
+    act.to_task(actions)                        # the task's own action units
 
 The export saved the evaluation policy's own computation (StableHLO, by
 `jax.export`, batch dimension free) beside its parameters (params.npz), so
@@ -55,6 +56,21 @@ class Policy:
                                           list(state))
       return np.asarray(actions), [np.asarray(leaf) for leaf in state]
     return np.asarray(self.exported.call(self.params, observations))
+
+
+  def to_task(self, actions) -> np.ndarray:
+    """The policy's actions as the task takes them: continuous ones are in
+    [-1, 1] for the agent, and the environment it trained in clipped and
+    rescaled them to the task's bounds (the manifest's `task_minimum` and
+    `task_maximum`); others, and exports made before the manifest gave
+    the bounds, as they are."""
+    action = self.manifest.get('action') or {}
+    if 'task_minimum' not in action:
+      return np.asarray(actions)
+    low = np.asarray(action['task_minimum'], np.float32)
+    high = np.asarray(action['task_maximum'], np.float32)
+    clipped = np.clip(np.asarray(actions, np.float32), -1.0, 1.0)
+    return low + (clipped + 1.0) * 0.5 * (high - low)
 
 
 def _leaves(path: str) -> List[np.ndarray]:

@@ -50,7 +50,8 @@ from acme_launch.envs import families, atari, minatar, pomdp, user  # noqa: F401
 from acme_launch.envs.batched import PythonEnvironments, TimeSteps
 from acme_launch.envs.envpool_backend import EnvPoolEnvironment, EnvPoolEnvironments
 from acme_launch.envs.factory import (
-    consecutive_seeds, make_environment, make_environments, node_seed)
+    consecutive_seeds, make_environment, make_environments, node_seed,
+    task_action_bounds)
 from acme_launch.envs.families import GymnasiumEnvironment
 from acme_launch.envs.minatar import MinAtarEnvironment
 from acme_launch.envs.registry import (
@@ -62,5 +63,5 @@ __all__ = [
     'GymnasiumEnvironment', 'MinAtarEnvironment', 'PythonEnvironments',
     'Task', 'TimeSteps', 'all_families', 'check_task', 'consecutive_seeds',
     'family', 'make_environment', 'make_environments', 'node_seed',
-    'parse_task', 'register_family',
+    'parse_task', 'register_family', 'task_action_bounds',
 ]

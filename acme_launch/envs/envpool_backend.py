@@ -115,6 +115,12 @@ class EnvPoolEnvironments:
     return self._batch_size
 
   @property
+  def task_action_bounds(self):
+    """(minimum, maximum) of the task's own continuous actions, onto which
+    `send`'s [-1, 1] is clipped and rescaled; None for discrete ones."""
+    return None if self._low is None else (self._low, self._high)
+
+  @property
   def envpool_config(self) -> dict:
     """EnvPool's own options of this pool, as it was made."""
     return dict(self._pool.spec.config._asdict())
@@ -217,6 +223,10 @@ class EnvPoolEnvironment(dm_env.Environment):
 
   def __init__(self, pool: EnvPoolEnvironments):
     self._pool = pool
+
+  @property
+  def task_action_bounds(self):
+    return self._pool.task_action_bounds
 
   def reset(self) -> dm_env.TimeStep:
     return self._pool.reset().timestep(0)

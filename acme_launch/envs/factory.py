@@ -2,7 +2,7 @@
 and each node's seed."""
 
 import inspect
-from typing import List, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from acme_launch import compat  # JAX aliases; before acme
 from acme import specs
@@ -103,3 +103,26 @@ def consecutive_seeds(seed: int, group: str, count: int) -> List[int]:
   plays them (use/episodes.py). All below 2**31, EnvPool's int."""
   first = node_seed(seed, group, 0) % (2**31 - count)
   return [first + j for j in range(count)]
+
+
+def task_action_bounds(environment: dm_env.Environment
+                       ) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+  """(minimum, maximum) of the task's own continuous actions, arrays of the
+  action's shape, onto which make_environment's [-1, 1] is clipped and
+  rescaled (Acme's CanonicalSpecWrapper, or EnvPool's own); None where
+  the task takes the agent's actions as they are (discrete actions, a
+  family that is not wrapped)."""
+  while environment is not None:
+    bounds = getattr(environment, 'task_action_bounds', None)  # EnvPool's.
+    if bounds is not None:
+      low, high = bounds
+    elif isinstance(environment, wrappers.CanonicalSpecWrapper):
+      spec = environment.environment.action_spec()
+      low, high = spec.minimum, spec.maximum
+    else:
+      environment = getattr(environment, 'environment', None)
+      continue
+    shape = environment.action_spec().shape
+    return (np.broadcast_to(low, shape).astype(np.float32),
+            np.broadcast_to(high, shape).astype(np.float32))
+  return None

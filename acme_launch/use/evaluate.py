@@ -81,9 +81,22 @@ def _environment_maker(config) -> Callable[..., Any]:
 
 
 def _spec(config):
+  return spec_and_action_bounds(config)[0]
+
+
+def spec_and_action_bounds(config):
+  """(the environment spec the agent sees, envs.task_action_bounds: the
+  task's own continuous action bounds or None) of the config's task.
+  LaunchError: one line."""
   from acme import specs
+  from acme_launch import envs as environments
   try:
-    return specs.make_environment_spec(_environment_maker(config)(seed=0))
+    environment = _environment_maker(config)(seed=0)
+    try:
+      return (specs.make_environment_spec(environment),
+              environments.task_action_bounds(environment))
+    finally:
+      environment.close()
   except errors.LaunchError:
     raise
   except Exception as e:  # gym raises many types for an unknown task.

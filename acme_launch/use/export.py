@@ -363,7 +363,26 @@ def _evaluation(run_dir: str) -> Optional[Dict[str, Any]]:
   return None
 
 
-def manifest(run, restored, step: Step, formats, command) -> Dict[str, Any]:
+def action_entry(spec, bounds) -> Dict[str, Any]:
+  """The manifest's `action`: the policy's actions (shape, dtype, and
+  `num_values` if discrete or `minimum`/`maximum` if not) and, where the
+  task rescales them, its own bounds (`task_minimum`/`task_maximum`:
+  policy.Policy.to_task maps onto them)."""
+  entry = {'shape': list(spec.shape), 'dtype': np.dtype(spec.dtype).name}
+  if hasattr(spec, 'num_values'):
+    entry['num_values'] = int(spec.num_values)
+    return entry
+  if hasattr(spec, 'minimum'):
+    entry['minimum'] = np.broadcast_to(spec.minimum, spec.shape).tolist()
+    entry['maximum'] = np.broadcast_to(spec.maximum, spec.shape).tolist()
+  if bounds is not None:
+    entry['task_minimum'], entry['task_maximum'] = (
+        np.asarray(b, np.float64).tolist() for b in bounds)
+  return entry
+
+
+def manifest(run, restored, step: Step, formats, command,
+             action: Dict[str, Any]) -> Dict[str, Any]:
   stats = restored.observation_statistics
   return {
       'agent': run.config.agent,
@@ -372,6 +391,7 @@ def manifest(run, restored, step: Step, formats, command) -> Dict[str, Any]:
       'recurrent': bool(step.state),
       'observation': {'shape': list(step.observation.shape),
                       'dtype': np.dtype(step.observation.dtype).name},
+      'action': action,
       'config': json.loads(run.config.to_json_best_effort()),
       'observation_statistics': None if stats is None else {
           k: np.asarray(v).tolist() for k, v in stats.items()},
@@ -395,8 +415,16 @@ def model_card(m: Dict[str, Any], evaluation) -> str:
                f' at {m["learner_steps"]} learner steps.'
                if m['learner_steps'] is not None
                else ' (its state does not count learner steps).'), '',
-           f'Made by `{m["command"]}` on {m["exported"]}.', '', '## Evaluation',
-           '']
+           f'Made by `{m["command"]}` on {m["exported"]}.', '']
+  action = m.get('action') or {}
+  if 'task_minimum' in action:
+    bounds = ', '.join(f'[{low}, {high}]' for low, high in sorted(set(zip(
+        action['task_minimum'], action['task_maximum']))))
+    lines += ['## Actions', '',
+              'The policy acts in [-1, 1]; the task takes its actions '
+              f'clipped to that and rescaled to {bounds}, as in training: '
+              '`act.to_task(act(observations))`.', '']
+  lines += ['## Evaluation', '']
   if evaluation is None:
     lines.append('None yet: `python -m acme_launch.evaluate RUN_DIR` plays it.')
   else:
@@ -461,7 +489,7 @@ def export(run_dir: str, out_dir: str, checkpoint: str = '',
     raise errors.LaunchError(f'{run_dir} is not a run directory (no such '
                              'folder)')
   run = restore.read_run(run_dir)
-  spec = evaluate._spec(run.config)
+  spec, bounds = evaluate.spec_and_action_bounds(run.config)
   check_one_observation(spec, run.config.env_name)
   restored = restore.restore(run, checkpoint)
   policy = evaluation_policy.make(run.adapter, run.config, spec)
@@ -479,7 +507,8 @@ def export(run_dir: str, out_dir: str, checkpoint: str = '',
     if step.state:
       _leaves_npz(os.path.join(tmp, policy_lib.STATE), step.state)
     formats = _formats(step, tmp, echo)
-    m = manifest(run, restored, step, formats, command)
+    m = manifest(run, restored, step, formats, command,
+                 action_entry(spec.actions, bounds))
     with open(os.path.join(tmp, policy_lib.MANIFEST), 'w') as f:
       json.dump(m, f, indent=1)
     with open(os.path.join(tmp, 'README.md'), 'w') as f:

@@ -207,3 +207,45 @@ def test_dict_observations_are_one_line_naming_the_limit(tmp_path, capsys):
           'export takes one') in err
   assert not out_dir.exists()
   assert [p.name for p in tmp_path.iterdir() if p.name.startswith('.')] == []
+
+
+def test_the_manifest_gives_the_actions_and_the_loader_maps_them_to_the_task(
+    tmp_path):
+  # SAC on Pendulum-v1, whose torque is in [-2, 2]: the agent acts in
+  # [-1, 1] and the environment it trained in clipped and rescaled that
+  # (envs/factory.py); a user stepping the task itself needs the same.
+  run_dir = _run_dir(tmp_path, 'sac_mujoco', {
+      'network.hidden_layers': (8,), 'env_name': 'Pendulum-v1'})
+  out_dir = str(tmp_path / 'policy')
+  m = export.export(run_dir, out_dir, command='test', echo=lambda *a: None)
+  assert m['action'] == {'shape': [1], 'dtype': 'float32', 'minimum': [-1.0],
+                         'maximum': [1.0], 'task_minimum': [-2.0],
+                         'task_maximum': [2.0]}
+  loaded = policy_lib.load(out_dir)
+  np.testing.assert_allclose(
+      loaded.to_task(np.array([[-1.5], [-0.5], [0.25], [3.0]], np.float32)),
+      [[-2.0], [-1.0], [0.5], [2.0]])
+  card = open(os.path.join(out_dir, 'README.md')).read()
+  assert 'to_task' in card and '[-2.0, 2.0]' in card
+  # Discrete actions reach the task as the policy gives them.
+  run_dir = _run_dir(tmp_path / 'dqn', 'dqn_cartpole',
+                     {'network.hidden_layers': (8,)})
+  m = export.export(run_dir, str(tmp_path / 'dqn_policy'), command='test',
+                    echo=lambda *a: None)
+  assert m['action'] == {'shape': [], 'dtype': 'int32', 'num_values': 2}
+  loaded = policy_lib.load(str(tmp_path / 'dqn_policy'))
+  np.testing.assert_array_equal(loaded.to_task(np.array([1, 0])), [1, 0])
+
+
+@pytest.mark.parametrize('backend', ['gym', 'envpool'])
+def test_the_task_action_bounds_are_read_from_either_backend(backend):
+  from acme_launch import envs as environments
+  environment = environments.make_environment('Humanoid-v4', 0,
+                                               backend=backend)
+  try:
+    low, high = environments.task_action_bounds(environment)
+  finally:
+    environment.close()
+  np.testing.assert_allclose(low, np.full(17, -0.4))
+  np.testing.assert_allclose(high, np.full(17, 0.4))
+  assert environment.action_spec().minimum.min() == -1.0
