@@ -118,12 +118,6 @@ def learning_window(progress_csv: str, warmup: float) -> Optional[Window]:
   return Window(window[0][0], window[-1][0], window[-1][1] - window[0][1])
 
 
-def rate_while_learning(progress_csv: str, warmup: float) -> Optional[float]:
-  """Actor env steps/s over `learning_window`; None without one."""
-  window = learning_window(progress_csv, warmup)
-  return window.rate if window else None
-
-
 def _cpu_ticks(pid: str) -> int:
   """utime + stime of a process, in clock ticks."""
   with open(f'/proc/{pid}/stat') as f:
